@@ -1,0 +1,59 @@
+//! # nabla — automatic differentiation for Rust
+//!
+//! Write a numeric function once, generic over [`Scalar`]; evaluate it on `f64`, or
+//! differentiate it with any of the operators — [`derivative`], [`grad`],
+//! [`value_and_grad`], [`jvp`], [`vjp`], [`jacobian`], [`hessian`], [`hvp`] — which
+//! nest freely: every operator can be called inside another's closure, to any
+//! depth, in any combination of modes, without perturbation confusion.
+//!
+//! - **Forward mode** is dual numbers ([`Dual`]; Krawiec et al. 2022, Figure 3).
+//! - **Reverse mode** is the Delta trace of Krawiec et al. §5.3 ([`Reverse`]): each
+//!   operation appends one flattened `Let`-bound Delta to a growable array, which is
+//!   evaluated backwards once. Time and memory are linear in the number of
+//!   operations, however much the computation shares.
+//! - **One derivative table** ([`primitive`]) holds every primitive's value and
+//!   partial derivatives; both modes derive their rules from it, and a user adds a
+//!   primitive by giving its value and derivative ([`UnaryPrimitive`],
+//!   [`BinaryPrimitive`]).
+//!
+//! ```
+//! use nabla::{Scalar, grad, hessian};
+//!
+//! fn f<S: Scalar>(v: &[S]) -> S {
+//!     let (x, y) = (v[0], v[1]);
+//!     x * x * 2.0 + x * y * 3.0 + y * y * 4.0
+//! }
+//!
+//! assert_eq!(f(&[3.0, 4.0]), 118.0);
+//! assert_eq!(grad(|v| f(v), &[3.0, 4.0]), vec![24.0, 41.0]);
+//! assert_eq!(hessian(|v| f(v), &[3.0, 4.0]), vec![vec![4.0, 3.0], vec![3.0, 8.0]]);
+//! ```
+//!
+//! Nesting: the derivative of x ↦ x · (d/dy (x + y))(1) is 1 — the inner derivative
+//! is 1 whatever x is — and a system that confused the two perturbations would say 2:
+//!
+//! ```
+//! use nabla::{Dual, Scalar, derivative};
+//! let d = derivative(|x| x * derivative(|y| Dual::constant(x) + y, Dual::from(1.0)), 1.0);
+//! assert_eq!(d, 1.0);
+//! ```
+//!
+//! See `docs/library.md` in the repository for the design and the conventions at
+//! non-differentiable points.
+
+mod api;
+mod forward;
+mod ops;
+pub mod primitive;
+mod reverse;
+mod scalar;
+mod trace;
+
+pub use api::{
+    Pullback, VectorFunction, derivative, grad, hessian, hvp, jacobian, jacobian_forward,
+    jacobian_reverse, jvp, value_and_grad, vjp,
+};
+pub use forward::Dual;
+pub use primitive::{Binary, BinaryPrimitive, Unary, UnaryPrimitive};
+pub use reverse::Reverse;
+pub use scalar::Scalar;

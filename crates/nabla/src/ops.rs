@@ -1,0 +1,113 @@
+//! Operator boilerplate shared by the derivative-carrying scalars.
+//!
+//! Every arithmetic operator goes through the derivative table
+//! ([`Binary`](crate::Binary)); comparisons look at primal values only.
+
+/// Implements the arithmetic, comparison, summation and formatting traits that
+/// [`Scalar`](crate::Scalar) requires, for a type whose [`Scalar::apply_binary`]
+/// and [`Scalar::value`] are already defined. `f64` may appear on either side.
+macro_rules! scalar_ops {
+    ([$($generics:tt)*] $ty:ty) => {
+        $crate::ops::scalar_ops!(@binary [$($generics)*] $ty, Add, add, AddAssign, add_assign, Add);
+        $crate::ops::scalar_ops!(@binary [$($generics)*] $ty, Sub, sub, SubAssign, sub_assign, Sub);
+        $crate::ops::scalar_ops!(@binary [$($generics)*] $ty, Mul, mul, MulAssign, mul_assign, Mul);
+        $crate::ops::scalar_ops!(@binary [$($generics)*] $ty, Div, div, DivAssign, div_assign, Div);
+
+        impl<$($generics)*> ::std::ops::Neg for $ty {
+            type Output = Self;
+            #[inline]
+            fn neg(self) -> Self {
+                $crate::Scalar::unary(self, $crate::Unary::Neg)
+            }
+        }
+
+        impl<$($generics)*> ::std::iter::Sum for $ty {
+            fn sum<I: Iterator<Item = Self>>(iter: I) -> Self {
+                iter.fold(<Self as $crate::Scalar>::zero(), |acc, x| acc + x)
+            }
+        }
+
+        impl<$($generics)*> ::std::iter::Product for $ty {
+            fn product<I: Iterator<Item = Self>>(iter: I) -> Self {
+                iter.fold(<Self as $crate::Scalar>::one(), |acc, x| acc * x)
+            }
+        }
+
+        impl<$($generics)*> PartialEq for $ty {
+            #[inline]
+            fn eq(&self, other: &Self) -> bool {
+                $crate::Scalar::value(*self) == $crate::Scalar::value(*other)
+            }
+        }
+
+        impl<$($generics)*> PartialEq<f64> for $ty {
+            #[inline]
+            fn eq(&self, other: &f64) -> bool {
+                $crate::Scalar::value(*self) == *other
+            }
+        }
+
+        impl<$($generics)*> PartialOrd for $ty {
+            #[inline]
+            fn partial_cmp(&self, other: &Self) -> Option<::std::cmp::Ordering> {
+                $crate::Scalar::value(*self).partial_cmp(&$crate::Scalar::value(*other))
+            }
+        }
+
+        impl<$($generics)*> PartialOrd<f64> for $ty {
+            #[inline]
+            fn partial_cmp(&self, other: &f64) -> Option<::std::cmp::Ordering> {
+                $crate::Scalar::value(*self).partial_cmp(other)
+            }
+        }
+
+        /// Shows the primal value, like the `f64` it stands for.
+        impl<$($generics)*> ::std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                ::std::fmt::Display::fmt(&$crate::Scalar::value(*self), f)
+            }
+        }
+    };
+
+    (@binary [$($generics:tt)*] $ty:ty, $Op:ident, $op:ident, $OpAssign:ident, $op_assign:ident, $Variant:ident) => {
+        impl<$($generics)*> ::std::ops::$Op for $ty {
+            type Output = Self;
+            #[inline]
+            fn $op(self, rhs: Self) -> Self {
+                $crate::Scalar::binary(self, $crate::Binary::$Variant, rhs)
+            }
+        }
+
+        impl<$($generics)*> ::std::ops::$Op<f64> for $ty {
+            type Output = Self;
+            #[inline]
+            fn $op(self, rhs: f64) -> Self {
+                $crate::Scalar::binary(self, $crate::Binary::$Variant, <Self as From<f64>>::from(rhs))
+            }
+        }
+
+        impl<$($generics)*> ::std::ops::$Op<$ty> for f64 {
+            type Output = $ty;
+            #[inline]
+            fn $op(self, rhs: $ty) -> $ty {
+                $crate::Scalar::binary(<$ty as From<f64>>::from(self), $crate::Binary::$Variant, rhs)
+            }
+        }
+
+        impl<$($generics)*> ::std::ops::$OpAssign for $ty {
+            #[inline]
+            fn $op_assign(&mut self, rhs: Self) {
+                *self = ::std::ops::$Op::$op(*self, rhs);
+            }
+        }
+
+        impl<$($generics)*> ::std::ops::$OpAssign<f64> for $ty {
+            #[inline]
+            fn $op_assign(&mut self, rhs: f64) {
+                *self = ::std::ops::$Op::$op(*self, rhs);
+            }
+        }
+    };
+}
+
+pub(crate) use scalar_ops;

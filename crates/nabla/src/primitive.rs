@@ -1,0 +1,334 @@
+//! The derivative table: every primitive's value and partial derivatives, stated once.
+//!
+//! This is the library's single home of derivative knowledge, in the spirit of
+//! Krawiec et al. Figure 14: each entry gives a value column (on `f64`) and a
+//! derivative column written *generically* over [`Scalar`], so the derivative is
+//! itself differentiable and every mode at every nesting level derives its rule from
+//! the same entry:
+//!
+//! - forward mode ([`Dual`](crate::Dual)): tangent = Σ tangentᵢ · partialᵢ;
+//! - reverse mode ([`Reverse`](crate::Reverse)): one trace entry with weights partialᵢ;
+//! - plain `f64`: the value column only.
+//!
+//! User-defined primitives implement the same two traits, [`UnaryPrimitive`] and
+//! [`BinaryPrimitive`] (the value-plus-pullback of ad-delcont's `op1`/`op2`: for a
+//! scalar primitive the pullback is multiplication by the partial derivative), and
+//! work in every mode exactly like the built-in ones.
+//!
+//! # Conventions at non-differentiable points
+//! Chosen so that no partial derivative is NaN where the function is defined:
+//! - `abs` at 0 has derivative 0;
+//! - `sqrt` at 0 has derivative +∞ (the one-sided limit); `cbrt` likewise;
+//! - `powf(x, y)`: ∂/∂y at x = 0 is 0 (as in JAX); ∂/∂x with y = 0 is 0;
+//!   ∂/∂y is only formed when the exponent is active, so a constant exponent with a
+//!   negative base never produces the NaN of `ln x`;
+//! - `powi(x, 0)` has derivative 0 everywhere, including at x = 0;
+//! - `atan2` and `hypot` have partial derivatives 0 at the origin;
+//! - `floor`, `ceil`, `round`, `trunc` have derivative 0 everywhere;
+//! - `min`/`max` (see [`Scalar::min`]) take the derivative of the argument they return;
+//!   on a tie they return (and differentiate) the first argument.
+
+use crate::Scalar;
+
+/// A user-defined differentiable function of one real.
+///
+/// Both methods are generic over [`Scalar`] so that the primitive works in every mode
+/// and at every order: `value` computes the primal at the inner level, and `derivative`
+/// is itself differentiated when derivatives are nested. Write them with
+/// [`Scalar`] operations only; a derivative computed on `f64` and converted back would
+/// be correct to first order only.
+///
+/// # Example
+/// The logistic function σ(x) = 1/(1+e⁻ˣ) with σ' = σ(1−σ), computed from the value:
+/// ```
+/// use nabla::{Scalar, UnaryPrimitive, derivative};
+///
+/// struct Sigmoid;
+/// impl UnaryPrimitive for Sigmoid {
+///     fn value<S: Scalar>(&self, x: S) -> S {
+///         S::one() / ((-x).exp() + 1.0)
+///     }
+///     fn derivative<S: Scalar>(&self, _x: S, value: S) -> S {
+///         value * (S::one() - value)
+///     }
+/// }
+///
+/// let d = derivative(|x| x.apply_unary(&Sigmoid), 0.0);
+/// assert_eq!(d, 0.25);
+/// // Second derivative (forward over forward) works too: σ'' (0) = 0.
+/// let d2 = derivative(|x| derivative(|y| y.apply_unary(&Sigmoid), x), 0.0);
+/// assert_eq!(d2, 0.0);
+/// ```
+pub trait UnaryPrimitive {
+    /// The value f(x).
+    fn value<S: Scalar>(&self, x: S) -> S;
+    /// The derivative f'(x), given x and the already computed value f(x).
+    fn derivative<S: Scalar>(&self, x: S, value: S) -> S;
+}
+
+/// A user-defined differentiable function of two reals: value and both partials.
+///
+/// Each partial is only evaluated when the corresponding argument carries a
+/// perturbation, so a partial that would be NaN for a constant argument (like
+/// ∂/∂y xʸ = xʸ ln x for negative x) is never formed.
+///
+/// # Example
+/// ```
+/// use nabla::{BinaryPrimitive, Scalar, grad};
+///
+/// /// f(x, y) = x·eʸ
+/// struct XExpY;
+/// impl BinaryPrimitive for XExpY {
+///     fn value<S: Scalar>(&self, x: S, y: S) -> S { x * y.exp() }
+///     fn partial_x<S: Scalar>(&self, _x: S, y: S, _v: S) -> S { y.exp() }
+///     fn partial_y<S: Scalar>(&self, _x: S, _y: S, v: S) -> S { v }
+/// }
+///
+/// let g = grad(|p| p[0].apply_binary(p[1], &XExpY), &[2.0, 0.0]);
+/// assert_eq!(g, vec![1.0, 2.0]);
+/// ```
+pub trait BinaryPrimitive {
+    /// The value f(x, y).
+    fn value<S: Scalar>(&self, x: S, y: S) -> S;
+    /// ∂f/∂x at (x, y), given the value v = f(x, y).
+    fn partial_x<S: Scalar>(&self, x: S, y: S, v: S) -> S;
+    /// ∂f/∂y at (x, y), given the value v = f(x, y).
+    fn partial_y<S: Scalar>(&self, x: S, y: S, v: S) -> S;
+}
+
+/// The built-in functions of one real.
+///
+/// [`Scalar`] exposes each as a method (`x.sin()`, `x.powi(3)`, …); this enum is
+/// what those methods dispatch on, and what other consumers of the table (such as
+/// the nabla language interpreter) name primitives by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[allow(missing_docs)] // the variant names are the functions
+pub enum Unary {
+    Neg,
+    Recip,
+    Sin,
+    Cos,
+    Tan,
+    Asin,
+    Acos,
+    Atan,
+    Sinh,
+    Cosh,
+    Tanh,
+    Exp,
+    Ln,
+    Log1p,
+    ExpM1,
+    Sqrt,
+    Cbrt,
+    Abs,
+    Floor,
+    Ceil,
+    Round,
+    Trunc,
+    /// Integer power xⁿ.
+    Powi(i32),
+}
+
+impl Unary {
+    /// The value column of the table: the primitive on plain `f64`.
+    ///
+    /// ```
+    /// use nabla::Unary;
+    /// assert_eq!(Unary::Powi(3).eval(2.0), 8.0);
+    /// ```
+    #[inline]
+    pub fn eval(self, x: f64) -> f64 {
+        match self {
+            Unary::Neg => -x,
+            Unary::Recip => 1.0 / x,
+            Unary::Sin => x.sin(),
+            Unary::Cos => x.cos(),
+            Unary::Tan => x.tan(),
+            Unary::Asin => x.asin(),
+            Unary::Acos => x.acos(),
+            Unary::Atan => x.atan(),
+            Unary::Sinh => x.sinh(),
+            Unary::Cosh => x.cosh(),
+            Unary::Tanh => x.tanh(),
+            Unary::Exp => x.exp(),
+            Unary::Ln => x.ln(),
+            Unary::Log1p => x.ln_1p(),
+            Unary::ExpM1 => x.exp_m1(),
+            Unary::Sqrt => x.sqrt(),
+            Unary::Cbrt => x.cbrt(),
+            Unary::Abs => x.abs(),
+            Unary::Floor => x.floor(),
+            Unary::Ceil => x.ceil(),
+            Unary::Round => x.round(),
+            Unary::Trunc => x.trunc(),
+            Unary::Powi(n) => x.powi(n),
+        }
+    }
+
+    /// The derivative column: f'(x) given x and v = f(x), at any [`Scalar`] type.
+    ///
+    /// ```
+    /// use nabla::Unary;
+    /// // d/dx sin x = cos x
+    /// assert_eq!(Unary::Sin.derivative(0.0_f64, 0.0), 1.0);
+    /// ```
+    #[inline]
+    pub fn derivative<S: Scalar>(self, x: S, v: S) -> S {
+        let one = S::one();
+        match self {
+            Unary::Neg => -one,
+            Unary::Recip => -(v * v),
+            Unary::Sin => x.cos(),
+            Unary::Cos => -x.sin(),
+            Unary::Tan => v * v + 1.0,
+            Unary::Asin => (one - x * x).sqrt().recip(),
+            Unary::Acos => -(one - x * x).sqrt().recip(),
+            Unary::Atan => (x * x + 1.0).recip(),
+            Unary::Sinh => x.cosh(),
+            Unary::Cosh => x.sinh(),
+            Unary::Tanh => one - v * v,
+            Unary::Exp => v,
+            Unary::Ln => x.recip(),
+            Unary::Log1p => (x + 1.0).recip(),
+            Unary::ExpM1 => v + 1.0,
+            Unary::Sqrt => (v * 2.0).recip(),
+            Unary::Cbrt => (v * v * 3.0).recip(),
+            Unary::Abs => {
+                if x > 0.0 {
+                    one
+                } else if x < 0.0 {
+                    -one
+                } else {
+                    S::zero()
+                }
+            }
+            Unary::Floor | Unary::Ceil | Unary::Round | Unary::Trunc => S::zero(),
+            Unary::Powi(0) => S::zero(),
+            Unary::Powi(n) => x.powi(n - 1) * f64::from(n),
+        }
+    }
+}
+
+impl UnaryPrimitive for Unary {
+    #[inline]
+    fn value<S: Scalar>(&self, x: S) -> S {
+        x.unary(*self)
+    }
+    #[inline]
+    fn derivative<S: Scalar>(&self, x: S, value: S) -> S {
+        Unary::derivative(*self, x, value)
+    }
+}
+
+/// The built-in functions of two reals.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Binary {
+    /// x + y
+    Add,
+    /// x − y
+    Sub,
+    /// x · y
+    Mul,
+    /// x / y
+    Div,
+    /// xʸ
+    Powf,
+    /// atan2(x, y): the angle of the point (y, x), as `f64::atan2`.
+    Atan2,
+    /// √(x² + y²)
+    Hypot,
+}
+
+impl Binary {
+    /// The value column of the table: the primitive on plain `f64`.
+    ///
+    /// ```
+    /// use nabla::Binary;
+    /// assert_eq!(Binary::Hypot.eval(3.0, 4.0), 5.0);
+    /// ```
+    #[inline]
+    pub fn eval(self, x: f64, y: f64) -> f64 {
+        match self {
+            Binary::Add => x + y,
+            Binary::Sub => x - y,
+            Binary::Mul => x * y,
+            Binary::Div => x / y,
+            Binary::Powf => x.powf(y),
+            Binary::Atan2 => x.atan2(y),
+            Binary::Hypot => x.hypot(y),
+        }
+    }
+
+    /// ∂f/∂x at (x, y) given v = f(x, y), at any [`Scalar`] type.
+    #[inline]
+    pub fn partial_x<S: Scalar>(self, x: S, y: S, v: S) -> S {
+        match self {
+            Binary::Add | Binary::Sub => S::one(),
+            Binary::Mul => y,
+            Binary::Div => y.recip(),
+            Binary::Powf => {
+                if y == 0.0 {
+                    S::zero()
+                } else {
+                    y * x.powf(y - 1.0)
+                }
+            }
+            Binary::Atan2 => {
+                let r2 = x * x + y * y;
+                if r2 == 0.0 { S::zero() } else { y / r2 }
+            }
+            Binary::Hypot => {
+                if v == 0.0 {
+                    S::zero()
+                } else {
+                    x / v
+                }
+            }
+        }
+    }
+
+    /// ∂f/∂y at (x, y) given v = f(x, y), at any [`Scalar`] type.
+    #[inline]
+    pub fn partial_y<S: Scalar>(self, x: S, y: S, v: S) -> S {
+        match self {
+            Binary::Add => S::one(),
+            Binary::Sub => -S::one(),
+            Binary::Mul => x,
+            Binary::Div => -(v / y),
+            Binary::Powf => {
+                if x == 0.0 {
+                    S::zero()
+                } else {
+                    v * x.ln()
+                }
+            }
+            Binary::Atan2 => {
+                let r2 = x * x + y * y;
+                if r2 == 0.0 { S::zero() } else { -(x / r2) }
+            }
+            Binary::Hypot => {
+                if v == 0.0 {
+                    S::zero()
+                } else {
+                    y / v
+                }
+            }
+        }
+    }
+}
+
+impl BinaryPrimitive for Binary {
+    #[inline]
+    fn value<S: Scalar>(&self, x: S, y: S) -> S {
+        x.binary(*self, y)
+    }
+    #[inline]
+    fn partial_x<S: Scalar>(&self, x: S, y: S, v: S) -> S {
+        Binary::partial_x(*self, x, y, v)
+    }
+    #[inline]
+    fn partial_y<S: Scalar>(&self, x: S, y: S, v: S) -> S {
+        Binary::partial_y(*self, x, y, v)
+    }
+}

@@ -1,0 +1,312 @@
+//! The [`Scalar`] trait: write a numeric function once, differentiate it in any mode.
+
+use std::fmt;
+use std::iter::{Product, Sum};
+use std::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Neg, Sub, SubAssign};
+
+use crate::primitive::{Binary, BinaryPrimitive, Unary, UnaryPrimitive};
+
+/// A real number that may carry derivative information.
+///
+/// Implemented by `f64` (no derivatives), [`Dual<S>`](crate::Dual) (forward mode) and
+/// [`Reverse<'_, S>`](crate::Reverse) (reverse mode), each generic over an inner
+/// `Scalar` so that modes nest to any depth. Write a function once over `S: Scalar`
+/// and evaluate or differentiate it with any of them.
+///
+/// Comparisons (`<`, `==`, …) look at the primal values only, so code may branch on
+/// them; the derivative is then the derivative of the branch taken.
+///
+/// # Constants in generic code
+/// Concrete types accept `f64` on either side (`2.0 * x`, `x * 2.0`). In code generic
+/// over `S: Scalar`, Rust cannot see the `f64 * S` implementation through the bound
+/// (rust-lang/rust#20671), so write the constant on the right (`x * 2.0`) or lift it
+/// with `S::from(2.0)`.
+///
+/// # Example
+/// ```
+/// use nabla::{Scalar, grad};
+///
+/// fn rosenbrock<S: Scalar>(x: &[S]) -> S {
+///     let mut sum = S::zero();
+///     for i in 0..x.len() - 1 {
+///         let a = S::one() - x[i];
+///         let b = x[i + 1] - x[i] * x[i];
+///         sum += a * a + b * b * 100.0;
+///     }
+///     sum
+/// }
+///
+/// assert_eq!(rosenbrock(&[1.0, 1.0]), 0.0); // plain f64
+/// assert_eq!(grad(|x| rosenbrock(x), &[1.0, 1.0]), vec![0.0, 0.0]);
+/// assert_eq!(grad(|x| rosenbrock(x), &[0.0, 0.0]), vec![-2.0, 0.0]);
+/// ```
+pub trait Scalar:
+    Copy
+    + fmt::Debug
+    + fmt::Display
+    + From<f64>
+    + PartialEq
+    + PartialOrd
+    + PartialEq<f64>
+    + PartialOrd<f64>
+    + Neg<Output = Self>
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Mul<Output = Self>
+    + Div<Output = Self>
+    + Add<f64, Output = Self>
+    + Sub<f64, Output = Self>
+    + Mul<f64, Output = Self>
+    + Div<f64, Output = Self>
+    + AddAssign
+    + SubAssign
+    + MulAssign
+    + DivAssign
+    + Sum
+    + Product
+{
+    /// The innermost primal value: strips every level of derivative information.
+    ///
+    /// ```
+    /// use nabla::{Dual, Scalar};
+    /// let x = Dual::new(Dual::new(3.0, 1.0), Dual::new(1.0, 0.0));
+    /// assert_eq!(x.value(), 3.0);
+    /// ```
+    fn value(self) -> f64;
+
+    /// True if this number and all its perturbations are exactly zero.
+    ///
+    /// The modes use this to keep structural zeros structural: a zero tangent or
+    /// cotangent is never multiplied into a partial derivative, so an infinite
+    /// partial (like √x at 0) cannot turn a zero into NaN.
+    ///
+    /// ```
+    /// use nabla::{Dual, Scalar};
+    /// assert!(Dual::constant(0.0).is_zero());
+    /// assert!(!Dual::new(0.0, 1.0).is_zero());
+    /// ```
+    fn is_zero(self) -> bool;
+
+    /// Applies a one-argument primitive given by its value and derivative.
+    ///
+    /// This is how every elementary function is implemented, and how a user adds
+    /// one of their own: see [`UnaryPrimitive`].
+    fn apply_unary<P: UnaryPrimitive + ?Sized>(self, primitive: &P) -> Self;
+
+    /// Applies a two-argument primitive given by its value and partial derivatives.
+    /// See [`BinaryPrimitive`].
+    fn apply_binary<P: BinaryPrimitive + ?Sized>(self, other: Self, primitive: &P) -> Self;
+
+    /// Applies a built-in primitive of the derivative table.
+    ///
+    /// ```
+    /// use nabla::{Scalar, Unary};
+    /// assert_eq!(0.0_f64.unary(Unary::Cos), 1.0);
+    /// ```
+    #[inline]
+    fn unary(self, op: Unary) -> Self {
+        self.apply_unary(&op)
+    }
+
+    /// Applies a built-in two-argument primitive of the derivative table.
+    ///
+    /// ```
+    /// use nabla::{Binary, Scalar};
+    /// assert_eq!(2.0_f64.binary(Binary::Powf, 10.0), 1024.0);
+    /// ```
+    #[inline]
+    fn binary(self, op: Binary, other: Self) -> Self {
+        self.apply_binary(other, &op)
+    }
+
+    /// The constant 0.
+    #[inline]
+    fn zero() -> Self {
+        Self::from(0.0)
+    }
+
+    /// The constant 1.
+    #[inline]
+    fn one() -> Self {
+        Self::from(1.0)
+    }
+
+    /// 1/x
+    #[inline]
+    fn recip(self) -> Self {
+        self.unary(Unary::Recip)
+    }
+    /// Sine.
+    #[inline]
+    fn sin(self) -> Self {
+        self.unary(Unary::Sin)
+    }
+    /// Cosine.
+    #[inline]
+    fn cos(self) -> Self {
+        self.unary(Unary::Cos)
+    }
+    /// Tangent.
+    #[inline]
+    fn tan(self) -> Self {
+        self.unary(Unary::Tan)
+    }
+    /// Arcsine.
+    #[inline]
+    fn asin(self) -> Self {
+        self.unary(Unary::Asin)
+    }
+    /// Arccosine.
+    #[inline]
+    fn acos(self) -> Self {
+        self.unary(Unary::Acos)
+    }
+    /// Arctangent.
+    #[inline]
+    fn atan(self) -> Self {
+        self.unary(Unary::Atan)
+    }
+    /// Hyperbolic sine.
+    #[inline]
+    fn sinh(self) -> Self {
+        self.unary(Unary::Sinh)
+    }
+    /// Hyperbolic cosine.
+    #[inline]
+    fn cosh(self) -> Self {
+        self.unary(Unary::Cosh)
+    }
+    /// Hyperbolic tangent.
+    #[inline]
+    fn tanh(self) -> Self {
+        self.unary(Unary::Tanh)
+    }
+    /// eˣ
+    #[inline]
+    fn exp(self) -> Self {
+        self.unary(Unary::Exp)
+    }
+    /// Natural logarithm.
+    #[inline]
+    fn ln(self) -> Self {
+        self.unary(Unary::Ln)
+    }
+    /// ln(1 + x), accurate near 0.
+    #[inline]
+    fn ln_1p(self) -> Self {
+        self.unary(Unary::Log1p)
+    }
+    /// eˣ − 1, accurate near 0.
+    #[inline]
+    fn exp_m1(self) -> Self {
+        self.unary(Unary::ExpM1)
+    }
+    /// Square root; its derivative at 0 is +∞.
+    #[inline]
+    fn sqrt(self) -> Self {
+        self.unary(Unary::Sqrt)
+    }
+    /// Cube root.
+    #[inline]
+    fn cbrt(self) -> Self {
+        self.unary(Unary::Cbrt)
+    }
+    /// Absolute value; its derivative at 0 is 0.
+    #[inline]
+    fn abs(self) -> Self {
+        self.unary(Unary::Abs)
+    }
+    /// Largest integer ≤ x (derivative 0).
+    #[inline]
+    fn floor(self) -> Self {
+        self.unary(Unary::Floor)
+    }
+    /// Smallest integer ≥ x (derivative 0).
+    #[inline]
+    fn ceil(self) -> Self {
+        self.unary(Unary::Ceil)
+    }
+    /// Nearest integer, halves away from zero (derivative 0).
+    #[inline]
+    fn round(self) -> Self {
+        self.unary(Unary::Round)
+    }
+    /// Integer part (derivative 0).
+    #[inline]
+    fn trunc(self) -> Self {
+        self.unary(Unary::Trunc)
+    }
+    /// Integer power xⁿ.
+    #[inline]
+    fn powi(self, n: i32) -> Self {
+        self.unary(Unary::Powi(n))
+    }
+    /// Real power xʸ. With a constant exponent the derivative never forms `ln x`, so a
+    /// negative base is fine: d/dx x³ at −1.3 is 5.07.
+    #[inline]
+    fn powf(self, y: impl Into<Self>) -> Self {
+        self.binary(Binary::Powf, y.into())
+    }
+    /// Four-quadrant arctangent of `self / x`, as `f64::atan2`.
+    #[inline]
+    fn atan2(self, x: impl Into<Self>) -> Self {
+        self.binary(Binary::Atan2, x.into())
+    }
+    /// √(self² + y²) without undue overflow.
+    #[inline]
+    fn hypot(self, y: impl Into<Self>) -> Self {
+        self.binary(Binary::Hypot, y.into())
+    }
+    /// The smaller argument, by primal value; on a tie (or NaN) the first, `self`.
+    /// The derivative is that of the argument returned.
+    ///
+    /// ```
+    /// use nabla::{Scalar, grad};
+    /// // relu by max: the derivative of the branch taken
+    /// assert_eq!(grad(|x| x[0].max(0.0), &[2.0]), vec![1.0]);
+    /// assert_eq!(grad(|x| x[0].max(0.0), &[-2.0]), vec![0.0]);
+    /// ```
+    #[inline]
+    fn min(self, other: impl Into<Self>) -> Self {
+        let other = other.into();
+        if other < self { other } else { self }
+    }
+    /// The larger argument, by primal value; on a tie (or NaN) the first, `self`.
+    /// The derivative is that of the argument returned.
+    #[inline]
+    fn max(self, other: impl Into<Self>) -> Self {
+        let other = other.into();
+        if other > self { other } else { self }
+    }
+}
+
+/// Plain reals: the value column of the derivative table, and the bottom of every
+/// tower of nested modes.
+impl Scalar for f64 {
+    #[inline]
+    fn value(self) -> f64 {
+        self
+    }
+    #[inline]
+    fn is_zero(self) -> bool {
+        self == 0.0
+    }
+    #[inline]
+    fn apply_unary<P: UnaryPrimitive + ?Sized>(self, primitive: &P) -> f64 {
+        primitive.value(self)
+    }
+    #[inline]
+    fn apply_binary<P: BinaryPrimitive + ?Sized>(self, other: f64, primitive: &P) -> f64 {
+        primitive.value(self, other)
+    }
+    // The built-ins bottom out here, in the table's value column (the generic
+    // `value` of a built-in calls back into `unary`, so f64 must not forward it).
+    #[inline]
+    fn unary(self, op: Unary) -> f64 {
+        op.eval(self)
+    }
+    #[inline]
+    fn binary(self, op: Binary, other: f64) -> f64 {
+        op.eval(self, other)
+    }
+}

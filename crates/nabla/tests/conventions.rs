@@ -1,0 +1,176 @@
+//! Conventions at non-differentiable points, structural zeros, user-defined
+//! primitives, and the panics documented for misuse.
+
+mod common;
+
+use common::{FD_TOL, MODE_TOL, assert_close, central_diff};
+use nabla::{
+    BinaryPrimitive, Dual, Scalar, UnaryPrimitive, derivative, grad, hessian, hvp, jvp, vjp,
+};
+use proptest::prelude::*;
+
+#[test]
+fn powf_with_constant_exponent_and_negative_base_is_finite() {
+    // d/dx x³ at −1.3 = 3·1.69; the exponent's ln x term is never formed.
+    let x = -1.3;
+    let expected = 3.0 * x * x;
+    assert_close(derivative(|a| a.powf(3.0), x), expected, 1e-15, "forward");
+    assert_close(grad(|a| a[0].powf(3.0), &[x])[0], expected, 1e-15, "reverse");
+    // Second derivative 6x, nested both ways.
+    assert_close(derivative(|a| derivative(|b| b.powf(3.0), a), x), 6.0 * x, 1e-14, "ff");
+    assert_close(hessian(|a| a[0].powf(3.0), &[x])[0][0], 6.0 * x, 1e-14, "fr");
+    assert_close(grad(|a| grad(|b| b[0].powf(3.0), &[a[0]])[0], &[x])[0], 6.0 * x, 1e-14, "rr");
+}
+
+#[test]
+fn powf_with_active_exponent() {
+    // ∂/∂y xʸ = xʸ ln x; at x = 0 it is 0 by convention (as JAX).
+    assert_eq!(grad(|v| v[0].powf(v[1]), &[2.0, 3.0]), vec![12.0, 8.0 * 2f64.ln()]);
+    assert_eq!(grad(|v| v[0].powf(v[1]), &[0.0, 2.0]), vec![0.0, 0.0]);
+    // x⁰ has derivative 0 everywhere, also at 0 (0·0⁻¹ would be NaN).
+    assert_eq!(grad(|v| v[0].powf(v[1]), &[0.0, 0.0])[0], 0.0);
+    assert_eq!(derivative(|a| a.powi(0), 0.0), 0.0);
+}
+
+#[test]
+fn abs_sqrt_atan2_hypot_at_their_kinks() {
+    assert_eq!(derivative(|a| a.abs(), 0.0), 0.0);
+    assert_eq!(grad(|a| a[0].abs(), &[0.0]), vec![0.0]);
+    assert_eq!(derivative(|a| a.abs(), -2.0), -1.0);
+    assert_eq!(derivative(|a| a.sqrt(), 0.0), f64::INFINITY);
+    assert_eq!(grad(|a| a[0].sqrt(), &[0.0]), vec![f64::INFINITY]);
+    assert_eq!(grad(|v| v[0].atan2(v[1]), &[0.0, 0.0]), vec![0.0, 0.0]);
+    assert_eq!(grad(|v| v[0].hypot(v[1]), &[0.0, 0.0]), vec![0.0, 0.0]);
+}
+
+#[test]
+fn min_max_differentiate_the_argument_returned() {
+    assert_eq!(grad(|v| v[0].min(v[1]), &[1.0, 2.0]), vec![1.0, 0.0]);
+    assert_eq!(grad(|v| v[0].min(v[1]), &[3.0, 2.0]), vec![0.0, 1.0]);
+    assert_eq!(grad(|v| v[0].max(v[1]), &[1.0, 2.0]), vec![0.0, 1.0]);
+    // Ties: the first argument.
+    assert_eq!(grad(|v| v[0].min(v[1]), &[2.0, 2.0]), vec![1.0, 0.0]);
+    assert_eq!(grad(|v| v[0].max(v[1]), &[2.0, 2.0]), vec![1.0, 0.0]);
+    assert_eq!(derivative(|a| a.max(Dual::constant(1.0)), 1.0), 1.0);
+    assert_eq!(Scalar::min(1.0, 2.0), 1.0);
+    assert_eq!(Scalar::max(f64::NAN, 2.0).is_nan(), true);
+}
+
+#[test]
+fn branches_differentiate_the_branch_taken() {
+    fn relu_sq<S: Scalar>(x: S) -> S {
+        if x > 0.0 { x * x } else { S::zero() }
+    }
+    assert_eq!(derivative(relu_sq, 3.0), 6.0);
+    assert_eq!(derivative(relu_sq, -3.0), 0.0);
+    assert_eq!(grad(|v| relu_sq(v[0]), &[3.0]), vec![6.0]);
+}
+
+#[test]
+fn an_unused_infinite_partial_does_not_poison_the_gradient() {
+    // √x at 0 has an infinite derivative, but its value never reaches the output:
+    // its adjoint is exactly zero, so the sweep skips it instead of forming 0·∞.
+    let g = grad(
+        |v| {
+            let _unused = v[0].sqrt();
+            v[0] * 2.0
+        },
+        &[0.0],
+    );
+    assert_eq!(g, vec![2.0]);
+    // Likewise a branch that multiplies the infinite path by an exact zero cotangent.
+    let g = grad(|v| v[0].sqrt() * 0.0 + v[0], &[0.0]);
+    assert_eq!(g, vec![1.0]);
+}
+
+/// The logistic function as a user primitive: value and derivative (σ(1−σ)).
+struct Sigmoid;
+impl UnaryPrimitive for Sigmoid {
+    fn value<S: Scalar>(&self, x: S) -> S {
+        S::one() / ((-x).exp() + 1.0)
+    }
+    fn derivative<S: Scalar>(&self, _x: S, v: S) -> S {
+        v * (S::one() - v)
+    }
+}
+fn sigmoid_composite<S: Scalar>(x: S) -> S {
+    S::one() / ((-x).exp() + 1.0)
+}
+
+/// Softplus-weighted product as a two-argument user primitive: f(x, y) = x·ln(1 + eʸ).
+struct XSoftplusY;
+impl BinaryPrimitive for XSoftplusY {
+    fn value<S: Scalar>(&self, x: S, y: S) -> S {
+        x * y.exp().ln_1p()
+    }
+    fn partial_x<S: Scalar>(&self, _x: S, y: S, _v: S) -> S {
+        y.exp().ln_1p()
+    }
+    fn partial_y<S: Scalar>(&self, x: S, y: S, _v: S) -> S {
+        x * y.apply_unary(&Sigmoid)
+    }
+}
+
+proptest! {
+    #[test]
+    fn user_primitives_work_in_every_mode(x in -4.0..4.0f64, y in -4.0..4.0f64) {
+        // First order: the primitive equals the composite it stands for.
+        let expected = derivative(sigmoid_composite, x);
+        assert_close(derivative(|a| a.apply_unary(&Sigmoid), x), expected, MODE_TOL, "forward");
+        assert_close(grad(|a| a[0].apply_unary(&Sigmoid), &[x])[0], expected, MODE_TOL, "reverse");
+        assert_close(expected, central_diff(sigmoid_composite, x), FD_TOL, "finite differences");
+        // Second order, all four nestings, against the composite.
+        let expected2 = derivative(|a| derivative(sigmoid_composite, a), x);
+        let s = |a: Dual<Dual<f64>>| a.apply_unary(&Sigmoid);
+        assert_close(derivative(|a| derivative(s, a), x), expected2, MODE_TOL, "ff");
+        assert_close(hessian(|a| a[0].apply_unary(&Sigmoid), &[x])[0][0], expected2, MODE_TOL, "fr");
+        assert_close(grad(|a| derivative(|b| b.apply_unary(&Sigmoid), a[0]), &[x])[0], expected2, MODE_TOL, "rf");
+        assert_close(grad(|a| grad(|b| b[0].apply_unary(&Sigmoid), &[a[0]])[0], &[x])[0], expected2, MODE_TOL, "rr");
+        // The binary primitive: gradient and Hessian against the composite.
+        let composite = |v: &[f64]| v[0] * v[1].exp().ln_1p();
+        let g = grad(|v| v[0].apply_binary(v[1], &XSoftplusY), &[x, y]);
+        let fd = common::central_grad(composite, &[x, y]);
+        common::assert_all_close(&g, &fd, FD_TOL, "binary primitive gradient");
+        let h = hessian(|v| v[0].apply_binary(v[1], &XSoftplusY), &[x, y]);
+        let hc = hessian(|v| v[0] * v[1].exp().ln_1p(), &[x, y]);
+        for i in 0..2 {
+            common::assert_all_close(&h[i], &hc[i], MODE_TOL, "binary primitive Hessian");
+        }
+    }
+}
+
+#[test]
+#[should_panic(expected = "nabla::jvp: the tangent `dx` has length 1 but the point `x` has length 2")]
+fn jvp_with_mismatched_tangent_panics() {
+    jvp(|v| v.to_vec(), &[1.0, 2.0], &[1.0]);
+}
+
+#[test]
+#[should_panic(expected = "nabla::hvp: the direction `v` has length 3 but the point `x` has length 2")]
+fn hvp_with_mismatched_direction_panics() {
+    hvp(|v| v[0] * v[1], &[1.0, 2.0], &[1.0, 0.0, 0.0]);
+}
+
+#[test]
+#[should_panic(
+    expected = "nabla::Pullback::apply: the cotangent has length 1 but the function has 2 outputs"
+)]
+fn pullback_with_mismatched_cotangent_panics() {
+    let (_, pullback) = vjp(|v| vec![v[0], v[0] * v[0]], &[1.0]);
+    pullback.apply(&[1.0]);
+}
+
+#[test]
+fn pullback_is_reusable_and_linear() {
+    let (y, pullback) = vjp(|v| vec![v[0] * v[1], v[0].sin(), v[1]], &[2.0, 3.0]);
+    assert_eq!(y.len(), pullback.outputs());
+    let a = pullback.apply(&[1.0, 0.0, 0.0]);
+    let b = pullback.apply(&[0.0, 1.0, 0.0]);
+    let ab = pullback.apply(&[2.0, -3.0, 0.0]);
+    for i in 0..2 {
+        assert_close(ab[i], 2.0 * a[i] - 3.0 * b[i], 1e-15, "linearity");
+    }
+    // A constant output has no Delta; its cotangent goes nowhere.
+    let (_, constant) = vjp(|_| vec![nabla::Reverse::from(4.0)], &[1.0]);
+    assert_eq!(constant.apply(&[1.0]), vec![0.0]);
+}

@@ -1,0 +1,162 @@
+//! Every primitive of the derivative table, in every mode and nesting combination,
+//! against central finite differences and against the other modes.
+
+mod common;
+
+use common::{FD_TOL, MODE_TOL, assert_close, central_diff};
+use nabla::{Binary, Dual, Reverse, Scalar, Unary, derivative, grad};
+use proptest::prelude::*;
+
+/// Each unary primitive with an interval on which it is smooth (sampled on both
+/// signs where `symmetric`), away from points where finite differences break down.
+const UNARY: &[(Unary, f64, f64, bool)] = &[
+    (Unary::Neg, 0.0, 5.0, true),
+    (Unary::Recip, 0.2, 5.0, true),
+    (Unary::Sin, 0.0, 6.0, true),
+    (Unary::Cos, 0.0, 6.0, true),
+    (Unary::Tan, 0.0, 1.3, true),
+    (Unary::Asin, 0.0, 0.95, true),
+    (Unary::Acos, 0.0, 0.95, true),
+    (Unary::Atan, 0.0, 5.0, true),
+    (Unary::Sinh, 0.0, 4.0, true),
+    (Unary::Cosh, 0.0, 4.0, true),
+    (Unary::Tanh, 0.0, 4.0, true),
+    (Unary::Exp, 0.0, 5.0, true),
+    (Unary::Ln, 0.05, 10.0, false),
+    (Unary::Log1p, -0.9, 10.0, false),
+    (Unary::ExpM1, 0.0, 5.0, true),
+    (Unary::Sqrt, 0.05, 10.0, false),
+    (Unary::Cbrt, 0.05, 10.0, true),
+    (Unary::Abs, 0.01, 5.0, true),
+    (Unary::Floor, 0.01, 0.99, true),
+    (Unary::Ceil, 0.01, 0.99, true),
+    (Unary::Round, 0.01, 0.49, true),
+    (Unary::Trunc, 0.01, 0.99, true),
+    (Unary::Powi(0), 0.2, 3.0, true),
+    (Unary::Powi(1), 0.2, 3.0, true),
+    (Unary::Powi(2), 0.2, 3.0, true),
+    (Unary::Powi(5), 0.2, 3.0, true),
+    (Unary::Powi(-1), 0.2, 3.0, true),
+    (Unary::Powi(-3), 0.2, 3.0, true),
+];
+
+/// Each binary primitive with intervals for x and y (sampled on both signs where
+/// the flag says so).
+const BINARY: &[(Binary, (f64, f64, bool), (f64, f64, bool))] = &[
+    (Binary::Add, (0.0, 5.0, true), (0.0, 5.0, true)),
+    (Binary::Sub, (0.0, 5.0, true), (0.0, 5.0, true)),
+    (Binary::Mul, (0.0, 5.0, true), (0.0, 5.0, true)),
+    (Binary::Div, (0.0, 5.0, true), (0.2, 5.0, true)),
+    (Binary::Powf, (0.1, 4.0, false), (0.0, 3.0, true)),
+    (Binary::Atan2, (0.1, 5.0, true), (0.1, 5.0, true)),
+    (Binary::Hypot, (0.1, 5.0, true), (0.1, 5.0, true)),
+];
+
+/// Maps t ∈ [0, 1) and a sign choice into the interval.
+fn sample((lo, hi, symmetric): (f64, f64, bool), t: f64, negative: bool) -> f64 {
+    let x = lo + (hi - lo) * t;
+    if symmetric && negative { -x } else { x }
+}
+
+// --- The four ways to take a second derivative of a scalar function g. ---
+
+fn second_ff(op: Unary, x: f64) -> f64 {
+    derivative(|a| derivative(|b| b.unary(op), a), x)
+}
+fn second_fr(op: Unary, x: f64) -> f64 {
+    // forward over reverse
+    derivative(|a| grad(|b| b[0].unary(op), &[a])[0], x)
+}
+fn second_rf(op: Unary, x: f64) -> f64 {
+    // reverse over forward
+    grad(|a| derivative(|b| b.unary(op), a[0]), &[x])[0]
+}
+fn second_rr(op: Unary, x: f64) -> f64 {
+    grad(|a| grad(|b| b[0].unary(op), &[a[0]])[0], &[x])[0]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn unary_first_derivative(index in 0..UNARY.len(), t in 0.0..1.0f64, negative: bool) {
+        let (op, lo, hi, symmetric) = UNARY[index];
+        let x = sample((lo, hi, symmetric), t, negative);
+        let forward = derivative(|a| a.unary(op), x);
+        let reverse = grad(|a| a[0].unary(op), &[x])[0];
+        let fd = central_diff(|a| op.eval(a), x);
+        assert_close(forward, fd, FD_TOL, &format!("{op:?}'({x}) forward vs finite differences"));
+        assert_close(reverse, forward, MODE_TOL, &format!("{op:?}'({x}) reverse vs forward"));
+        // Every mode computes the primal with the table's value column.
+        prop_assert_eq!(Dual::new(x, 1.0).unary(op).primal(), op.eval(x));
+    }
+
+    #[test]
+    fn unary_second_derivative_all_nestings(index in 0..UNARY.len(), t in 0.0..1.0f64, negative: bool) {
+        let (op, lo, hi, symmetric) = UNARY[index];
+        let x = sample((lo, hi, symmetric), t, negative);
+        let ff = second_ff(op, x);
+        let fd = central_diff(|a| derivative(|b| b.unary(op), a), x);
+        assert_close(ff, fd, 1e-5, &format!("{op:?}''({x}) vs finite differences"));
+        assert_close(second_fr(op, x), ff, MODE_TOL, &format!("{op:?}''({x}) forward over reverse"));
+        assert_close(second_rf(op, x), ff, MODE_TOL, &format!("{op:?}''({x}) reverse over forward"));
+        assert_close(second_rr(op, x), ff, MODE_TOL, &format!("{op:?}''({x}) reverse over reverse"));
+    }
+
+    #[test]
+    fn binary_partials(index in 0..BINARY.len(), s in 0.0..1.0f64, t in 0.0..1.0f64, nx: bool, ny: bool) {
+        let (op, dx, dy) = BINARY[index];
+        let (x, y) = (sample(dx, s, nx), sample(dy, t, ny));
+        let fd = [central_diff(|a| op.eval(a, y), x), central_diff(|b| op.eval(x, b), y)];
+        let forward = [
+            derivative(|a| a.binary(op, Dual::constant(y)), x),
+            derivative(|b| Dual::constant(x).binary(op, b), y),
+        ];
+        let reverse = grad(|v| v[0].binary(op, v[1]), &[x, y]);
+        for i in 0..2 {
+            assert_close(forward[i], fd[i], FD_TOL, &format!("∂{i} {op:?}({x}, {y}) vs finite differences"));
+            assert_close(reverse[i], forward[i], MODE_TOL, &format!("∂{i} {op:?}({x}, {y}) reverse vs forward"));
+        }
+    }
+
+    #[test]
+    fn binary_hessian_all_nestings(index in 0..BINARY.len(), s in 0.0..1.0f64, t in 0.0..1.0f64, nx: bool, ny: bool) {
+        let (op, dx, dy) = BINARY[index];
+        let p = [sample(dx, s, nx), sample(dy, t, ny)];
+        let forward_over_reverse = nabla::hessian(|v| v[0].binary(op, v[1]), &p);
+        for i in 0..2 {
+            // Column i of the Hessian by finite differences of the reverse gradient.
+            let fd: Vec<f64> = (0..2).map(|j| central_diff(|a| {
+                let mut q = p;
+                q[i] = a;
+                grad(|v| v[0].binary(op, v[1]), &q)[j]
+            }, p[i])).collect();
+            // The same column reverse over reverse and reverse over forward.
+            let rr: Vec<f64> = (0..2).map(|j| grad(|v| grad(|w| w[0].binary(op, w[1]), v)[j], &p)[i]).collect();
+            let rf: Vec<f64> = (0..2).map(|j| {
+                grad(|v| {
+                    let dir = [Dual::new(v[0], Reverse::from(if j == 0 { 1.0 } else { 0.0 })),
+                               Dual::new(v[1], Reverse::from(if j == 1 { 1.0 } else { 0.0 }))];
+                    dir[0].binary(op, dir[1]).tangent()
+                }, &p)[i]
+            }).collect();
+            for j in 0..2 {
+                let h = forward_over_reverse[j][i];
+                assert_close(h, fd[j], 1e-5, &format!("H[{j}][{i}] of {op:?} at {p:?} vs finite differences"));
+                assert_close(rr[j], h, MODE_TOL, &format!("H[{j}][{i}] of {op:?} reverse over reverse"));
+                assert_close(rf[j], h, MODE_TOL, &format!("H[{j}][{i}] of {op:?} reverse over forward"));
+            }
+        }
+    }
+}
+
+#[test]
+fn table_values_match_std() {
+    let x = 0.7_f64;
+    assert_eq!(x.sin(), Unary::Sin.eval(x));
+    assert_eq!(Scalar::sin(x), x.sin());
+    assert_eq!(Scalar::powf(x, 2.5), x.powf(2.5));
+    assert_eq!(Scalar::atan2(x, -0.3), x.atan2(-0.3));
+    assert_eq!(Scalar::hypot(3.0, 4.0), 5.0);
+    assert_eq!(Scalar::powi(x, 3), x.powi(3));
+}
