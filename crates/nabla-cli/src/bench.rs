@@ -1,0 +1,114 @@
+//! `nabla bench`: the interpreter against CPython on the same three programs,
+//! measured in the same run.
+
+use std::process::{Command, ExitCode};
+use std::time::{Duration, Instant};
+
+struct Case {
+    name: &'static str,
+    nabla: &'static str,
+    python: &'static str,
+}
+
+const CASES: &[Case] = &[
+    Case {
+        name: "scalar loop, 10^7 iterations",
+        nabla: include_str!("../bench/loop.nabla"),
+        python: include_str!("../bench/loop.py"),
+    },
+    Case {
+        name: "naive fib 27",
+        nabla: include_str!("../bench/fib.nabla"),
+        python: include_str!("../bench/fib.py"),
+    },
+    Case {
+        name: "vector map+sum, 10^6 elements",
+        nabla: include_str!("../bench/vecmap.nabla"),
+        python: include_str!("../bench/vecmap.py"),
+    },
+];
+
+fn time_nabla(src: &'static str) -> Result<(Duration, String), String> {
+    let r = nabla_lang::stack::run_with_stack(move || {
+        let mut s = nabla_lang::driver::Session::new();
+        let start = Instant::now();
+        let out = s
+            .load("bench.nabla", src)
+            .and_then(|_| s.run_main())
+            .map_err(|ds| s.render(&ds));
+        (start.elapsed(), out)
+    });
+    match r {
+        Some((d, Ok(v))) => Ok((d, v)),
+        Some((_, Err(e))) => Err(e),
+        None => Err("evaluator thread failed".into()),
+    }
+}
+
+fn time_python(src: &str) -> Result<(Duration, String), String> {
+    let dir = std::env::temp_dir().join(format!("nabla-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let file = dir.join("bench.py");
+    std::fs::write(&file, src).map_err(|e| e.to_string())?;
+    // The script times its own work (excluding interpreter start-up) and
+    // prints `seconds result`.
+    let out = Command::new("python3")
+        .arg(&file)
+        .output()
+        .map_err(|e| format!("cannot run python3: {e}"))?;
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (secs, value) = text
+        .trim()
+        .split_once(' ')
+        .ok_or_else(|| format!("unexpected python output: {text}"))?;
+    let secs: f64 = secs
+        .parse()
+        .map_err(|_| format!("unexpected python output: {text}"))?;
+    Ok((Duration::from_secs_f64(secs), value.to_string()))
+}
+
+fn best<F: FnMut() -> Result<(Duration, String), String>>(
+    runs: usize,
+    mut f: F,
+) -> Result<(Duration, String), String> {
+    let mut best: Option<(Duration, String)> = None;
+    for _ in 0..runs {
+        let (d, v) = f()?;
+        if best.as_ref().is_none_or(|(b, _)| d < *b) {
+            best = Some((d, v));
+        }
+    }
+    best.ok_or_else(|| "no runs".into())
+}
+
+/// Runs the benchmark and prints a Markdown table.
+pub(crate) fn run(quick: bool) -> ExitCode {
+    let runs = if quick { 1 } else { 3 };
+    println!("best of {runs} run(s) each; times exclude process start-up\n");
+    println!("| program | nabla | CPython | CPython / nabla | result (nabla / python) |");
+    println!("|---|---:|---:|---:|---|");
+    let mut failed = false;
+    for c in CASES {
+        let n = best(runs, || time_nabla(c.nabla));
+        let p = best(runs, || time_python(c.python));
+        match (n, p) {
+            (Ok((nd, nv)), Ok((pd, pv))) => println!(
+                "| {} | {:.3} s | {:.3} s | {:.2}x | {nv} / {pv} |",
+                c.name,
+                nd.as_secs_f64(),
+                pd.as_secs_f64(),
+                pd.as_secs_f64() / nd.as_secs_f64()
+            ),
+            (n, p) => {
+                failed = true;
+                println!("| {} | {:?} | {:?} | - | - |", c.name, n.err(), p.err());
+            }
+        }
+    }
+    if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}

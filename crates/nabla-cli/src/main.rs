@@ -1,0 +1,191 @@
+//! `nabla`: run, check and explore nabla programs.
+//!
+//! Exit status: 0 on success, 1 for any error in the program (syntax, type,
+//! run time, unreadable file), 2 for command-line usage errors.
+
+mod bench;
+mod repl;
+
+use clap::{Parser, Subcommand};
+use nabla_lang::diagnostic::Diagnostic;
+use nabla_lang::driver::Session;
+use nabla_lang::eval::Limits;
+use nabla_lang::syntax::span::{SourceMap, Span};
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+/// Largest source file accepted (spans are 32-bit offsets).
+const MAX_SOURCE_BYTES: u64 = 256 << 20;
+
+#[derive(Parser)]
+#[command(
+    name = "nabla",
+    version,
+    about = "The nabla language: a small ML-family language with first-class differentiation"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Type-check FILE, evaluate its `main` and print the value.
+    Run {
+        /// The program (a .nabla file).
+        file: String,
+        /// Stop with an error after this many function calls (default: no limit).
+        #[arg(long)]
+        max_calls: Option<u64>,
+    },
+    /// Type-check FILE and print the inferred type of each top-level definition.
+    Check {
+        /// The program (a .nabla file).
+        file: String,
+    },
+    /// Evaluate one expression and print its value.
+    Eval {
+        /// The expression, e.g. '2.0 * sin 1.0'.
+        expr: String,
+    },
+    /// Interactive read-eval-print loop (`:help` inside for commands).
+    Repl,
+    /// Time three programs in nabla and in CPython (python3) and print a table.
+    Bench {
+        /// Run each program once instead of taking the best of three.
+        #[arg(long)]
+        quick: bool,
+    },
+}
+
+/// What a command produced: text for stdout and stderr, and the exit status.
+struct Report {
+    stdout: String,
+    stderr: String,
+    status: u8,
+}
+
+impl Report {
+    fn ok(stdout: String) -> Report {
+        Report {
+            stdout,
+            stderr: String::new(),
+            status: 0,
+        }
+    }
+
+    fn failed(stderr: String) -> Report {
+        Report {
+            stdout: String::new(),
+            stderr,
+            status: 1,
+        }
+    }
+}
+
+/// Reads a source file; on failure, a rendered error.
+pub(crate) fn read_source(
+    path: &str,
+    sources_for_errors: &mut SourceMap,
+) -> Result<String, String> {
+    let meta =
+        std::fs::metadata(path).map_err(|e| format!("error: cannot read `{path}`: {e}\n"))?;
+    if meta.len() > MAX_SOURCE_BYTES {
+        return Err(format!(
+            "error: `{path}` is too large ({} bytes; the limit is {MAX_SOURCE_BYTES})\n",
+            meta.len()
+        ));
+    }
+    let bytes = std::fs::read(path).map_err(|e| format!("error: cannot read `{path}`: {e}\n"))?;
+    match String::from_utf8(bytes) {
+        Ok(s) => Ok(s),
+        Err(e) => {
+            let valid = e.utf8_error().valid_up_to();
+            let lossy = String::from_utf8_lossy(e.as_bytes()).into_owned();
+            let file = sources_for_errors.add(path, lossy);
+            let base = sources_for_errors.file(file).base;
+            let at = base + valid as u32;
+            let d = Diagnostic::error("source file is not valid UTF-8", Span::new(at, at + 1))
+                .with_label("invalid byte sequence here");
+            Err(d.render(sources_for_errors))
+        }
+    }
+}
+
+fn load_file(session: &mut Session, path: &str) -> Result<Vec<(String, String)>, String> {
+    let text = read_source(path, &mut session.sources)?;
+    session.load(path, &text).map_err(|ds| session.render(&ds))
+}
+
+fn run(file: &str, max_calls: Option<u64>) -> Report {
+    let mut session = Session::new();
+    session.limits = Limits {
+        max_calls,
+        ..Limits::default()
+    };
+    if let Err(e) = load_file(&mut session, file) {
+        return Report::failed(e);
+    }
+    match session.run_main() {
+        Ok(v) => Report::ok(format!("{v}\n")),
+        Err(ds) => Report::failed(session.render(&ds)),
+    }
+}
+
+fn check(file: &str) -> Report {
+    let mut session = Session::new();
+    match load_file(&mut session, file) {
+        Ok(types) => Report::ok(types.iter().map(|(n, t)| format!("{n} : {t}\n")).collect()),
+        Err(e) => Report::failed(e),
+    }
+}
+
+fn eval(expr: &str) -> Report {
+    let mut session = Session::new();
+    match session.eval_expr("<eval>", expr) {
+        Ok(v) => Report::ok(format!("{v}\n")),
+        Err(ds) => Report::failed(session.render(&ds)),
+    }
+}
+
+fn emit(r: &Report) -> ExitCode {
+    let _ = std::io::stdout().write_all(r.stdout.as_bytes());
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().write_all(r.stderr.as_bytes());
+    ExitCode::from(r.status)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Bench { quick } => return bench::run(quick),
+        Command::Repl => {
+            return match nabla_lang::stack::run_with_stack(repl::run) {
+                Some(code) => ExitCode::from(code),
+                None => ExitCode::from(1),
+            };
+        }
+        _ => {}
+    }
+    // Every phase runs on a thread with a large, explicitly sized stack;
+    // deep input then fails cleanly on the stack budget, never overflows.
+    let report = nabla_lang::stack::run_with_stack(move || match cli.command {
+        Command::Run { file, max_calls } => run(&file, max_calls),
+        Command::Check { file } => check(&file),
+        Command::Eval { expr } => eval(&expr),
+        Command::Repl | Command::Bench { .. } => Report::ok(String::new()),
+    });
+    match report {
+        Some(r) => emit(&r),
+        None => {
+            eprintln!("error: internal error (the evaluator thread failed)");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Whether `path` names an existing file (for `:load`).
+pub(crate) fn exists(path: &str) -> bool {
+    Path::new(path).is_file()
+}

@@ -1,0 +1,465 @@
+//! Surface AST (plus the type checker's facts) to core IR.
+
+use super::*;
+use crate::diagnostic::Diagnostic;
+use crate::prim::{self, Prim};
+use crate::stack;
+use crate::syntax::ast::{self, BinOp, ExprKind, Pattern};
+use crate::types::{Type, Typing};
+use std::collections::HashMap;
+
+/// Desugaring of a well-typed program can only fail on absurd nesting.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DesugarError {
+    /// The native stack budget ran out.
+    TooDeep(Span),
+}
+
+impl From<DesugarError> for Diagnostic {
+    fn from(e: DesugarError) -> Diagnostic {
+        match e {
+            DesugarError::TooDeep(span) => Diagnostic::error("program nested too deeply", span)
+                .with_label("nesting limit reached here"),
+        }
+    }
+}
+
+type DResult<T> = Result<T, DesugarError>;
+
+/// Translates type-checked definitions into a core [`Program`]. `typing`
+/// must come from checking exactly these definitions.
+pub fn desugar_program(defs: &[ast::Def], typing: &Typing) -> DResult<Program> {
+    let globals: HashMap<String, u32> = defs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (d.binding.name.name.clone(), i as u32))
+        .collect();
+    let mut d = Desugarer {
+        scopes: Vec::new(),
+        globals: &globals,
+        typing,
+        lambdas: Vec::new(),
+    };
+    let mut out = Vec::new();
+    for def in defs {
+        let b = &def.binding;
+        let body = if b.params.is_empty() {
+            d.expr(&b.body)?
+        } else {
+            d.lambdas_for(
+                &b.params,
+                &b.body,
+                Some(b.name.name.clone()),
+                None,
+                def.span,
+            )?
+        };
+        d.scopes.clear();
+        out.push(GlobalDef {
+            name: b.name.name.clone(),
+            body,
+            span: def.span,
+        });
+    }
+    Ok(Program {
+        globals: out,
+        lambdas: d.lambdas,
+    })
+}
+
+struct FnScope {
+    locals: Vec<(String, u32)>,
+    depth: u32,
+    captures: Vec<(String, VarRef)>,
+    self_name: Option<String>,
+}
+
+struct Desugarer<'a> {
+    scopes: Vec<FnScope>,
+    globals: &'a HashMap<String, u32>,
+    typing: &'a Typing,
+    lambdas: Vec<Lambda>,
+}
+
+enum Resolved {
+    Var(VarRef),
+    Prim(Prim),
+}
+
+impl Desugarer<'_> {
+    fn resolve_in(&mut self, level: usize, name: &str) -> Option<VarRef> {
+        let sc = &self.scopes[level];
+        if let Some((_, slot)) = sc.locals.iter().rev().find(|(n, _)| n == name) {
+            return Some(VarRef::Local(*slot));
+        }
+        if sc.self_name.as_deref() == Some(name) {
+            return Some(VarRef::SelfRef);
+        }
+        if let Some(i) = sc.captures.iter().position(|(n, _)| n == name) {
+            return Some(VarRef::Capture(i as u32));
+        }
+        if level == 0 {
+            return None;
+        }
+        let outer = self.resolve_in(level - 1, name)?;
+        let sc = &mut self.scopes[level];
+        sc.captures.push((name.to_string(), outer));
+        Some(VarRef::Capture((sc.captures.len() - 1) as u32))
+    }
+
+    fn resolve(&mut self, name: &str) -> Option<Resolved> {
+        if !self.scopes.is_empty()
+            && let Some(r) = self.resolve_in(self.scopes.len() - 1, name)
+        {
+            return Some(Resolved::Var(r));
+        }
+        if let Some(&g) = self.globals.get(name) {
+            return Some(Resolved::Var(VarRef::Global(g)));
+        }
+        prim::lookup_named(name).map(|p| Resolved::Prim(p.prim))
+    }
+
+    /// Outside any function (a global's value), locals live in a frame
+    /// of their own: open a pseudo-scope for them.
+    fn scope(&mut self) -> &mut FnScope {
+        if self.scopes.is_empty() {
+            self.scopes.push(FnScope {
+                locals: Vec::new(),
+                depth: 0,
+                captures: Vec::new(),
+                self_name: None,
+            });
+        }
+        let n = self.scopes.len() - 1;
+        &mut self.scopes[n]
+    }
+
+    fn alloc_slot(&mut self) -> u32 {
+        let sc = self.scope();
+        let s = sc.depth;
+        sc.depth += 1;
+        s
+    }
+
+    fn mark(&mut self) -> (usize, u32) {
+        let sc = self.scope();
+        (sc.locals.len(), sc.depth)
+    }
+
+    fn reset(&mut self, m: (usize, u32)) {
+        let sc = self.scope();
+        sc.locals.truncate(m.0);
+        sc.depth = m.1;
+    }
+
+    /// Binds the names of `p` to parts of the value `src`, appending the
+    /// `let`s that do it to `lets`.
+    fn bind_pattern(&mut self, p: &Pattern, src: Expr, lets: &mut Vec<(u32, Expr)>) -> DResult<()> {
+        if stack::check().is_err() {
+            return Err(DesugarError::TooDeep(p.span()));
+        }
+        match p {
+            Pattern::Var(id) => {
+                let slot = match src {
+                    Expr::Var(VarRef::Local(s), _) => s,
+                    other => {
+                        let s = self.alloc_slot();
+                        lets.push((s, other));
+                        s
+                    }
+                };
+                self.scope().locals.push((id.name.clone(), slot));
+            }
+            Pattern::Wild(_) | Pattern::Unit(_) => {}
+            Pattern::Annot(inner, _, _) => self.bind_pattern(inner, src, lets)?,
+            Pattern::Tuple(ps, span) => {
+                let slot = match src {
+                    Expr::Var(VarRef::Local(s), _) => s,
+                    other => {
+                        let s = self.alloc_slot();
+                        lets.push((s, other));
+                        s
+                    }
+                };
+                for (i, q) in ps.iter().enumerate() {
+                    let proj =
+                        Expr::Proj(Box::new(Expr::Var(VarRef::Local(slot), *span)), i as u32);
+                    self.bind_pattern(q, proj, lets)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn wrap(lets: Vec<(u32, Expr)>, mut body: Expr) -> Expr {
+        for (slot, value) in lets.into_iter().rev() {
+            body = Expr::Let {
+                slot,
+                value: Box::new(value),
+                body: Box::new(body),
+            };
+        }
+        body
+    }
+
+    /// `fun p1 p2 ... -> body` as nested one-parameter lambdas. `self_name`
+    /// makes the outermost lambda recursive; `ret_body` overrides how the body
+    /// is produced (unused: annotations vanish).
+    fn lambdas_for(
+        &mut self,
+        params: &[Pattern],
+        body: &ast::Expr,
+        self_name: Option<String>,
+        name: Option<String>,
+        span: Span,
+    ) -> DResult<Expr> {
+        if stack::check().is_err() {
+            return Err(DesugarError::TooDeep(span));
+        }
+        let Some((first, rest)) = params.split_first() else {
+            return self.expr(body);
+        };
+        let name = name.or_else(|| self_name.clone());
+        self.scopes.push(FnScope {
+            locals: Vec::new(),
+            depth: 1,
+            captures: Vec::new(),
+            self_name,
+        });
+        let result = (|| {
+            let mut lets = Vec::new();
+            self.bind_pattern(first, Expr::Var(VarRef::Local(0), first.span()), &mut lets)?;
+            let inner = self.lambdas_for(rest, body, None, name.clone(), span)?;
+            Ok(Self::wrap(lets, inner))
+        })();
+        let scope = self.scopes.pop();
+        let body = result?;
+        let captures = scope
+            .map(|s| s.captures.into_iter().map(|(_, r)| r).collect())
+            .unwrap_or_default();
+        self.lambdas.push(Lambda {
+            name,
+            captures,
+            body,
+            span,
+        });
+        Ok(Expr::Lam(LamId((self.lambdas.len() - 1) as u32)))
+    }
+
+    fn sum_zero(&self, id: ast::NodeId) -> Expr {
+        match self.typing.sum_types.get(&id) {
+            Some(Type::Real) => Expr::Lit(Lit::Real(0.0)),
+            _ => Expr::Lit(Lit::Int(0)),
+        }
+    }
+
+    fn expr(&mut self, e: &ast::Expr) -> DResult<Expr> {
+        if stack::check().is_err() {
+            return Err(DesugarError::TooDeep(e.span));
+        }
+        let span = e.span;
+        Ok(match &e.kind {
+            ExprKind::Var(name) => match self.resolve(name) {
+                Some(Resolved::Var(r)) => Expr::Var(r, span),
+                Some(Resolved::Prim(Prim::Sum)) => Expr::App(
+                    Box::new(Expr::PrimRef(Prim::Sum)),
+                    Box::new(self.sum_zero(e.id)),
+                    span,
+                ),
+                Some(Resolved::Prim(p)) => Expr::PrimRef(p),
+                // The type checker rejects unknown names; keep going harmlessly.
+                None => Expr::Lit(Lit::Unit),
+            },
+            ExprKind::Int(n) => {
+                if self.typing.real_literals.contains(&e.id) {
+                    Expr::Lit(Lit::Real(*n as f64))
+                } else {
+                    Expr::Lit(Lit::Int(*n))
+                }
+            }
+            ExprKind::Real(x) => Expr::Lit(Lit::Real(*x)),
+            ExprKind::Bool(b) => Expr::Lit(Lit::Bool(*b)),
+            ExprKind::Unit => Expr::Lit(Lit::Unit),
+            ExprKind::Tuple(es) => {
+                Expr::Tuple(es.iter().map(|x| self.expr(x)).collect::<DResult<_>>()?)
+            }
+            ExprKind::Vector(es) => {
+                Expr::Vector(es.iter().map(|x| self.expr(x)).collect::<DResult<_>>()?)
+            }
+            ExprKind::Lam(ps, body) => self.lambdas_for(ps, body, None, None, span)?,
+            ExprKind::App(..) => self.application(e)?,
+            ExprKind::Let(p, v, body) => {
+                let value = self.expr(v)?;
+                let m = self.mark();
+                let mut lets = Vec::new();
+                // Always give the whole value a slot of its own first.
+                let slot = self.alloc_slot();
+                lets.push((slot, value));
+                self.bind_pattern(p, Expr::Var(VarRef::Local(slot), p.span()), &mut lets)?;
+                let b = self.expr(body);
+                self.reset(m);
+                Self::wrap(lets, b?)
+            }
+            ExprKind::LetFun { rec, binding, body } => {
+                let name = binding.name.name.clone();
+                let value = if binding.params.is_empty() {
+                    // `let rec f = fun x -> ...`: the lambda itself is recursive.
+                    match &binding.body.kind {
+                        ExprKind::Lam(ps, lam_body) if *rec => self.lambdas_for(
+                            ps,
+                            lam_body,
+                            Some(name.clone()),
+                            None,
+                            binding.body.span,
+                        )?,
+                        _ => self.expr(&binding.body)?,
+                    }
+                } else {
+                    let self_name = if *rec { Some(name.clone()) } else { None };
+                    self.lambdas_for(
+                        &binding.params,
+                        &binding.body,
+                        self_name,
+                        Some(name.clone()),
+                        span,
+                    )?
+                };
+                let m = self.mark();
+                let slot = self.alloc_slot();
+                self.scope().locals.push((name, slot));
+                let b = self.expr(body);
+                self.reset(m);
+                Expr::Let {
+                    slot,
+                    value: Box::new(value),
+                    body: Box::new(b?),
+                }
+            }
+            ExprKind::If(c, a, b) => Expr::If(
+                Box::new(self.expr(c)?),
+                Box::new(self.expr(a)?),
+                Box::new(self.expr(b)?),
+            ),
+            ExprKind::Inl(x) => Expr::Inl(Box::new(self.expr(x)?)),
+            ExprKind::Inr(x) => Expr::Inr(Box::new(self.expr(x)?)),
+            ExprKind::Match {
+                scrutinee,
+                left,
+                right,
+            } => {
+                let s = self.expr(scrutinee)?;
+                let m = self.mark();
+                let slot = self.alloc_slot();
+                let mut arms = Vec::new();
+                for (p, body) in [left, right] {
+                    let m2 = self.mark();
+                    let mut lets = Vec::new();
+                    self.bind_pattern(p, Expr::Var(VarRef::Local(slot), p.span()), &mut lets)?;
+                    let b = self.expr(body);
+                    self.reset(m2);
+                    arms.push(Self::wrap(lets, b?));
+                }
+                self.reset(m);
+                let right = arms.pop().unwrap_or(Expr::Lit(Lit::Unit));
+                let left = arms.pop().unwrap_or(Expr::Lit(Lit::Unit));
+                Expr::Case {
+                    scrutinee: Box::new(s),
+                    slot,
+                    left: Box::new(left),
+                    right: Box::new(right),
+                }
+            }
+            ExprKind::Binary(op, a, b) => {
+                let x = self.expr(a)?;
+                let y = self.expr(b)?;
+                let p = match op {
+                    BinOp::And => {
+                        return Ok(Expr::If(
+                            Box::new(x),
+                            Box::new(y),
+                            Box::new(Expr::Lit(Lit::Bool(false))),
+                        ));
+                    }
+                    BinOp::Or => {
+                        return Ok(Expr::If(
+                            Box::new(x),
+                            Box::new(Expr::Lit(Lit::Bool(true))),
+                            Box::new(y),
+                        ));
+                    }
+                    BinOp::Add => Prim::Add,
+                    BinOp::Sub => Prim::Sub,
+                    BinOp::Mul => Prim::Mul,
+                    BinOp::Div => Prim::Div,
+                    BinOp::Pow => Prim::Pow,
+                    BinOp::Lt => Prim::Lt,
+                    BinOp::Le => Prim::Le,
+                    BinOp::Gt => Prim::Gt,
+                    BinOp::Ge => Prim::Ge,
+                    BinOp::Eq => Prim::Eq,
+                    BinOp::Ne => Prim::Ne,
+                };
+                Expr::Prim(p, vec![x, y], span)
+            }
+            ExprKind::Neg(a) => Expr::Prim(Prim::Neg, vec![self.expr(a)?], span),
+            ExprKind::Index(v, i) => {
+                Expr::Prim(Prim::Index, vec![self.expr(v)?, self.expr(i)?], span)
+            }
+            ExprKind::Annot(x, _) => self.expr(x)?,
+        })
+    }
+
+    /// An application spine `f a1 ... an`; saturated primitive calls become [`Expr::Prim`].
+    fn application(&mut self, e: &ast::Expr) -> DResult<Expr> {
+        let mut args = Vec::new();
+        let mut head = e;
+        while let ExprKind::App(f, x) = &head.kind {
+            args.push(&**x);
+            head = f;
+            if stack::check().is_err() {
+                return Err(DesugarError::TooDeep(e.span));
+            }
+        }
+        args.reverse();
+        let prim = match &head.kind {
+            ExprKind::Var(name) => match self.resolve(name) {
+                Some(Resolved::Prim(p)) => Some(p),
+                _ => None,
+            },
+            _ => None,
+        };
+        let mut core_args = Vec::with_capacity(args.len());
+        for a in &args {
+            core_args.push(self.expr(a)?);
+        }
+        let mut spans = args.iter().map(|a| head.span.to(a.span));
+        let (mut f, rest) = match prim {
+            Some(p) if args.len() >= p.info().arity => {
+                let arity = p.info().arity;
+                let rest = core_args.split_off(arity);
+                let span = spans.nth(arity - 1).unwrap_or(e.span);
+                let call = match p {
+                    Prim::Fst | Prim::Snd => {
+                        let idx = if p == Prim::Fst { 0 } else { 1 };
+                        Expr::Proj(
+                            Box::new(core_args.pop().unwrap_or(Expr::Lit(Lit::Unit))),
+                            idx,
+                        )
+                    }
+                    Prim::Sum => {
+                        let mut a = vec![self.sum_zero(head.id)];
+                        a.extend(core_args);
+                        Expr::Prim(p, a, span)
+                    }
+                    _ => Expr::Prim(p, core_args, span),
+                };
+                (call, rest)
+            }
+            _ => (self.expr(head)?, core_args),
+        };
+        for (a, span) in rest.into_iter().zip(spans) {
+            f = Expr::App(Box::new(f), Box::new(a), span);
+        }
+        Ok(f)
+    }
+}

@@ -1,0 +1,175 @@
+//! Strings the phases together: the one entry point used by the CLI, the
+//! REPL, the test runner and the fuzz target.
+
+use crate::core::{self, desugar_program};
+use crate::diagnostic::Diagnostic;
+use crate::eval::{Limits, Machine};
+use crate::pretty::{TypeNamer, print_value};
+use crate::syntax::ast::{Def, Expr, FunBinding, Ident};
+use crate::syntax::parser::{IdGen, parse_expression, parse_program};
+use crate::syntax::span::{SourceMap, Span};
+use crate::types::{Kind, check_program};
+
+/// Name of the synthetic definition that holds a REPL / `eval` expression.
+/// It is not an identifier, so no program can refer to it.
+const EXPR_DEF: &str = "<expr>";
+
+/// A session: the source text seen so far and the definitions in force.
+///
+/// In a file, every definition is new and names must be unique. When more
+/// input is loaded later (the REPL's definitions and `:load`), a definition
+/// replaces an earlier one of the same name.
+#[derive(Debug, Default)]
+pub struct Session {
+    /// All source text, for rendering diagnostics.
+    pub sources: SourceMap,
+    ids: IdGen,
+    defs: Vec<Def>,
+    /// Limits applied to every evaluation.
+    pub limits: Limits,
+}
+
+/// Result of a phase: diagnostics on failure.
+pub type Outcome<T> = Result<T, Vec<Diagnostic>>;
+
+impl Session {
+    /// An empty session with default (unlimited) evaluation limits.
+    pub fn new() -> Session {
+        Session::default()
+    }
+
+    /// Names of the definitions in force.
+    pub fn def_names(&self) -> Vec<String> {
+        self.defs
+            .iter()
+            .map(|d| d.binding.name.name.clone())
+            .collect()
+    }
+
+    /// Parses and type-checks `text` (a sequence of `def`s) together with the
+    /// definitions already in force, and keeps them if everything checks.
+    /// Returns `(name, type)` of each new definition.
+    pub fn load(&mut self, name: &str, text: &str) -> Outcome<Vec<(String, String)>> {
+        let file = self.sources.add(name, text);
+        let base = self.sources.file(file).base;
+        let (prog, errors) = parse_program(text, base, &mut self.ids);
+        if !errors.is_empty() {
+            return Err(errors.into_iter().map(Diagnostic::from).collect());
+        }
+        let new_names: Vec<String> = prog
+            .defs
+            .iter()
+            .map(|d| d.binding.name.name.clone())
+            .collect();
+        let mut defs: Vec<Def> = self
+            .defs
+            .iter()
+            .filter(|d| !new_names.contains(&d.binding.name.name))
+            .cloned()
+            .collect();
+        let first_new = defs.len();
+        defs.extend(prog.defs);
+        let types = self.types_of(&defs)?;
+        let out = types.into_iter().skip(first_new).collect();
+        self.defs = defs;
+        Ok(out)
+    }
+
+    /// `(name, type)` of every definition in force, in order.
+    pub fn check_all(&self) -> Outcome<Vec<(String, String)>> {
+        self.types_of(&self.defs)
+    }
+
+    fn types_of(&self, defs: &[Def]) -> Outcome<Vec<(String, String)>> {
+        let checked = check_program(defs)
+            .map_err(|es| es.into_iter().map(Diagnostic::from).collect::<Vec<_>>())?;
+        Ok(defs
+            .iter()
+            .zip(&checked.def_types)
+            .map(|(d, t)| {
+                (
+                    d.binding.name.name.clone(),
+                    TypeNamer::new().print(t, &|_| Kind::Any),
+                )
+            })
+            .collect())
+    }
+
+    /// Evaluates `main` and prints its value.
+    pub fn run_main(&self) -> Outcome<String> {
+        let Some(index) = self.defs.iter().position(|d| d.binding.name.name == "main") else {
+            let span = self
+                .sources
+                .files()
+                .last()
+                .map_or(Span::default(), |f| Span::new(f.base, f.base));
+            return Err(vec![
+                Diagnostic::error("no definition of `main`", span)
+                    .with_label("this program has no `main`")
+                    .with_note(
+                        "add a definition such as `def main = 42`; `nabla run` prints its value",
+                    ),
+            ]);
+        };
+        self.evaluate(&self.defs, index)
+    }
+
+    fn evaluate(&self, defs: &[Def], index: usize) -> Outcome<String> {
+        let checked = check_program(defs)
+            .map_err(|es| es.into_iter().map(Diagnostic::from).collect::<Vec<_>>())?;
+        let prog: core::Program =
+            desugar_program(defs, &checked.typing).map_err(|e| vec![Diagnostic::from(e)])?;
+        let mut m = Machine::new(&prog, self.limits);
+        let span = defs[index].span;
+        let v = m
+            .global(index, span)
+            .map_err(|e| vec![Diagnostic::from(e)])?;
+        Ok(print_value(&v))
+    }
+
+    fn with_expr(&mut self, name: &str, text: &str) -> Outcome<(Vec<Def>, usize)> {
+        let file = self.sources.add(name, text);
+        let base = self.sources.file(file).base;
+        let expr: Expr = parse_expression(text, base, &mut self.ids)
+            .map_err(|es| es.into_iter().map(Diagnostic::from).collect::<Vec<_>>())?;
+        let span = expr.span;
+        let mut defs = self.defs.clone();
+        defs.push(Def {
+            binding: FunBinding {
+                name: Ident {
+                    name: EXPR_DEF.into(),
+                    span,
+                },
+                params: Vec::new(),
+                ret: None,
+                body: expr,
+            },
+            span,
+        });
+        let index = defs.len() - 1;
+        Ok((defs, index))
+    }
+
+    /// Evaluates an expression in the context of the definitions in force
+    /// and prints its value.
+    pub fn eval_expr(&mut self, name: &str, text: &str) -> Outcome<String> {
+        let (defs, index) = self.with_expr(name, text)?;
+        self.evaluate(&defs, index)
+    }
+
+    /// The type of an expression in the context of the definitions in force.
+    pub fn type_of_expr(&mut self, name: &str, text: &str) -> Outcome<String> {
+        let (defs, index) = self.with_expr(name, text)?;
+        let types = self.types_of(&defs)?;
+        Ok(types
+            .into_iter()
+            .nth(index)
+            .map(|(_, t)| t)
+            .unwrap_or_default())
+    }
+
+    /// Renders diagnostics against this session's sources.
+    pub fn render(&self, diags: &[Diagnostic]) -> String {
+        crate::diagnostic::render_all(diags, &self.sources)
+    }
+}

@@ -1,0 +1,92 @@
+//! All arithmetic on run-time numbers goes through this module, so that
+//! attaching AD annotations to Reals later changes one place.
+
+use super::value::Value;
+use crate::prim::{Prim, RealFn};
+
+/// Why an arithmetic operation failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ArithError {
+    /// Integer division by zero.
+    DivByZero,
+    /// Int overflow.
+    Overflow,
+    /// Operand types did not match (cannot happen in well-typed programs).
+    BadOperands,
+}
+
+/// `+ - * /` and the other binary numeric primitives on two values.
+#[inline]
+pub fn binary(p: Prim, a: &Value, b: &Value) -> Result<Value, ArithError> {
+    match (a, b) {
+        (Value::Int(x), Value::Int(y)) => int_binary(p, *x, *y),
+        (Value::Real(x), Value::Real(y)) => real_binary(p, *x, *y),
+        (Value::Bool(x), Value::Bool(y)) => match p {
+            Prim::Eq => Ok(Value::Bool(x == y)),
+            Prim::Ne => Ok(Value::Bool(x != y)),
+            _ => Err(ArithError::BadOperands),
+        },
+        _ => Err(ArithError::BadOperands),
+    }
+}
+
+#[inline]
+fn int_binary(p: Prim, x: i64, y: i64) -> Result<Value, ArithError> {
+    Ok(match p {
+        Prim::Add => Value::Int(x.checked_add(y).ok_or(ArithError::Overflow)?),
+        Prim::Sub => Value::Int(x.checked_sub(y).ok_or(ArithError::Overflow)?),
+        Prim::Mul => Value::Int(x.checked_mul(y).ok_or(ArithError::Overflow)?),
+        Prim::Div => {
+            if y == 0 {
+                return Err(ArithError::DivByZero);
+            }
+            Value::Int(x.checked_div(y).ok_or(ArithError::Overflow)?)
+        }
+        Prim::Lt => Value::Bool(x < y),
+        Prim::Le => Value::Bool(x <= y),
+        Prim::Gt => Value::Bool(x > y),
+        Prim::Ge => Value::Bool(x >= y),
+        Prim::Eq => Value::Bool(x == y),
+        Prim::Ne => Value::Bool(x != y),
+        _ => return Err(ArithError::BadOperands),
+    })
+}
+
+#[inline]
+fn real_binary(p: Prim, x: f64, y: f64) -> Result<Value, ArithError> {
+    Ok(match p {
+        Prim::Add => Value::Real(x + y),
+        Prim::Sub => Value::Real(x - y),
+        Prim::Mul => Value::Real(x * y),
+        Prim::Div => Value::Real(x / y),
+        Prim::Lt => Value::Bool(x < y),
+        Prim::Le => Value::Bool(x <= y),
+        Prim::Gt => Value::Bool(x > y),
+        Prim::Ge => Value::Bool(x >= y),
+        Prim::Eq => Value::Bool(x == y),
+        Prim::Ne => Value::Bool(x != y),
+        _ => match p.info().real {
+            Some(RealFn::Binary(f)) => Value::Real(f(x, y)),
+            _ => return Err(ArithError::BadOperands),
+        },
+    })
+}
+
+/// Unary numeric primitives (`-`, `sin`, …, `real`).
+#[inline]
+pub fn unary(p: Prim, a: &Value) -> Result<Value, ArithError> {
+    match (p, a) {
+        (Prim::Neg, Value::Int(x)) => Ok(Value::Int(x.checked_neg().ok_or(ArithError::Overflow)?)),
+        (Prim::ToReal, Value::Int(x)) => Ok(Value::Real(*x as f64)),
+        (_, Value::Real(x)) => match p.info().real {
+            Some(RealFn::Unary(f)) => Ok(Value::Real(f(*x))),
+            _ => Err(ArithError::BadOperands),
+        },
+        _ => Err(ArithError::BadOperands),
+    }
+}
+
+/// Sum of a contiguous real vector.
+pub fn sum_reals(xs: &[f64]) -> Value {
+    Value::Real(xs.iter().sum())
+}

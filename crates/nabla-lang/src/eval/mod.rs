@@ -1,0 +1,483 @@
+//! The interpreter: a tree-walking evaluator over the core IR with flat
+//! closures and one contiguous value stack for frames.
+//!
+//! * Variables were resolved to frame slots / captures / globals by the
+//!   desugarer, so the hot loop never looks up a name.
+//! * Calls in tail position (the body of a `let`, a branch of `if`/`case`,
+//!   the callee of an application) reuse the current native frame: a loop
+//!   written with `let rec` runs in constant native stack.
+//! * Non-tail calls recurse natively; [`crate::stack::check`] turns
+//!   exhaustion into a clean "stack depth exceeded" error.
+//! * Top-level definitions are evaluated on first use and cached.
+
+pub mod arith;
+pub mod value;
+
+pub use value::{Closure, Value};
+
+use crate::core::{Expr, Lit, Program, VarRef};
+use crate::diagnostic::Diagnostic;
+use crate::prim::Prim;
+use crate::stack;
+use crate::syntax::span::Span;
+use arith::ArithError;
+use std::rc::Rc;
+
+/// A run-time error.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RuntimeError {
+    /// What went wrong.
+    pub message: String,
+    /// Where.
+    pub span: Span,
+}
+
+impl From<RuntimeError> for Diagnostic {
+    fn from(e: RuntimeError) -> Diagnostic {
+        Diagnostic::error(e.message, e.span)
+    }
+}
+
+/// Resource limits for one evaluation (the fuzzer uses small ones).
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Maximum number of function applications (`None`: unlimited).
+    pub max_calls: Option<u64>,
+    /// Maximum length of a vector built at run time.
+    pub max_vector_len: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_calls: None,
+            max_vector_len: 1 << 32,
+        }
+    }
+}
+
+enum GlobalState {
+    Pending,
+    Running,
+    Done(Value),
+}
+
+type RResult<T> = Result<T, RuntimeError>;
+
+/// Evaluates core programs.
+pub struct Machine<'p> {
+    prog: &'p Program,
+    stack: Vec<Value>,
+    globals: Vec<GlobalState>,
+    calls_left: u64,
+    limits: Limits,
+}
+
+fn err<T>(message: impl Into<String>, span: Span) -> RResult<T> {
+    Err(RuntimeError {
+        message: message.into(),
+        span,
+    })
+}
+
+fn arith_err(e: ArithError, p: Prim, span: Span) -> RuntimeError {
+    let message = match e {
+        ArithError::DivByZero => "integer division by zero".to_string(),
+        ArithError::Overflow => format!("integer overflow in `{}`", p.info().name),
+        ArithError::BadOperands => format!("internal error: bad operands for `{}`", p.info().name),
+    };
+    RuntimeError { message, span }
+}
+
+fn lit(l: Lit) -> Value {
+    match l {
+        Lit::Unit => Value::Unit,
+        Lit::Bool(b) => Value::Bool(b),
+        Lit::Int(n) => Value::Int(n),
+        Lit::Real(x) => Value::Real(x),
+    }
+}
+
+impl<'p> Machine<'p> {
+    /// A machine for `prog`.
+    pub fn new(prog: &'p Program, limits: Limits) -> Machine<'p> {
+        Machine {
+            prog,
+            stack: Vec::with_capacity(1024),
+            globals: prog.globals.iter().map(|_| GlobalState::Pending).collect(),
+            calls_left: limits.max_calls.unwrap_or(u64::MAX),
+            limits,
+        }
+    }
+
+    /// The value of global definition `index` (evaluating it if needed).
+    pub fn global(&mut self, index: usize, use_site: Span) -> RResult<Value> {
+        match self.globals.get(index) {
+            Some(GlobalState::Done(v)) => return Ok(v.clone()),
+            Some(GlobalState::Running) => {
+                let name = &self.prog.globals[index].name;
+                return err(format!("the value of `{name}` depends on itself"), use_site);
+            }
+            Some(GlobalState::Pending) => {}
+            None => return err("internal error: unknown global", use_site),
+        }
+        self.globals[index] = GlobalState::Running;
+        let base = self.stack.len();
+        let r = self.eval(&self.prog.globals[index].body, base, None);
+        self.stack.truncate(base);
+        match r {
+            Ok(v) => {
+                self.globals[index] = GlobalState::Done(v.clone());
+                Ok(v)
+            }
+            Err(e) => {
+                self.globals[index] = GlobalState::Pending;
+                Err(e)
+            }
+        }
+    }
+
+    /// Applies a function value to an argument.
+    pub fn apply(&mut self, f: Value, x: Value, span: Span) -> RResult<Value> {
+        if stack::check().is_err() {
+            return err("stack depth exceeded", span);
+        }
+        match f {
+            Value::Closure(c) => {
+                self.count_call(span)?;
+                let base = self.stack.len();
+                self.stack.push(x);
+                let body = &self.prog.lambdas[c.lam.0 as usize].body;
+                let r = self.eval(body, base, Some(&c));
+                self.stack.truncate(base);
+                r
+            }
+            Value::Prim(p, args) => self.apply_prim(p, &args, x, span),
+            _ => err("internal error: applying a non-function", span),
+        }
+    }
+
+    #[inline]
+    fn count_call(&mut self, span: Span) -> RResult<()> {
+        if self.calls_left == 0 {
+            return err("evaluation step limit exceeded", span);
+        }
+        self.calls_left -= 1;
+        Ok(())
+    }
+
+    fn apply_prim(&mut self, p: Prim, args: &[Value], x: Value, span: Span) -> RResult<Value> {
+        let mut all: Vec<Value> = Vec::with_capacity(args.len() + 1);
+        all.extend_from_slice(args);
+        all.push(x);
+        if all.len() < p.runtime_arity() {
+            return Ok(Value::Prim(p, all.into()));
+        }
+        self.call_prim(p, all, span)
+    }
+
+    #[inline]
+    fn read(&self, r: VarRef, bp: usize, clo: Option<&Rc<Closure>>, span: Span) -> RResult<Value> {
+        match r {
+            VarRef::Local(i) => match self.stack.get(bp + i as usize) {
+                Some(v) => Ok(v.clone()),
+                None => err("internal error: bad local", span),
+            },
+            VarRef::Capture(i) => match clo.and_then(|c| c.captures.get(i as usize)) {
+                Some(v) => Ok(v.clone()),
+                None => err("internal error: bad capture", span),
+            },
+            VarRef::SelfRef => match clo {
+                Some(c) => Ok(Value::Closure(c.clone())),
+                None => err("internal error: no enclosing function", span),
+            },
+            VarRef::Global(_) => err("internal error: global read as local", span),
+        }
+    }
+
+    /// Evaluates `e` in the frame starting at stack index `bp`, run by `clo`.
+    /// On return the value stack has its length at entry again.
+    pub fn eval(&mut self, e: &'p Expr, bp: usize, clo: Option<&Rc<Closure>>) -> RResult<Value> {
+        let entry = self.stack.len();
+        let r = self.eval_loop(e, bp, clo.cloned(), entry);
+        self.stack.truncate(entry);
+        r
+    }
+
+    fn eval_loop(
+        &mut self,
+        mut e: &'p Expr,
+        mut bp: usize,
+        mut clo: Option<Rc<Closure>>,
+        entry: usize,
+    ) -> RResult<Value> {
+        let prog = self.prog;
+        loop {
+            match e {
+                Expr::Var(VarRef::Global(g), span) => return self.global(*g as usize, *span),
+                Expr::Var(r, span) => return self.read(*r, bp, clo.as_ref(), *span),
+                Expr::Lit(l) => return Ok(lit(*l)),
+                Expr::Lam(id) => {
+                    let lam = &prog.lambdas[id.0 as usize];
+                    let mut caps = Vec::with_capacity(lam.captures.len());
+                    for r in &lam.captures {
+                        caps.push(self.read(*r, bp, clo.as_ref(), lam.span)?);
+                    }
+                    return Ok(Value::Closure(Rc::new(Closure {
+                        lam: *id,
+                        captures: caps.into_boxed_slice(),
+                    })));
+                }
+                Expr::App(f, x, span) => {
+                    if stack::check().is_err() {
+                        return err("stack depth exceeded", *span);
+                    }
+                    let fv = self.eval(f, bp, clo.as_ref())?;
+                    let xv = self.eval(x, bp, clo.as_ref())?;
+                    match fv {
+                        Value::Closure(c) => {
+                            self.count_call(*span)?;
+                            // Tail call: everything from `entry` up is dead now.
+                            self.stack.truncate(entry);
+                            self.stack.push(xv);
+                            bp = entry;
+                            e = &prog.lambdas[c.lam.0 as usize].body;
+                            clo = Some(c);
+                        }
+                        Value::Prim(p, args) => return self.apply_prim(p, &args, xv, *span),
+                        _ => return err("internal error: applying a non-function", *span),
+                    }
+                }
+                Expr::Let { slot, value, body } => {
+                    let v = self.eval(value, bp, clo.as_ref())?;
+                    self.stack.truncate(bp + *slot as usize);
+                    self.stack.push(v);
+                    e = body;
+                }
+                Expr::Tuple(es) => {
+                    let mut vs = Vec::with_capacity(es.len());
+                    for x in es {
+                        vs.push(self.eval(x, bp, clo.as_ref())?);
+                    }
+                    return Ok(Value::Tuple(vs.into()));
+                }
+                Expr::Proj(x, i) => {
+                    let v = self.eval(x, bp, clo.as_ref())?;
+                    return match v {
+                        Value::Tuple(vs) => Ok(vs.get(*i as usize).cloned().unwrap_or(Value::Unit)),
+                        _ => Ok(Value::Unit),
+                    };
+                }
+                Expr::Inl(x) => return Ok(Value::Inl(Rc::new(self.eval(x, bp, clo.as_ref())?))),
+                Expr::Inr(x) => return Ok(Value::Inr(Rc::new(self.eval(x, bp, clo.as_ref())?))),
+                Expr::Case {
+                    scrutinee,
+                    slot,
+                    left,
+                    right,
+                } => {
+                    let v = self.eval(scrutinee, bp, clo.as_ref())?;
+                    let (payload, arm) = match v {
+                        Value::Inl(p) => (p, left),
+                        Value::Inr(p) => (p, right),
+                        _ => return Ok(Value::Unit),
+                    };
+                    self.stack.truncate(bp + *slot as usize);
+                    self.stack.push(Rc::unwrap_or_clone(payload));
+                    e = arm;
+                }
+                Expr::If(c, a, b) => {
+                    let cv = self.eval(c, bp, clo.as_ref())?;
+                    e = if matches!(cv, Value::Bool(true)) {
+                        a
+                    } else {
+                        b
+                    };
+                }
+                Expr::Prim(p, args, span) => {
+                    if stack::check().is_err() {
+                        return err("stack depth exceeded", *span);
+                    }
+                    return match args.as_slice() {
+                        [a] => {
+                            let a = self.eval(a, bp, clo.as_ref())?;
+                            self.prim1(*p, a, *span)
+                        }
+                        [a, b] => {
+                            let a = self.eval(a, bp, clo.as_ref())?;
+                            let b = self.eval(b, bp, clo.as_ref())?;
+                            self.prim2(*p, a, b, *span)
+                        }
+                        _ => {
+                            let mut vs = Vec::with_capacity(args.len());
+                            for a in args {
+                                vs.push(self.eval(a, bp, clo.as_ref())?);
+                            }
+                            self.call_prim(*p, vs, *span)
+                        }
+                    };
+                }
+                Expr::PrimRef(p) => return Ok(Value::Prim(*p, Rc::new([]))),
+                Expr::Vector(es) => {
+                    let mut vs = Vec::with_capacity(es.len());
+                    for x in es {
+                        vs.push(self.eval(x, bp, clo.as_ref())?);
+                    }
+                    return Ok(Value::vector(vs));
+                }
+            }
+        }
+    }
+
+    fn call_prim(&mut self, p: Prim, mut args: Vec<Value>, span: Span) -> RResult<Value> {
+        match args.len() {
+            1 => {
+                let a = args.pop().unwrap_or(Value::Unit);
+                self.prim1(p, a, span)
+            }
+            2 => {
+                let b = args.pop().unwrap_or(Value::Unit);
+                let a = args.pop().unwrap_or(Value::Unit);
+                self.prim2(p, a, b, span)
+            }
+            3 if p == Prim::Fold => {
+                let v = args.pop().unwrap_or(Value::Unit);
+                let init = args.pop().unwrap_or(Value::Unit);
+                let f = args.pop().unwrap_or(Value::Unit);
+                self.fold(f, init, v, span)
+            }
+            _ => err(
+                format!(
+                    "internal error: wrong number of arguments to `{}`",
+                    p.info().name
+                ),
+                span,
+            ),
+        }
+    }
+
+    fn prim1(&mut self, p: Prim, a: Value, span: Span) -> RResult<Value> {
+        match p {
+            Prim::Not => match a {
+                Value::Bool(b) => Ok(Value::Bool(!b)),
+                _ => err("internal error: `not` on a non-Bool", span),
+            },
+            Prim::Fst | Prim::Snd => match a {
+                Value::Tuple(vs) => Ok(vs
+                    .get(if p == Prim::Fst { 0 } else { 1 })
+                    .cloned()
+                    .unwrap_or(Value::Unit)),
+                _ => err("internal error: projection from a non-tuple", span),
+            },
+            Prim::Size => match a.vec_len() {
+                Some(n) => Ok(Value::Int(n as i64)),
+                None => err("internal error: `size` of a non-vector", span),
+            },
+            _ => arith::unary(p, &a).map_err(|e| arith_err(e, p, span)),
+        }
+    }
+
+    fn prim2(&mut self, p: Prim, a: Value, b: Value, span: Span) -> RResult<Value> {
+        match p {
+            Prim::Index => {
+                let Value::Int(i) = b else {
+                    return err("internal error: non-Int index", span);
+                };
+                let len = a.vec_len().unwrap_or(0);
+                match usize::try_from(i).ok().and_then(|i| a.vec_get(i)) {
+                    Some(v) => Ok(v),
+                    None => err(
+                        format!("index {i} out of range for a vector of length {len}"),
+                        span,
+                    ),
+                }
+            }
+            Prim::Sum => match &b {
+                Value::RealVec(xs) => Ok(arith::sum_reals(xs)),
+                Value::Vec(xs) => {
+                    let mut acc = a;
+                    for x in xs.iter() {
+                        acc = arith::binary(Prim::Add, &acc, x)
+                            .map_err(|e| arith_err(e, Prim::Add, span))?;
+                    }
+                    Ok(acc)
+                }
+                _ => err("internal error: `sum` of a non-vector", span),
+            },
+            Prim::Build => {
+                let Value::Int(n) = a else {
+                    return err("internal error: non-Int size", span);
+                };
+                if n < 0 {
+                    return err(format!("`build` with negative size {n}"), span);
+                }
+                let n = n as usize;
+                if n > self.limits.max_vector_len {
+                    return err(
+                        format!(
+                            "`build` of {n} elements exceeds the limit of {}",
+                            self.limits.max_vector_len
+                        ),
+                        span,
+                    );
+                }
+                let mut items = Vec::with_capacity(n.min(1 << 20));
+                for i in 0..n {
+                    items.push(self.apply(b.clone(), Value::Int(i as i64), span)?);
+                }
+                Ok(Value::vector(items))
+            }
+            Prim::Map => self.map(a, b, span),
+            Prim::Zip => {
+                let (Some(n), Some(m)) = (a.vec_len(), b.vec_len()) else {
+                    return err("internal error: `zip` of non-vectors", span);
+                };
+                if n != m {
+                    return err(
+                        format!("`zip` of vectors of different lengths ({n} and {m})"),
+                        span,
+                    );
+                }
+                let mut items = Vec::with_capacity(n);
+                for i in 0..n {
+                    let x = a.vec_get(i).unwrap_or(Value::Unit);
+                    let y = b.vec_get(i).unwrap_or(Value::Unit);
+                    items.push(Value::Tuple(Rc::new([x, y])));
+                }
+                Ok(Value::Vec(items.into()))
+            }
+            Prim::Fold => Ok(Value::Prim(p, Rc::new([a, b]))),
+            _ => arith::binary(p, &a, &b).map_err(|e| arith_err(e, p, span)),
+        }
+    }
+
+    fn map(&mut self, f: Value, v: Value, span: Span) -> RResult<Value> {
+        let n = v.vec_len().unwrap_or(0);
+        let mut items = Vec::with_capacity(n);
+        match &v {
+            Value::RealVec(xs) => {
+                for x in xs.iter() {
+                    items.push(self.apply(f.clone(), Value::Real(*x), span)?);
+                }
+            }
+            Value::Vec(xs) => {
+                for x in xs.iter() {
+                    items.push(self.apply(f.clone(), x.clone(), span)?);
+                }
+            }
+            _ => return err("internal error: `map` over a non-vector", span),
+        }
+        Ok(Value::vector(items))
+    }
+
+    fn fold(&mut self, f: Value, init: Value, v: Value, span: Span) -> RResult<Value> {
+        let n = v.vec_len().unwrap_or(0);
+        let mut acc = init;
+        for i in 0..n {
+            let x = v.vec_get(i).unwrap_or(Value::Unit);
+            let g = self.apply(f.clone(), acc, span)?;
+            acc = self.apply(g, x, span)?;
+        }
+        Ok(acc)
+    }
+}

@@ -1,0 +1,112 @@
+//! Printing types and values in surface syntax.
+
+mod value;
+
+pub use value::{format_real, print_value};
+
+use crate::types::{Kind, Type};
+use std::collections::HashMap;
+
+/// Names type variables `a`, `b`, … in order of first appearance, so that
+/// several types printed with one namer (e.g. both sides of a mismatch) agree.
+#[derive(Default, Debug)]
+pub struct TypeNamer {
+    names: HashMap<u32, String>,
+}
+
+impl TypeNamer {
+    /// A namer with no names assigned yet.
+    pub fn new() -> TypeNamer {
+        TypeNamer::default()
+    }
+
+    fn name(&mut self, v: u32) -> String {
+        let n = self.names.len();
+        self.names
+            .entry(v)
+            .or_insert_with(|| {
+                let letter = (b'a' + (n % 26) as u8) as char;
+                if n < 26 {
+                    letter.to_string()
+                } else {
+                    format!("{letter}{}", n / 26)
+                }
+            })
+            .clone()
+    }
+
+    /// Prints a fully substituted type. `kind_of` tells how to show
+    /// still-unresolved constrained variables (`{number}`, `{comparable}`).
+    pub fn print(&mut self, t: &Type, kind_of: &dyn Fn(u32) -> Kind) -> String {
+        let mut out = String::new();
+        self.go(t, 0, kind_of, &mut out);
+        out
+    }
+
+    // prec: 0 = anywhere, 1 = left of `->`, 2 = left of `+`, 3 = right of `+`, 4 = argument of `Vec`.
+    fn go(&mut self, t: &Type, prec: u8, kind_of: &dyn Fn(u32) -> Kind, out: &mut String) {
+        if crate::stack::check().is_err() {
+            out.push_str("...");
+            return;
+        }
+        match t {
+            Type::Var(v) => match kind_of(*v) {
+                Kind::Any => out.push_str(&self.name(*v)),
+                Kind::Num => out.push_str("{number}"),
+                Kind::Eq => out.push_str("{comparable}"),
+            },
+            Type::Int => out.push_str("Int"),
+            Type::Real => out.push_str("Real"),
+            Type::Bool => out.push_str("Bool"),
+            Type::Unit => out.push_str("()"),
+            Type::Tuple(ts) => {
+                out.push('(');
+                for (i, t) in ts.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    self.go(t, 0, kind_of, out);
+                }
+                out.push(')');
+            }
+            Type::Sum(a, b) => {
+                // `+` is left-associative: `A + B + C` = `(A + B) + C`.
+                if prec >= 3 {
+                    out.push('(');
+                }
+                self.go(a, 2, kind_of, out);
+                out.push_str(" + ");
+                self.go(b, 3, kind_of, out);
+                if prec >= 3 {
+                    out.push(')');
+                }
+            }
+            Type::Vec(a) => {
+                if prec >= 4 {
+                    out.push('(');
+                }
+                out.push_str("Vec ");
+                self.go(a, 4, kind_of, out);
+                if prec >= 4 {
+                    out.push(')');
+                }
+            }
+            Type::Fun(a, b) => {
+                if prec >= 1 {
+                    out.push('(');
+                }
+                self.go(a, 1, kind_of, out);
+                out.push_str(" -> ");
+                self.go(b, 0, kind_of, out);
+                if prec >= 1 {
+                    out.push(')');
+                }
+            }
+        }
+    }
+}
+
+/// Prints a closed type (all variables unconstrained), naming variables `a`, `b`, ….
+pub fn print_type(t: &Type) -> String {
+    TypeNamer::new().print(t, &|_| Kind::Any)
+}

@@ -1,0 +1,226 @@
+//! The surface syntax tree. Every node carries a [`Span`]; every expression
+//! also carries a [`NodeId`] so the type checker can record facts about it
+//! (e.g. whether an integer literal was used as a Real).
+
+use super::span::Span;
+
+/// Dense index of an expression node, unique within one parse session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId(pub u32);
+
+/// A name with its position.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ident {
+    /// The text.
+    pub name: String,
+    /// Where.
+    pub span: Span,
+}
+
+/// A written type (annotations).
+#[derive(Clone, Debug, PartialEq)]
+pub enum TypeExpr {
+    /// `Real`, `Int`, `Bool`, or a type variable (any lowercase name).
+    Name(Ident),
+    /// `()`
+    Unit(Span),
+    /// `(A, B, ...)`
+    Tuple(Vec<TypeExpr>, Span),
+    /// `A + B`
+    Sum(Box<TypeExpr>, Box<TypeExpr>, Span),
+    /// `Vec A`
+    Vec(Box<TypeExpr>, Span),
+    /// `A -> B`
+    Fun(Box<TypeExpr>, Box<TypeExpr>, Span),
+}
+
+impl TypeExpr {
+    /// Where the type was written.
+    pub fn span(&self) -> Span {
+        match self {
+            TypeExpr::Name(i) => i.span,
+            TypeExpr::Unit(s)
+            | TypeExpr::Tuple(_, s)
+            | TypeExpr::Sum(_, _, s)
+            | TypeExpr::Vec(_, s)
+            | TypeExpr::Fun(_, _, s) => *s,
+        }
+    }
+}
+
+/// A binding pattern (in `let`, `fun`, `def` parameters and `match` arms).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Pattern {
+    /// `x`
+    Var(Ident),
+    /// `_`
+    Wild(Span),
+    /// `()`
+    Unit(Span),
+    /// `(p1, p2, ...)` with at least two components.
+    Tuple(Vec<Pattern>, Span),
+    /// `(p : T)`
+    Annot(Box<Pattern>, TypeExpr, Span),
+}
+
+impl Pattern {
+    /// Where the pattern was written.
+    pub fn span(&self) -> Span {
+        match self {
+            Pattern::Var(i) => i.span,
+            Pattern::Wild(s)
+            | Pattern::Unit(s)
+            | Pattern::Tuple(_, s)
+            | Pattern::Annot(_, _, s) => *s,
+        }
+    }
+}
+
+/// Binary operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinOp {
+    /// `+`
+    Add,
+    /// `-`
+    Sub,
+    /// `*`
+    Mul,
+    /// `/`
+    Div,
+    /// `**`
+    Pow,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+    /// `&&` (short-circuit)
+    And,
+    /// `||` (short-circuit)
+    Or,
+}
+
+impl BinOp {
+    /// The operator as written.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Pow => "**",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            BinOp::Ge => ">=",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::And => "&&",
+            BinOp::Or => "||",
+        }
+    }
+}
+
+/// A function binding: `f p1 p2 ... (: T)? = body` (in `def` and `let`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FunBinding {
+    /// The function's name.
+    pub name: Ident,
+    /// Curried parameters (may be empty for a value definition).
+    pub params: Vec<Pattern>,
+    /// Optional result annotation.
+    pub ret: Option<TypeExpr>,
+    /// The body.
+    pub body: Expr,
+}
+
+/// An expression.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expr {
+    /// What kind of expression.
+    pub kind: ExprKind,
+    /// Where.
+    pub span: Span,
+    /// Identity for side tables.
+    pub id: NodeId,
+}
+
+/// The kinds of expression.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExprKind {
+    /// A variable or built-in name.
+    Var(String),
+    /// An integer literal (may be used as a Real).
+    Int(i64),
+    /// A real literal.
+    Real(f64),
+    /// `true` / `false`
+    Bool(bool),
+    /// `()`
+    Unit,
+    /// `(a, b, ...)`, at least two components.
+    Tuple(Vec<Expr>),
+    /// `[a, b, ...]`
+    Vector(Vec<Expr>),
+    /// `fun p1 p2 -> body`
+    Lam(Vec<Pattern>, Box<Expr>),
+    /// `f x`
+    App(Box<Expr>, Box<Expr>),
+    /// `let p = e1 in e2`
+    Let(Pattern, Box<Expr>, Box<Expr>),
+    /// `let f x = e1 in e2` (`rec` = `let rec`)
+    LetFun {
+        /// `let rec`?
+        rec: bool,
+        /// The binding.
+        binding: Box<FunBinding>,
+        /// The scope of the binding.
+        body: Box<Expr>,
+    },
+    /// `if c then a else b`
+    If(Box<Expr>, Box<Expr>, Box<Expr>),
+    /// `inl e`
+    Inl(Box<Expr>),
+    /// `inr e`
+    Inr(Box<Expr>),
+    /// `match e with | inl p1 -> e1 | inr p2 -> e2`
+    Match {
+        /// The scrutinee.
+        scrutinee: Box<Expr>,
+        /// The `inl` arm.
+        left: (Pattern, Box<Expr>),
+        /// The `inr` arm.
+        right: (Pattern, Box<Expr>),
+    },
+    /// `a op b`
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+    /// `-e`
+    Neg(Box<Expr>),
+    /// `v[i]`
+    Index(Box<Expr>, Box<Expr>),
+    /// `(e : T)`
+    Annot(Box<Expr>, TypeExpr),
+}
+
+/// A top-level definition `def f p1 ... (: T)? = body`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Def {
+    /// Name, parameters, annotation and body.
+    pub binding: FunBinding,
+    /// The whole definition.
+    pub span: Span,
+}
+
+/// A parsed file.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Program {
+    /// Top-level definitions in source order.
+    pub defs: Vec<Def>,
+}

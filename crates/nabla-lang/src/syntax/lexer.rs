@@ -1,0 +1,233 @@
+//! The lexer: source text to [`Token`]s, built with `logos`.
+
+use super::span::Span;
+use logos::Logos;
+
+/// Token kinds. Whitespace and `#` line comments are skipped.
+#[derive(Logos, Clone, Copy, Debug, PartialEq, Eq)]
+#[logos(skip r"[ \t\r\n\f]+")]
+#[logos(skip(r"#[^\n]*", allow_greedy = true))]
+pub enum Tok {
+    /// `def`
+    #[token("def")]
+    Def,
+    /// `let`
+    #[token("let")]
+    Let,
+    /// `rec`
+    #[token("rec")]
+    Rec,
+    /// `in`
+    #[token("in")]
+    In,
+    /// `fun`
+    #[token("fun")]
+    Fun,
+    /// `if`
+    #[token("if")]
+    If,
+    /// `then`
+    #[token("then")]
+    Then,
+    /// `else`
+    #[token("else")]
+    Else,
+    /// `match`
+    #[token("match")]
+    Match,
+    /// `with`
+    #[token("with")]
+    With,
+    /// `inl`
+    #[token("inl")]
+    Inl,
+    /// `inr`
+    #[token("inr")]
+    Inr,
+    /// `true`
+    #[token("true")]
+    True,
+    /// `false`
+    #[token("false")]
+    False,
+    /// An identifier (including `_`).
+    #[regex(r"[A-Za-z_][A-Za-z0-9_']*")]
+    Ident,
+    /// An integer literal.
+    #[regex(r"[0-9]+")]
+    Int,
+    /// A real literal: `1.0`, `2.5e-3`, `1e6`.
+    #[regex(r"[0-9]+\.[0-9]+([eE][+-]?[0-9]+)?")]
+    #[regex(r"[0-9]+[eE][+-]?[0-9]+")]
+    Real,
+    /// `(`
+    #[token("(")]
+    LParen,
+    /// `)`
+    #[token(")")]
+    RParen,
+    /// `[`
+    #[token("[")]
+    LBracket,
+    /// `]`
+    #[token("]")]
+    RBracket,
+    /// `,`
+    #[token(",")]
+    Comma,
+    /// `->`
+    #[token("->")]
+    Arrow,
+    /// `=`
+    #[token("=")]
+    Assign,
+    /// `:`
+    #[token(":")]
+    Colon,
+    /// `|`
+    #[token("|")]
+    Bar,
+    /// `+`
+    #[token("+")]
+    Plus,
+    /// `-`
+    #[token("-")]
+    Minus,
+    /// `*`
+    #[token("*")]
+    Star,
+    /// `/`
+    #[token("/")]
+    Slash,
+    /// `**`
+    #[token("**")]
+    StarStar,
+    /// `<`
+    #[token("<")]
+    Lt,
+    /// `<=`
+    #[token("<=")]
+    Le,
+    /// `>`
+    #[token(">")]
+    Gt,
+    /// `>=`
+    #[token(">=")]
+    Ge,
+    /// `==`
+    #[token("==")]
+    EqEq,
+    /// `!=`
+    #[token("!=")]
+    Ne,
+    /// `&&`
+    #[token("&&")]
+    AndAnd,
+    /// `||`
+    #[token("||")]
+    OrOr,
+    /// End of input (never produced by logos; appended by [`lex`]).
+    Eof,
+}
+
+impl Tok {
+    /// How the token is described in "expected …, found …" messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Tok::Def => "`def`",
+            Tok::Let => "`let`",
+            Tok::Rec => "`rec`",
+            Tok::In => "`in`",
+            Tok::Fun => "`fun`",
+            Tok::If => "`if`",
+            Tok::Then => "`then`",
+            Tok::Else => "`else`",
+            Tok::Match => "`match`",
+            Tok::With => "`with`",
+            Tok::Inl => "`inl`",
+            Tok::Inr => "`inr`",
+            Tok::True => "`true`",
+            Tok::False => "`false`",
+            Tok::Ident => "an identifier",
+            Tok::Int => "an integer literal",
+            Tok::Real => "a real literal",
+            Tok::LParen => "`(`",
+            Tok::RParen => "`)`",
+            Tok::LBracket => "`[`",
+            Tok::RBracket => "`]`",
+            Tok::Comma => "`,`",
+            Tok::Arrow => "`->`",
+            Tok::Assign => "`=`",
+            Tok::Colon => "`:`",
+            Tok::Bar => "`|`",
+            Tok::Plus => "`+`",
+            Tok::Minus => "`-`",
+            Tok::Star => "`*`",
+            Tok::Slash => "`/`",
+            Tok::StarStar => "`**`",
+            Tok::Lt => "`<`",
+            Tok::Le => "`<=`",
+            Tok::Gt => "`>`",
+            Tok::Ge => "`>=`",
+            Tok::EqEq => "`==`",
+            Tok::Ne => "`!=`",
+            Tok::AndAnd => "`&&`",
+            Tok::OrOr => "`||`",
+            Tok::Eof => "end of input",
+        }
+    }
+}
+
+/// A token with its position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Token {
+    /// What kind of token.
+    pub kind: Tok,
+    /// Where (global offsets).
+    pub span: Span,
+}
+
+/// A character sequence that is not a token.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LexError {
+    /// Where.
+    pub span: Span,
+    /// The offending text.
+    pub text: String,
+}
+
+/// Splits `text` (whose first byte has global offset `base`) into tokens,
+/// ending with [`Tok::Eof`]. Unrecognised characters are returned as errors and
+/// left out of the token stream.
+pub fn lex(text: &str, base: u32) -> (Vec<Token>, Vec<LexError>) {
+    let mut tokens = Vec::new();
+    let mut errors = Vec::new();
+    let mut lexer = Tok::lexer(text);
+    while let Some(result) = lexer.next() {
+        let r = lexer.span();
+        let span = Span::new(base + r.start as u32, base + r.end as u32);
+        match result {
+            Ok(kind) => tokens.push(Token { kind, span }),
+            Err(()) => {
+                let text = lexer.slice().to_string();
+                // Merge runs of adjacent bad characters into one error.
+                match errors.last_mut() {
+                    Some(LexError {
+                        span: last,
+                        text: t,
+                    }) if last.end == span.start => {
+                        last.end = span.end;
+                        t.push_str(&text);
+                    }
+                    _ => errors.push(LexError { span, text }),
+                }
+            }
+        }
+    }
+    let end = base + text.len() as u32;
+    tokens.push(Token {
+        kind: Tok::Eof,
+        span: Span::new(end, end),
+    });
+    (tokens, errors)
+}

@@ -1,0 +1,6 @@
+//! The front end: spans, lexer, AST and parser.
+
+pub mod ast;
+pub mod lexer;
+pub mod parser;
+pub mod span;

@@ -1,0 +1,806 @@
+//! A hand-written recursive-descent / precedence-climbing parser.
+//!
+//! The parser never panics. On a syntax error inside a definition it records
+//! the error and skips to the next `def`, so one run reports every definition
+//! that fails to parse. Recursion is guarded by [`crate::stack::check`], so
+//! absurdly deep nesting is an error, never a native stack overflow.
+//!
+//! Precedence, loosest first (all binary operators left-associative unless noted):
+//!
+//! | level | operators |
+//! |---|---|
+//! | 1 | `\|\|` |
+//! | 2 | `&&` |
+//! | 3 | `< <= > >= == !=` (non-associative) |
+//! | 4 | `+ -` |
+//! | 5 | `* /` |
+//! | 6 | unary `-` (prefix) |
+//! | 7 | `**` (right-associative) |
+//! | 8 | application `f x y` |
+//! | 9 | indexing `v[i]` (postfix, no space before `[`) |
+//!
+//! `let`, `if`, `fun` and `match` extend as far to the right as possible and may
+//! appear as the last operand of an operator (`1 + if c then 2 else 3`).
+
+use super::ast::*;
+use super::lexer::{LexError, Tok, Token, lex};
+use super::span::Span;
+use crate::diagnostic::Diagnostic;
+use crate::stack;
+
+/// A syntax error.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParseError {
+    /// The headline.
+    pub message: String,
+    /// Where.
+    pub span: Span,
+    /// Text under the caret.
+    pub label: String,
+}
+
+impl From<ParseError> for Diagnostic {
+    fn from(e: ParseError) -> Diagnostic {
+        Diagnostic::error(e.message, e.span).with_label(e.label)
+    }
+}
+
+impl From<LexError> for ParseError {
+    fn from(e: LexError) -> ParseError {
+        ParseError {
+            message: format!(
+                "unexpected character{} `{}`",
+                if e.text.chars().count() > 1 { "s" } else { "" },
+                e.text
+            ),
+            span: e.span,
+            label: "not part of any token".into(),
+        }
+    }
+}
+
+/// Hands out fresh [`NodeId`]s; shared across inputs of one session.
+#[derive(Clone, Debug, Default)]
+pub struct IdGen {
+    next: u32,
+}
+
+impl IdGen {
+    /// A generator starting at 0.
+    pub fn new() -> IdGen {
+        IdGen::default()
+    }
+
+    fn fresh(&mut self) -> NodeId {
+        let id = NodeId(self.next);
+        self.next = self.next.saturating_add(1);
+        id
+    }
+
+    /// Number of ids handed out so far.
+    pub fn count(&self) -> usize {
+        self.next as usize
+    }
+}
+
+/// Parses a whole file: a sequence of `def`s. `base` is the file's global
+/// offset in its [`SourceMap`](super::span::SourceMap). Returns every
+/// definition that parsed and every error found.
+pub fn parse_program(text: &str, base: u32, ids: &mut IdGen) -> (Program, Vec<ParseError>) {
+    let (tokens, lex_errors) = lex(text, base);
+    let mut p = Parser::new(text, base, tokens, ids);
+    p.errors
+        .extend(lex_errors.into_iter().map(ParseError::from));
+    let mut defs = Vec::new();
+    while p.peek() != Tok::Eof && !p.fatal {
+        if p.peek() != Tok::Def {
+            let _ = p.error_expected::<()>("`def`");
+            p.skip_to_def();
+            continue;
+        }
+        match p.def() {
+            Ok(d) => defs.push(d),
+            Err(()) => p.skip_to_def(),
+        }
+    }
+    let mut errors = p.errors;
+    errors.sort_by_key(|e| e.span.start);
+    (Program { defs }, errors)
+}
+
+/// Parses a single expression filling the whole input (for `nabla eval` and the REPL).
+pub fn parse_expression(text: &str, base: u32, ids: &mut IdGen) -> Result<Expr, Vec<ParseError>> {
+    let (tokens, lex_errors) = lex(text, base);
+    let mut p = Parser::new(text, base, tokens, ids);
+    p.errors
+        .extend(lex_errors.into_iter().map(ParseError::from));
+    let result = p.expr();
+    if result.is_ok() && p.peek() != Tok::Eof {
+        let _ = p.error_expected::<()>("end of input");
+    }
+    let mut errors = p.errors;
+    errors.sort_by_key(|e| e.span.start);
+    match result {
+        Ok(e) if errors.is_empty() => Ok(e),
+        _ => Err(errors),
+    }
+}
+
+/// Parses a type expression filling the whole input (used for the primitive table and tests).
+pub fn parse_type(text: &str, base: u32) -> Result<TypeExpr, Vec<ParseError>> {
+    let (tokens, lex_errors) = lex(text, base);
+    let mut ids = IdGen::new();
+    let mut p = Parser::new(text, base, tokens, &mut ids);
+    p.errors
+        .extend(lex_errors.into_iter().map(ParseError::from));
+    let result = p.ty();
+    if result.is_ok() && p.peek() != Tok::Eof {
+        let _ = p.error_expected::<()>("end of input");
+    }
+    match result {
+        Ok(t) if p.errors.is_empty() => Ok(t),
+        _ => Err(p.errors),
+    }
+}
+
+type PResult<T> = Result<T, ()>;
+
+struct Parser<'a> {
+    text: &'a str,
+    base: u32,
+    tokens: Vec<Token>,
+    pos: usize,
+    errors: Vec<ParseError>,
+    ids: &'a mut IdGen,
+    /// Set when the nesting budget ran out: stop, do not try to recover.
+    fatal: bool,
+}
+
+fn binop(t: Tok) -> Option<(BinOp, u8)> {
+    Some(match t {
+        Tok::OrOr => (BinOp::Or, 1),
+        Tok::AndAnd => (BinOp::And, 2),
+        Tok::Lt => (BinOp::Lt, 3),
+        Tok::Le => (BinOp::Le, 3),
+        Tok::Gt => (BinOp::Gt, 3),
+        Tok::Ge => (BinOp::Ge, 3),
+        Tok::EqEq => (BinOp::Eq, 3),
+        Tok::Ne => (BinOp::Ne, 3),
+        Tok::Plus => (BinOp::Add, 4),
+        Tok::Minus => (BinOp::Sub, 4),
+        Tok::Star => (BinOp::Mul, 5),
+        Tok::Slash => (BinOp::Div, 5),
+        _ => return None,
+    })
+}
+
+const CMP_PREC: u8 = 3;
+
+impl<'a> Parser<'a> {
+    fn new(text: &'a str, base: u32, tokens: Vec<Token>, ids: &'a mut IdGen) -> Parser<'a> {
+        Parser {
+            text,
+            base,
+            tokens,
+            pos: 0,
+            errors: Vec::new(),
+            ids,
+            fatal: false,
+        }
+    }
+
+    fn tok(&self) -> Token {
+        // `lex` always ends the stream with Eof and `bump` never moves past it.
+        self.tokens
+            .get(self.pos)
+            .or(self.tokens.last())
+            .copied()
+            .unwrap_or(Token {
+                kind: Tok::Eof,
+                span: Span::new(self.base, self.base),
+            })
+    }
+
+    fn peek(&self) -> Tok {
+        self.tok().kind
+    }
+
+    fn peek_at(&self, n: usize) -> Tok {
+        self.tokens.get(self.pos + n).map_or(Tok::Eof, |t| t.kind)
+    }
+
+    fn bump(&mut self) -> Token {
+        let t = self.tok();
+        if self.pos + 1 < self.tokens.len() {
+            self.pos += 1;
+        }
+        t
+    }
+
+    fn prev_end(&self) -> u32 {
+        if self.pos == 0 {
+            self.base
+        } else {
+            self.tokens[self.pos - 1].span.end
+        }
+    }
+
+    fn text_of(&self, span: Span) -> &'a str {
+        let s = (span.start - self.base) as usize;
+        let e = (span.end - self.base) as usize;
+        self.text.get(s..e).unwrap_or("")
+    }
+
+    fn error(&mut self, message: impl Into<String>, span: Span, label: impl Into<String>) {
+        self.errors.push(ParseError {
+            message: message.into(),
+            span,
+            label: label.into(),
+        });
+    }
+
+    fn error_expected<T>(&mut self, what: &str) -> PResult<T> {
+        let t = self.tok();
+        let found = if t.kind == Tok::Ident || t.kind == Tok::Int || t.kind == Tok::Real {
+            format!("`{}`", self.text_of(t.span))
+        } else {
+            t.kind.describe().to_string()
+        };
+        self.error(
+            format!("expected {what}, found {found}"),
+            t.span,
+            format!("expected {what}"),
+        );
+        Err(())
+    }
+
+    fn expect(&mut self, kind: Tok) -> PResult<Token> {
+        if self.peek() == kind {
+            Ok(self.bump())
+        } else {
+            self.error_expected(kind.describe())
+        }
+    }
+
+    fn guard(&mut self) -> PResult<()> {
+        if stack::check().is_err() {
+            let span = self.tok().span;
+            if !self.fatal {
+                self.error(
+                    "program nested too deeply",
+                    span,
+                    "nesting limit reached here",
+                );
+            }
+            self.fatal = true;
+            return Err(());
+        }
+        Ok(())
+    }
+
+    fn skip_to_def(&mut self) {
+        if self.fatal {
+            self.pos = self.tokens.len().saturating_sub(1);
+            return;
+        }
+        self.bump();
+        while !matches!(self.peek(), Tok::Def | Tok::Eof) {
+            self.bump();
+        }
+    }
+
+    fn mk(&mut self, kind: ExprKind, span: Span) -> Expr {
+        Expr {
+            kind,
+            span,
+            id: self.ids.fresh(),
+        }
+    }
+
+    fn ident(&mut self) -> PResult<Ident> {
+        let t = self.expect(Tok::Ident)?;
+        Ok(Ident {
+            name: self.text_of(t.span).to_string(),
+            span: t.span,
+        })
+    }
+
+    // ---- definitions ----
+
+    fn def(&mut self) -> PResult<Def> {
+        let start = self.expect(Tok::Def)?.span;
+        let binding = self.fun_binding()?;
+        let span = start.to(binding.body.span);
+        Ok(Def { binding, span })
+    }
+
+    /// `name params* (: T)? = body`
+    fn fun_binding(&mut self) -> PResult<FunBinding> {
+        let name = self.ident()?;
+        let mut params = Vec::new();
+        while self.starts_pattern() {
+            params.push(self.pattern()?);
+        }
+        let ret = if self.peek() == Tok::Colon {
+            self.bump();
+            Some(self.ty()?)
+        } else {
+            None
+        };
+        self.expect(Tok::Assign)?;
+        let body = self.expr()?;
+        Ok(FunBinding {
+            name,
+            params,
+            ret,
+            body,
+        })
+    }
+
+    // ---- patterns ----
+
+    fn starts_pattern(&self) -> bool {
+        matches!(self.peek(), Tok::Ident | Tok::LParen)
+    }
+
+    fn pattern(&mut self) -> PResult<Pattern> {
+        self.guard()?;
+        match self.peek() {
+            Tok::Ident => {
+                let id = self.ident()?;
+                if id.name == "_" {
+                    Ok(Pattern::Wild(id.span))
+                } else {
+                    Ok(Pattern::Var(id))
+                }
+            }
+            Tok::LParen => {
+                let open = self.bump().span;
+                if self.peek() == Tok::RParen {
+                    let close = self.bump().span;
+                    return Ok(Pattern::Unit(open.to(close)));
+                }
+                let first = self.pattern()?;
+                match self.peek() {
+                    Tok::Colon => {
+                        self.bump();
+                        let t = self.ty()?;
+                        let close = self.expect(Tok::RParen)?.span;
+                        Ok(Pattern::Annot(Box::new(first), t, open.to(close)))
+                    }
+                    Tok::Comma => {
+                        let mut items = vec![first];
+                        while self.peek() == Tok::Comma {
+                            self.bump();
+                            items.push(self.pattern()?);
+                        }
+                        let close = self.expect(Tok::RParen)?.span;
+                        Ok(Pattern::Tuple(items, open.to(close)))
+                    }
+                    _ => {
+                        self.expect(Tok::RParen)?;
+                        Ok(first)
+                    }
+                }
+            }
+            _ => self.error_expected("a pattern (a name, `_` or a tuple pattern)"),
+        }
+    }
+
+    // ---- types ----
+
+    fn ty(&mut self) -> PResult<TypeExpr> {
+        self.guard()?;
+        let lhs = self.ty_sum()?;
+        if self.peek() == Tok::Arrow {
+            self.bump();
+            let rhs = self.ty()?;
+            let span = lhs.span().to(rhs.span());
+            return Ok(TypeExpr::Fun(Box::new(lhs), Box::new(rhs), span));
+        }
+        Ok(lhs)
+    }
+
+    fn ty_sum(&mut self) -> PResult<TypeExpr> {
+        let mut lhs = self.ty_app()?;
+        while self.peek() == Tok::Plus {
+            self.bump();
+            let rhs = self.ty_app()?;
+            let span = lhs.span().to(rhs.span());
+            lhs = TypeExpr::Sum(Box::new(lhs), Box::new(rhs), span);
+        }
+        Ok(lhs)
+    }
+
+    fn ty_app(&mut self) -> PResult<TypeExpr> {
+        self.guard()?;
+        if self.peek() == Tok::Ident && self.text_of(self.tok().span) == "Vec" {
+            let start = self.bump().span;
+            let arg = self.ty_app()?;
+            let span = start.to(arg.span());
+            return Ok(TypeExpr::Vec(Box::new(arg), span));
+        }
+        self.ty_atom()
+    }
+
+    fn ty_atom(&mut self) -> PResult<TypeExpr> {
+        match self.peek() {
+            Tok::Ident => Ok(TypeExpr::Name(self.ident()?)),
+            Tok::LParen => {
+                let open = self.bump().span;
+                if self.peek() == Tok::RParen {
+                    let close = self.bump().span;
+                    return Ok(TypeExpr::Unit(open.to(close)));
+                }
+                let first = self.ty()?;
+                if self.peek() == Tok::Comma {
+                    let mut items = vec![first];
+                    while self.peek() == Tok::Comma {
+                        self.bump();
+                        items.push(self.ty()?);
+                    }
+                    let close = self.expect(Tok::RParen)?.span;
+                    return Ok(TypeExpr::Tuple(items, open.to(close)));
+                }
+                self.expect(Tok::RParen)?;
+                Ok(first)
+            }
+            _ => self.error_expected("a type"),
+        }
+    }
+
+    // ---- expressions ----
+
+    fn expr(&mut self) -> PResult<Expr> {
+        self.guard()?;
+        match self.peek() {
+            Tok::Let => self.let_expr(),
+            Tok::If => self.if_expr(),
+            Tok::Fun => self.fun_expr(),
+            Tok::Match => self.match_expr(),
+            _ => self.binary(0),
+        }
+    }
+
+    fn let_expr(&mut self) -> PResult<Expr> {
+        let start = self.expect(Tok::Let)?.span;
+        let rec = if self.peek() == Tok::Rec {
+            self.bump();
+            true
+        } else {
+            false
+        };
+        if self.peek() == Tok::Ident
+            && (rec || !matches!(self.peek_at(1), Tok::Assign | Tok::Colon))
+        {
+            // A function binding `let f x y = ...` (or any `let rec`).
+            let binding = self.fun_binding()?;
+            if rec && binding.params.is_empty() && !matches!(binding.body.kind, ExprKind::Lam(..)) {
+                self.error(
+                    "`let rec` must define a function",
+                    binding.name.span,
+                    "write `let rec f x = ...` or `let rec f = fun x -> ...`",
+                );
+                return Err(());
+            }
+            self.expect(Tok::In)?;
+            let body = self.expr()?;
+            let span = start.to(body.span);
+            return Ok(self.mk(
+                ExprKind::LetFun {
+                    rec,
+                    binding: Box::new(binding),
+                    body: Box::new(body),
+                },
+                span,
+            ));
+        }
+        if rec {
+            return self.error_expected("a function name after `let rec`");
+        }
+        let mut pat = self.pattern()?;
+        if self.peek() == Tok::Colon {
+            self.bump();
+            let t = self.ty()?;
+            let span = pat.span().to(t.span());
+            pat = Pattern::Annot(Box::new(pat), t, span);
+        }
+        self.expect(Tok::Assign)?;
+        let value = self.expr()?;
+        self.expect(Tok::In)?;
+        let body = self.expr()?;
+        let span = start.to(body.span);
+        Ok(self.mk(ExprKind::Let(pat, Box::new(value), Box::new(body)), span))
+    }
+
+    fn if_expr(&mut self) -> PResult<Expr> {
+        let start = self.expect(Tok::If)?.span;
+        let c = self.expr()?;
+        self.expect(Tok::Then)?;
+        let a = self.expr()?;
+        self.expect(Tok::Else)?;
+        let b = self.expr()?;
+        let span = start.to(b.span);
+        Ok(self.mk(ExprKind::If(Box::new(c), Box::new(a), Box::new(b)), span))
+    }
+
+    fn fun_expr(&mut self) -> PResult<Expr> {
+        let start = self.expect(Tok::Fun)?.span;
+        let mut params = Vec::new();
+        while self.starts_pattern() {
+            params.push(self.pattern()?);
+        }
+        if params.is_empty() {
+            return self.error_expected("a parameter after `fun`");
+        }
+        self.expect(Tok::Arrow)?;
+        let body = self.expr()?;
+        let span = start.to(body.span);
+        Ok(self.mk(ExprKind::Lam(params, Box::new(body)), span))
+    }
+
+    fn match_expr(&mut self) -> PResult<Expr> {
+        let start = self.expect(Tok::Match)?.span;
+        let scrutinee = self.expr()?;
+        self.expect(Tok::With)?;
+        if self.peek() == Tok::Bar {
+            self.bump();
+        }
+        let (first_is_left, p1, e1) = self.match_arm()?;
+        self.expect(Tok::Bar)?;
+        let second_start = self.tok().span;
+        let (second_is_left, p2, e2) = self.match_arm()?;
+        if first_is_left == second_is_left {
+            let which = if first_is_left { "inl" } else { "inr" };
+            self.error(
+                format!("`match` has two `{which}` arms"),
+                second_start,
+                "a `match` needs one `inl` arm and one `inr` arm",
+            );
+            return Err(());
+        }
+        let span = start.to(e2.span);
+        let (left, right) = if first_is_left {
+            ((p1, Box::new(e1)), (p2, Box::new(e2)))
+        } else {
+            ((p2, Box::new(e2)), (p1, Box::new(e1)))
+        };
+        Ok(self.mk(
+            ExprKind::Match {
+                scrutinee: Box::new(scrutinee),
+                left,
+                right,
+            },
+            span,
+        ))
+    }
+
+    fn match_arm(&mut self) -> PResult<(bool, Pattern, Expr)> {
+        let is_left = match self.peek() {
+            Tok::Inl => true,
+            Tok::Inr => false,
+            _ => return self.error_expected("`inl` or `inr`"),
+        };
+        self.bump();
+        let p = self.pattern()?;
+        self.expect(Tok::Arrow)?;
+        let e = self.expr()?;
+        Ok((is_left, p, e))
+    }
+
+    fn binary(&mut self, min: u8) -> PResult<Expr> {
+        self.guard()?;
+        let mut lhs = self.unary()?;
+        while let Some((op, prec)) = binop(self.peek()) {
+            if prec < min {
+                break;
+            }
+            self.bump();
+            let rhs = self.binary(prec + 1)?;
+            if prec == CMP_PREC
+                && let Some((_, p2)) = binop(self.peek())
+                && p2 == CMP_PREC
+            {
+                let span = self.tok().span;
+                self.error(
+                    "comparison operators cannot be chained",
+                    span,
+                    "use `&&` or parentheses, e.g. `a < b && b < c`",
+                );
+                return Err(());
+            }
+            let span = lhs.span.to(rhs.span);
+            lhs = self.mk(ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)), span);
+        }
+        Ok(lhs)
+    }
+
+    fn unary(&mut self) -> PResult<Expr> {
+        self.guard()?;
+        match self.peek() {
+            Tok::Minus => {
+                let start = self.bump().span;
+                let e = self.unary()?;
+                let span = start.to(e.span);
+                Ok(self.mk(ExprKind::Neg(Box::new(e)), span))
+            }
+            // A trailing `let`/`if`/`fun`/`match` operand swallows the rest.
+            Tok::Let | Tok::If | Tok::Fun | Tok::Match => self.expr(),
+            _ => self.power(),
+        }
+    }
+
+    fn power(&mut self) -> PResult<Expr> {
+        let base = self.application()?;
+        if self.peek() == Tok::StarStar {
+            self.bump();
+            let exp = self.unary()?;
+            let span = base.span.to(exp.span);
+            return Ok(self.mk(
+                ExprKind::Binary(BinOp::Pow, Box::new(base), Box::new(exp)),
+                span,
+            ));
+        }
+        Ok(base)
+    }
+
+    fn starts_atom(&self) -> bool {
+        matches!(
+            self.peek(),
+            Tok::Ident
+                | Tok::Int
+                | Tok::Real
+                | Tok::True
+                | Tok::False
+                | Tok::LParen
+                | Tok::LBracket
+        )
+    }
+
+    fn application(&mut self) -> PResult<Expr> {
+        let mut head = match self.peek() {
+            Tok::Inl | Tok::Inr => {
+                let left = self.peek() == Tok::Inl;
+                let kw = self.bump().span;
+                if self.starts_atom() {
+                    let arg = self.postfix()?;
+                    let span = kw.to(arg.span);
+                    let kind = if left {
+                        ExprKind::Inl(Box::new(arg))
+                    } else {
+                        ExprKind::Inr(Box::new(arg))
+                    };
+                    self.mk(kind, span)
+                } else {
+                    // A bare `inl` is the injection function `fun x -> inl x`.
+                    let var = self.mk(ExprKind::Var("x".into()), kw);
+                    let kind = if left {
+                        ExprKind::Inl(Box::new(var))
+                    } else {
+                        ExprKind::Inr(Box::new(var))
+                    };
+                    let inj = self.mk(kind, kw);
+                    let param = Pattern::Var(Ident {
+                        name: "x".into(),
+                        span: kw,
+                    });
+                    self.mk(ExprKind::Lam(vec![param], Box::new(inj)), kw)
+                }
+            }
+            _ => self.postfix()?,
+        };
+        while self.starts_atom() {
+            let arg = self.postfix()?;
+            let span = head.span.to(arg.span);
+            head = self.mk(ExprKind::App(Box::new(head), Box::new(arg)), span);
+        }
+        Ok(head)
+    }
+
+    fn postfix(&mut self) -> PResult<Expr> {
+        let mut e = self.atom()?;
+        // `v[i]` only when `[` touches the previous token: `f [1]` is an application.
+        while self.peek() == Tok::LBracket && self.tok().span.start == self.prev_end() {
+            self.bump();
+            let index = self.expr()?;
+            let close = self.expect(Tok::RBracket)?.span;
+            let span = e.span.to(close);
+            e = self.mk(ExprKind::Index(Box::new(e), Box::new(index)), span);
+        }
+        Ok(e)
+    }
+
+    fn atom(&mut self) -> PResult<Expr> {
+        self.guard()?;
+        let t = self.tok();
+        match t.kind {
+            Tok::Ident => {
+                self.bump();
+                let name = self.text_of(t.span).to_string();
+                if name == "_" {
+                    self.error(
+                        "`_` is not an expression",
+                        t.span,
+                        "`_` can only be used in a pattern",
+                    );
+                    return Err(());
+                }
+                Ok(self.mk(ExprKind::Var(name), t.span))
+            }
+            Tok::Int => {
+                self.bump();
+                match self.text_of(t.span).parse::<i64>() {
+                    Ok(n) => Ok(self.mk(ExprKind::Int(n), t.span)),
+                    Err(_) => {
+                        self.error(
+                            "integer literal is too large",
+                            t.span,
+                            format!("the largest Int is {}; write a real literal like `1e30` for large reals", i64::MAX),
+                        );
+                        Err(())
+                    }
+                }
+            }
+            Tok::Real => {
+                self.bump();
+                match self.text_of(t.span).parse::<f64>() {
+                    Ok(x) => Ok(self.mk(ExprKind::Real(x), t.span)),
+                    Err(_) => {
+                        self.error("malformed real literal", t.span, "");
+                        Err(())
+                    }
+                }
+            }
+            Tok::True | Tok::False => {
+                self.bump();
+                Ok(self.mk(ExprKind::Bool(t.kind == Tok::True), t.span))
+            }
+            Tok::LParen => {
+                let open = self.bump().span;
+                if self.peek() == Tok::RParen {
+                    let close = self.bump().span;
+                    return Ok(self.mk(ExprKind::Unit, open.to(close)));
+                }
+                let first = self.expr()?;
+                match self.peek() {
+                    Tok::Colon => {
+                        self.bump();
+                        let ty = self.ty()?;
+                        let close = self.expect(Tok::RParen)?.span;
+                        Ok(self.mk(ExprKind::Annot(Box::new(first), ty), open.to(close)))
+                    }
+                    Tok::Comma => {
+                        let mut items = vec![first];
+                        while self.peek() == Tok::Comma {
+                            self.bump();
+                            items.push(self.expr()?);
+                        }
+                        let close = self.expect(Tok::RParen)?.span;
+                        Ok(self.mk(ExprKind::Tuple(items), open.to(close)))
+                    }
+                    _ => {
+                        let close = self.expect(Tok::RParen)?.span;
+                        // Keep the parentheses in the span so carets cover them.
+                        let mut inner = first;
+                        inner.span = open.to(close);
+                        Ok(inner)
+                    }
+                }
+            }
+            Tok::LBracket => {
+                let open = self.bump().span;
+                let mut items = Vec::new();
+                if self.peek() != Tok::RBracket {
+                    items.push(self.expr()?);
+                    while self.peek() == Tok::Comma {
+                        self.bump();
+                        items.push(self.expr()?);
+                    }
+                }
+                let close = self.expect(Tok::RBracket)?.span;
+                Ok(self.mk(ExprKind::Vector(items), open.to(close)))
+            }
+            _ => self.error_expected("an expression"),
+        }
+    }
+}

@@ -1,0 +1,1123 @@
+//! Algorithm W with levels (Rémy-style generalization) over the surface AST.
+
+use super::{Kind, Type};
+use crate::diagnostic::Diagnostic;
+use crate::pretty::TypeNamer;
+use crate::prim::{self, PRIMS, Prim};
+use crate::stack;
+use crate::syntax::ast::*;
+use crate::syntax::span::Span;
+use std::collections::{HashMap, HashSet};
+
+/// A type error.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TypeError {
+    /// The headline.
+    pub message: String,
+    /// The offending expression.
+    pub span: Span,
+    /// Text under the caret.
+    pub label: String,
+    /// Where the other type came from, and similar context.
+    pub secondary: Vec<(Span, String)>,
+}
+
+impl From<TypeError> for Diagnostic {
+    fn from(e: TypeError) -> Diagnostic {
+        let mut d = Diagnostic::error(e.message, e.span).with_label(e.label);
+        for (s, m) in e.secondary {
+            d = d.with_secondary(s, m);
+        }
+        d
+    }
+}
+
+/// Facts about the program that the desugarer needs.
+#[derive(Clone, Debug, Default)]
+pub struct Typing {
+    /// Integer literals whose type was resolved to `Real`.
+    pub real_literals: HashSet<NodeId>,
+    /// For each occurrence of the `sum` primitive, its element type.
+    pub sum_types: HashMap<NodeId, Type>,
+}
+
+/// The result of checking a program.
+#[derive(Clone, Debug)]
+pub struct CheckedProgram {
+    /// The type of each definition, in the order given (fully resolved; type
+    /// variables are the generalized ones).
+    pub def_types: Vec<Type>,
+    /// Facts for the desugarer.
+    pub typing: Typing,
+}
+
+/// A polymorphic type: `generics` are the quantified variables.
+#[derive(Clone, Debug)]
+struct Scheme {
+    generics: Vec<u32>,
+    ty: Type,
+}
+
+impl Scheme {
+    fn mono(ty: Type) -> Scheme {
+        Scheme {
+            generics: Vec::new(),
+            ty,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct VarInfo {
+    link: Option<Type>,
+    level: u32,
+    kind: Kind,
+}
+
+enum UnifyError {
+    Mismatch,
+    Occurs,
+    Kind(Kind),
+}
+
+type TResult<T> = Result<T, TypeError>;
+
+enum Global {
+    /// In the SCC being checked: monomorphic.
+    Pending(Type),
+    Done(Scheme),
+    /// Its definition failed to check; uses get a fresh type (no cascades).
+    Failed,
+}
+
+struct Checker {
+    vars: Vec<VarInfo>,
+    level: u32,
+    locals: HashMap<String, Vec<Scheme>>,
+    globals: HashMap<String, usize>,
+    global_state: Vec<Global>,
+    prim_schemes: HashMap<Prim, Scheme>,
+    int_literals: Vec<(NodeId, Type)>,
+    sums: Vec<(NodeId, Type)>,
+    annot_vars: HashMap<String, Type>,
+}
+
+/// Checks the definitions of a program (all top-level, mutually visible).
+/// Returns the resolved type of each, or every type error found (at most
+/// one per group of mutually recursive definitions).
+pub fn check_program(defs: &[Def]) -> Result<CheckedProgram, Vec<TypeError>> {
+    let mut c = Checker {
+        vars: Vec::new(),
+        level: 0,
+        locals: HashMap::new(),
+        globals: HashMap::new(),
+        global_state: Vec::new(),
+        prim_schemes: HashMap::new(),
+        int_literals: Vec::new(),
+        sums: Vec::new(),
+        annot_vars: HashMap::new(),
+    };
+    c.init_prims();
+    let mut errors = Vec::new();
+    for (i, d) in defs.iter().enumerate() {
+        let name = &d.binding.name;
+        if let Some(&j) = c.globals.get(&name.name) {
+            errors.push(TypeError {
+                message: format!("`{}` is defined more than once", name.name),
+                span: name.span,
+                label: "defined again here".into(),
+                secondary: vec![(defs[j].binding.name.span, "first defined here".into())],
+            });
+        } else {
+            c.globals.insert(name.name.clone(), i);
+        }
+        c.global_state.push(Global::Failed);
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let sccs = match c.dependency_sccs(defs) {
+        Ok(s) => s,
+        Err(e) => return Err(vec![e]),
+    };
+    for scc in sccs {
+        if let Err(e) = c.check_scc(defs, &scc) {
+            errors.push(e);
+            for &i in &scc {
+                c.global_state[i] = Global::Failed;
+            }
+        }
+    }
+    if !errors.is_empty() {
+        errors.sort_by_key(|e| e.span.start);
+        return Err(errors);
+    }
+    // Default every still-open numeric variable to Int.
+    for v in 0..c.vars.len() {
+        if c.vars[v].link.is_none() && c.vars[v].kind != Kind::Any {
+            c.vars[v].link = Some(Type::Int);
+        }
+    }
+    let mut def_types = Vec::new();
+    for st in &c.global_state {
+        let t = match st {
+            Global::Done(s) => c.zonk(&s.ty),
+            Global::Pending(t) => c.zonk(t),
+            Global::Failed => Type::Unit,
+        };
+        def_types.push(t);
+    }
+    let mut typing = Typing::default();
+    for (id, t) in std::mem::take(&mut c.int_literals) {
+        if c.zonk(&t) == Type::Real {
+            typing.real_literals.insert(id);
+        }
+    }
+    for (id, t) in std::mem::take(&mut c.sums) {
+        let t = c.zonk(&t);
+        typing.sum_types.insert(id, t);
+    }
+    Ok(CheckedProgram { def_types, typing })
+}
+
+fn too_deep(span: Span) -> TypeError {
+    TypeError {
+        message: "program nested too deeply".into(),
+        span,
+        label: "nesting limit reached here".into(),
+        secondary: Vec::new(),
+    }
+}
+
+impl Checker {
+    fn init_prims(&mut self) {
+        for p in PRIMS {
+            let Ok(te) = crate::syntax::parser::parse_type(p.sig, 0) else {
+                continue;
+            };
+            let mut names: HashMap<String, Type> = HashMap::new();
+            let ty = self.prim_type(&te, &mut names);
+            let generics = names
+                .values()
+                .filter_map(|t| if let Type::Var(v) = t { Some(*v) } else { None })
+                .collect();
+            self.prim_schemes.insert(p.prim, Scheme { generics, ty });
+        }
+    }
+
+    fn prim_type(&mut self, te: &TypeExpr, names: &mut HashMap<String, Type>) -> Type {
+        match te {
+            TypeExpr::Name(id) => match id.name.as_str() {
+                "Int" => Type::Int,
+                "Real" => Type::Real,
+                "Bool" => Type::Bool,
+                n => {
+                    let kind = match n {
+                        "n" => Kind::Num,
+                        "e" => Kind::Eq,
+                        _ => Kind::Any,
+                    };
+                    if let Some(t) = names.get(n) {
+                        return t.clone();
+                    }
+                    let t = self.fresh_kind(kind);
+                    names.insert(n.to_string(), t.clone());
+                    t
+                }
+            },
+            TypeExpr::Unit(_) => Type::Unit,
+            TypeExpr::Tuple(ts, _) => {
+                Type::Tuple(ts.iter().map(|t| self.prim_type(t, names)).collect())
+            }
+            TypeExpr::Sum(a, b, _) => Type::Sum(
+                Box::new(self.prim_type(a, names)),
+                Box::new(self.prim_type(b, names)),
+            ),
+            TypeExpr::Vec(a, _) => Type::Vec(Box::new(self.prim_type(a, names))),
+            TypeExpr::Fun(a, b, _) => Type::fun(self.prim_type(a, names), self.prim_type(b, names)),
+        }
+    }
+
+    // ---- variables and substitution ----
+
+    fn fresh_kind(&mut self, kind: Kind) -> Type {
+        self.vars.push(VarInfo {
+            link: None,
+            level: self.level,
+            kind,
+        });
+        Type::Var((self.vars.len() - 1) as u32)
+    }
+
+    fn fresh(&mut self) -> Type {
+        self.fresh_kind(Kind::Any)
+    }
+
+    /// Follows variable links at the top of `t`.
+    fn resolve(&self, t: &Type) -> Type {
+        let mut t = t.clone();
+        while let Type::Var(v) = t {
+            match &self.vars[v as usize].link {
+                Some(next) => t = next.clone(),
+                None => break,
+            }
+        }
+        t
+    }
+
+    /// Substitutes all bound variables (unbound ones stay).
+    fn zonk(&self, t: &Type) -> Type {
+        if stack::check().is_err() {
+            return Type::Unit;
+        }
+        match self.resolve(t) {
+            Type::Tuple(ts) => Type::Tuple(ts.iter().map(|t| self.zonk(t)).collect()),
+            Type::Sum(a, b) => Type::Sum(Box::new(self.zonk(&a)), Box::new(self.zonk(&b))),
+            Type::Vec(a) => Type::Vec(Box::new(self.zonk(&a))),
+            Type::Fun(a, b) => Type::fun(self.zonk(&a), self.zonk(&b)),
+            other => other,
+        }
+    }
+
+    fn show2(&self, a: &Type, b: &Type) -> (String, String) {
+        let mut namer = TypeNamer::new();
+        let kind_of = |v: u32| self.vars.get(v as usize).map_or(Kind::Any, |i| i.kind);
+        let a = namer.print(&self.zonk(a), &kind_of);
+        let b = namer.print(&self.zonk(b), &kind_of);
+        (a, b)
+    }
+
+    fn show(&self, a: &Type) -> String {
+        self.show2(a, &Type::Unit).0
+    }
+
+    // ---- unification ----
+
+    fn unify_raw(&mut self, a: &Type, b: &Type) -> Result<(), UnifyError> {
+        if stack::check().is_err() {
+            return Err(UnifyError::Mismatch);
+        }
+        let a = self.resolve(a);
+        let b = self.resolve(b);
+        match (&a, &b) {
+            (Type::Var(x), Type::Var(y)) if x == y => Ok(()),
+            (Type::Var(x), _) => self.bind(*x, &b),
+            (_, Type::Var(y)) => self.bind(*y, &a),
+            (Type::Int, Type::Int)
+            | (Type::Real, Type::Real)
+            | (Type::Bool, Type::Bool)
+            | (Type::Unit, Type::Unit) => Ok(()),
+            (Type::Tuple(xs), Type::Tuple(ys)) if xs.len() == ys.len() => {
+                for (x, y) in xs.iter().zip(ys) {
+                    self.unify_raw(x, y)?;
+                }
+                Ok(())
+            }
+            (Type::Sum(a1, b1), Type::Sum(a2, b2)) | (Type::Fun(a1, b1), Type::Fun(a2, b2)) => {
+                self.unify_raw(a1, a2)?;
+                self.unify_raw(b1, b2)
+            }
+            (Type::Vec(x), Type::Vec(y)) => self.unify_raw(x, y),
+            _ => Err(UnifyError::Mismatch),
+        }
+    }
+
+    fn bind(&mut self, v: u32, t: &Type) -> Result<(), UnifyError> {
+        let info = self.vars[v as usize].clone();
+        if let Type::Var(w) = t {
+            let w = *w as usize;
+            self.vars[w].level = self.vars[w].level.min(info.level);
+            self.vars[w].kind = self.vars[w].kind.max(info.kind);
+            self.vars[v as usize].link = Some(t.clone());
+            return Ok(());
+        }
+        let ok = match info.kind {
+            Kind::Any => true,
+            Kind::Num => matches!(t, Type::Int | Type::Real),
+            Kind::Eq => matches!(t, Type::Int | Type::Real | Type::Bool),
+        };
+        if !ok {
+            return Err(UnifyError::Kind(info.kind));
+        }
+        self.occurs_adjust(v, info.level, t)?;
+        self.vars[v as usize].link = Some(t.clone());
+        Ok(())
+    }
+
+    fn occurs_adjust(&mut self, v: u32, level: u32, t: &Type) -> Result<(), UnifyError> {
+        if stack::check().is_err() {
+            return Err(UnifyError::Occurs);
+        }
+        match self.resolve(t) {
+            Type::Var(w) => {
+                if w == v {
+                    return Err(UnifyError::Occurs);
+                }
+                let info = &mut self.vars[w as usize];
+                info.level = info.level.min(level);
+                Ok(())
+            }
+            Type::Tuple(ts) => ts.iter().try_for_each(|t| self.occurs_adjust(v, level, t)),
+            Type::Sum(a, b) | Type::Fun(a, b) => {
+                self.occurs_adjust(v, level, &a)?;
+                self.occurs_adjust(v, level, &b)
+            }
+            Type::Vec(a) => self.occurs_adjust(v, level, &a),
+            _ => Ok(()),
+        }
+    }
+
+    /// Unifies the type `found` of the expression at `span` with `expected`.
+    /// `because`, if given, points at where `expected` came from.
+    fn expect(
+        &mut self,
+        expected: &Type,
+        found: &Type,
+        span: Span,
+        because: Option<(Span, String)>,
+    ) -> TResult<()> {
+        if stack::check().is_err() {
+            return Err(too_deep(span));
+        }
+        match self.unify_raw(expected, found) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let (exp, fnd) = self.show2(expected, found);
+                let (message, label) = match e {
+                    UnifyError::Mismatch => (
+                        format!("type mismatch: expected {exp}, found {fnd}"),
+                        format!("this has type {fnd}"),
+                    ),
+                    UnifyError::Occurs => (
+                        format!("infinite type: cannot make {exp} equal to {fnd}"),
+                        "this would need an infinitely nested type".into(),
+                    ),
+                    UnifyError::Kind(k) => {
+                        let want = if k == Kind::Num {
+                            "a number (Int or Real)"
+                        } else {
+                            "Int, Real or Bool"
+                        };
+                        (
+                            format!("type mismatch: expected {want}, found {fnd}"),
+                            format!("this has type {fnd}"),
+                        )
+                    }
+                };
+                Err(TypeError {
+                    message,
+                    span,
+                    label,
+                    secondary: because.into_iter().collect(),
+                })
+            }
+        }
+    }
+
+    // ---- generalization ----
+
+    fn enter(&mut self) {
+        self.level += 1;
+    }
+
+    fn leave(&mut self) {
+        self.level -= 1;
+    }
+
+    fn generalize(&mut self, t: &Type) -> Scheme {
+        let t = self.zonk(t);
+        let mut generics = Vec::new();
+        self.collect_generics(&t, &mut generics);
+        Scheme { generics, ty: t }
+    }
+
+    fn collect_generics(&self, t: &Type, out: &mut Vec<u32>) {
+        if stack::check().is_err() {
+            return;
+        }
+        match t {
+            Type::Var(v) => {
+                let info = &self.vars[*v as usize];
+                if info.level > self.level && info.kind == Kind::Any && !out.contains(v) {
+                    out.push(*v);
+                }
+            }
+            Type::Tuple(ts) => ts.iter().for_each(|t| self.collect_generics(t, out)),
+            Type::Sum(a, b) | Type::Fun(a, b) => {
+                self.collect_generics(a, out);
+                self.collect_generics(b, out);
+            }
+            Type::Vec(a) => self.collect_generics(a, out),
+            _ => {}
+        }
+    }
+
+    fn instantiate(&mut self, s: &Scheme) -> Type {
+        if s.generics.is_empty() {
+            return s.ty.clone();
+        }
+        let mut map = HashMap::new();
+        for &g in &s.generics {
+            let kind = self.vars[g as usize].kind;
+            map.insert(g, self.fresh_kind(kind));
+        }
+        self.subst(&s.ty, &map)
+    }
+
+    fn subst(&self, t: &Type, map: &HashMap<u32, Type>) -> Type {
+        if stack::check().is_err() {
+            return Type::Unit;
+        }
+        match self.resolve(t) {
+            Type::Var(v) => map.get(&v).cloned().unwrap_or(Type::Var(v)),
+            Type::Tuple(ts) => Type::Tuple(ts.iter().map(|t| self.subst(t, map)).collect()),
+            Type::Sum(a, b) => {
+                Type::Sum(Box::new(self.subst(&a, map)), Box::new(self.subst(&b, map)))
+            }
+            Type::Vec(a) => Type::Vec(Box::new(self.subst(&a, map))),
+            Type::Fun(a, b) => Type::fun(self.subst(&a, map), self.subst(&b, map)),
+            other => other,
+        }
+    }
+
+    // ---- top level ----
+
+    /// Groups definitions into strongly connected components of the
+    /// "refers to" relation, dependencies first (Tarjan, iterative).
+    fn dependency_sccs(&self, defs: &[Def]) -> TResult<Vec<Vec<usize>>> {
+        let mut edges = Vec::with_capacity(defs.len());
+        for d in defs {
+            let mut refs = Vec::new();
+            let mut bound: HashMap<String, usize> = HashMap::new();
+            for p in &d.binding.params {
+                pattern_names(p, &mut |n| *bound.entry(n.to_string()).or_default() += 1);
+            }
+            self.free_globals(&d.binding.body, &mut bound, &mut refs)?;
+            refs.sort_unstable();
+            refs.dedup();
+            edges.push(refs);
+        }
+        Ok(tarjan(&edges))
+    }
+
+    fn free_globals(
+        &self,
+        e: &Expr,
+        bound: &mut HashMap<String, usize>,
+        out: &mut Vec<usize>,
+    ) -> TResult<()> {
+        if stack::check().is_err() {
+            return Err(too_deep(e.span));
+        }
+        let bind = |p: &Pattern, bound: &mut HashMap<String, usize>| {
+            pattern_names(p, &mut |n| *bound.entry(n.to_string()).or_default() += 1);
+        };
+        let unbind = |p: &Pattern, bound: &mut HashMap<String, usize>| {
+            pattern_names(p, &mut |n| {
+                if let Some(c) = bound.get_mut(n) {
+                    *c -= 1;
+                }
+            });
+        };
+        match &e.kind {
+            ExprKind::Var(n) => {
+                if bound.get(n).copied().unwrap_or(0) == 0
+                    && let Some(&i) = self.globals.get(n)
+                {
+                    out.push(i);
+                }
+            }
+            ExprKind::Int(_) | ExprKind::Real(_) | ExprKind::Bool(_) | ExprKind::Unit => {}
+            ExprKind::Tuple(es) | ExprKind::Vector(es) => {
+                for x in es {
+                    self.free_globals(x, bound, out)?;
+                }
+            }
+            ExprKind::Lam(ps, body) => {
+                ps.iter().for_each(|p| bind(p, bound));
+                self.free_globals(body, bound, out)?;
+                ps.iter().for_each(|p| unbind(p, bound));
+            }
+            ExprKind::App(a, b) | ExprKind::Binary(_, a, b) | ExprKind::Index(a, b) => {
+                self.free_globals(a, bound, out)?;
+                self.free_globals(b, bound, out)?;
+            }
+            ExprKind::Let(p, v, body) => {
+                self.free_globals(v, bound, out)?;
+                bind(p, bound);
+                self.free_globals(body, bound, out)?;
+                unbind(p, bound);
+            }
+            ExprKind::LetFun { rec, binding, body } => {
+                let name = Pattern::Var(binding.name.clone());
+                if *rec {
+                    bind(&name, bound);
+                }
+                binding.params.iter().for_each(|p| bind(p, bound));
+                self.free_globals(&binding.body, bound, out)?;
+                binding.params.iter().for_each(|p| unbind(p, bound));
+                if !*rec {
+                    bind(&name, bound);
+                }
+                self.free_globals(body, bound, out)?;
+                unbind(&name, bound);
+            }
+            ExprKind::If(a, b, c) => {
+                self.free_globals(a, bound, out)?;
+                self.free_globals(b, bound, out)?;
+                self.free_globals(c, bound, out)?;
+            }
+            ExprKind::Inl(a) | ExprKind::Inr(a) | ExprKind::Neg(a) | ExprKind::Annot(a, _) => {
+                self.free_globals(a, bound, out)?;
+            }
+            ExprKind::Match {
+                scrutinee,
+                left,
+                right,
+            } => {
+                self.free_globals(scrutinee, bound, out)?;
+                for (p, body) in [left, right] {
+                    bind(p, bound);
+                    self.free_globals(body, bound, out)?;
+                    unbind(p, bound);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn check_scc(&mut self, defs: &[Def], scc: &[usize]) -> TResult<()> {
+        self.enter();
+        let mut tys = Vec::new();
+        for &i in scc {
+            let t = self.fresh();
+            self.global_state[i] = Global::Pending(t.clone());
+            tys.push(t);
+        }
+        for (k, &i) in scc.iter().enumerate() {
+            self.annot_vars.clear();
+            let d = &defs[i];
+            let t = self.infer_binding(&d.binding)?;
+            self.expect(&tys[k], &t, d.binding.name.span, None)?;
+        }
+        self.leave();
+        for (k, &i) in scc.iter().enumerate() {
+            let s = self.generalize(&tys[k]);
+            self.global_state[i] = Global::Done(s);
+        }
+        Ok(())
+    }
+
+    /// The type of `fun params -> (body : ret)`.
+    fn infer_binding(&mut self, b: &FunBinding) -> TResult<Type> {
+        let mut param_tys = Vec::new();
+        let mut bound = Vec::new();
+        for p in &b.params {
+            let t = self.pattern(p, &mut bound)?;
+            param_tys.push(t);
+        }
+        self.push_mono(&bound);
+        let body = self.infer(&b.body);
+        let body = body.and_then(|t| {
+            if let Some(r) = &b.ret {
+                let rt = self.annotation(r)?;
+                self.expect(
+                    &rt,
+                    &t,
+                    b.body.span,
+                    Some((r.span(), "expected because of this annotation".into())),
+                )?;
+            }
+            Ok(t)
+        });
+        self.pop(&bound);
+        let mut t = body?;
+        for p in param_tys.into_iter().rev() {
+            t = Type::fun(p, t);
+        }
+        Ok(t)
+    }
+
+    fn push_mono(&mut self, bound: &[(String, Type)]) {
+        for (n, t) in bound {
+            self.locals
+                .entry(n.clone())
+                .or_default()
+                .push(Scheme::mono(t.clone()));
+        }
+    }
+
+    fn push_scheme(&mut self, name: &str, s: Scheme) {
+        self.locals.entry(name.to_string()).or_default().push(s);
+    }
+
+    fn pop(&mut self, bound: &[(String, Type)]) {
+        for (n, _) in bound {
+            self.pop_name(n);
+        }
+    }
+
+    fn pop_name(&mut self, n: &str) {
+        if let Some(v) = self.locals.get_mut(n) {
+            v.pop();
+            if v.is_empty() {
+                self.locals.remove(n);
+            }
+        }
+    }
+
+    fn annotation(&mut self, te: &TypeExpr) -> TResult<Type> {
+        if stack::check().is_err() {
+            return Err(too_deep(te.span()));
+        }
+        Ok(match te {
+            TypeExpr::Name(id) => match id.name.as_str() {
+                "Int" => Type::Int,
+                "Real" => Type::Real,
+                "Bool" => Type::Bool,
+                n if n.starts_with(|c: char| c.is_ascii_lowercase() || c == '_') => {
+                    if let Some(t) = self.annot_vars.get(n) {
+                        t.clone()
+                    } else {
+                        let t = self.fresh();
+                        self.annot_vars.insert(n.to_string(), t.clone());
+                        t
+                    }
+                }
+                "Vec" => {
+                    return Err(TypeError {
+                        message: "`Vec` needs an element type".into(),
+                        span: id.span,
+                        label: "write e.g. `Vec Real`".into(),
+                        secondary: Vec::new(),
+                    });
+                }
+                n => {
+                    return Err(TypeError {
+                        message: format!("unknown type `{n}`"),
+                        span: id.span,
+                        label: "types are Real, Int, Bool, (), tuples, A + B, Vec A, A -> B and lowercase variables"
+                            .into(),
+                        secondary: Vec::new(),
+                    });
+                }
+            },
+            TypeExpr::Unit(_) => Type::Unit,
+            TypeExpr::Tuple(ts, _) => Type::Tuple(
+                ts.iter()
+                    .map(|t| self.annotation(t))
+                    .collect::<TResult<_>>()?,
+            ),
+            TypeExpr::Sum(a, b, _) => {
+                Type::Sum(Box::new(self.annotation(a)?), Box::new(self.annotation(b)?))
+            }
+            TypeExpr::Vec(a, _) => Type::Vec(Box::new(self.annotation(a)?)),
+            TypeExpr::Fun(a, b, _) => Type::fun(self.annotation(a)?, self.annotation(b)?),
+        })
+    }
+
+    /// The type a pattern matches, collecting the names it binds.
+    fn pattern(&mut self, p: &Pattern, bound: &mut Vec<(String, Type)>) -> TResult<Type> {
+        if stack::check().is_err() {
+            return Err(too_deep(p.span()));
+        }
+        match p {
+            Pattern::Var(id) => {
+                if let Some((_, _)) = bound.iter().find(|(n, _)| *n == id.name) {
+                    return Err(TypeError {
+                        message: format!("`{}` is bound more than once in this pattern", id.name),
+                        span: id.span,
+                        label: "bound again here".into(),
+                        secondary: Vec::new(),
+                    });
+                }
+                let t = self.fresh();
+                bound.push((id.name.clone(), t.clone()));
+                Ok(t)
+            }
+            Pattern::Wild(_) => Ok(self.fresh()),
+            Pattern::Unit(_) => Ok(Type::Unit),
+            Pattern::Tuple(ps, _) => {
+                let ts = ps
+                    .iter()
+                    .map(|p| self.pattern(p, bound))
+                    .collect::<TResult<Vec<_>>>()?;
+                Ok(Type::Tuple(ts))
+            }
+            Pattern::Annot(inner, te, span) => {
+                let t = self.pattern(inner, bound)?;
+                let a = self.annotation(te)?;
+                self.expect(
+                    &a,
+                    &t,
+                    *span,
+                    Some((te.span(), "expected because of this annotation".into())),
+                )?;
+                Ok(a)
+            }
+        }
+    }
+
+    fn lookup(&mut self, name: &str, e: &Expr) -> TResult<Type> {
+        if let Some(s) = self.locals.get(name).and_then(|v| v.last()).cloned() {
+            return Ok(self.instantiate(&s));
+        }
+        if let Some(&i) = self.globals.get(name) {
+            return Ok(match &self.global_state[i] {
+                Global::Pending(t) => t.clone(),
+                Global::Done(s) => {
+                    let s = s.clone();
+                    self.instantiate(&s)
+                }
+                Global::Failed => self.fresh(),
+            });
+        }
+        if let Some(p) = prim::lookup_named(name) {
+            let t = self.prim_instance(p.prim);
+            if p.prim == Prim::Sum
+                && let Type::Fun(_, elem) = &t
+            {
+                self.sums.push((e.id, (**elem).clone()));
+            }
+            return Ok(t);
+        }
+        Err(TypeError {
+            message: format!("unknown variable `{name}`"),
+            span: e.span,
+            label: "not defined".into(),
+            secondary: Vec::new(),
+        })
+    }
+
+    fn prim_instance(&mut self, p: Prim) -> Type {
+        match self.prim_schemes.get(&p).cloned() {
+            Some(s) => self.instantiate(&s),
+            None => self.fresh(),
+        }
+    }
+
+    // ---- expressions ----
+
+    fn infer(&mut self, e: &Expr) -> TResult<Type> {
+        if stack::check().is_err() {
+            return Err(too_deep(e.span));
+        }
+        match &e.kind {
+            ExprKind::Var(n) => self.lookup(n, e),
+            ExprKind::Int(_) => {
+                let t = self.fresh_kind(Kind::Num);
+                self.int_literals.push((e.id, t.clone()));
+                Ok(t)
+            }
+            ExprKind::Real(_) => Ok(Type::Real),
+            ExprKind::Bool(_) => Ok(Type::Bool),
+            ExprKind::Unit => Ok(Type::Unit),
+            ExprKind::Tuple(es) => Ok(Type::Tuple(
+                es.iter().map(|x| self.infer(x)).collect::<TResult<_>>()?,
+            )),
+            ExprKind::Vector(es) => {
+                let elem = self.fresh();
+                let mut first: Option<(Span, Type)> = None;
+                for x in es {
+                    let t = self.infer(x)?;
+                    let because = first.as_ref().map(|(s, ft)| {
+                        (*s, format!("the first element has type {}", self.show(ft)))
+                    });
+                    self.expect(&elem, &t, x.span, because)?;
+                    if first.is_none() {
+                        first = Some((x.span, t));
+                    }
+                }
+                Ok(Type::Vec(Box::new(elem)))
+            }
+            ExprKind::Lam(ps, body) => {
+                let mut bound = Vec::new();
+                let mut tys = Vec::new();
+                for p in ps {
+                    tys.push(self.pattern(p, &mut bound)?);
+                }
+                self.push_mono(&bound);
+                let r = self.infer(body);
+                self.pop(&bound);
+                let mut t = r?;
+                for p in tys.into_iter().rev() {
+                    t = Type::fun(p, t);
+                }
+                Ok(t)
+            }
+            ExprKind::App(f, x) => {
+                let ft = self.infer(f)?;
+                let xt = self.infer(x)?;
+                match self.resolve(&ft) {
+                    Type::Fun(param, ret) => {
+                        let because = Some((
+                            f.span,
+                            format!(
+                                "this function takes an argument of type {}",
+                                self.show(&param)
+                            ),
+                        ));
+                        self.expect(&param, &xt, x.span, because)?;
+                        Ok(*ret)
+                    }
+                    Type::Var(_) => {
+                        let ret = self.fresh();
+                        self.expect(&ft, &Type::fun(xt, ret.clone()), f.span, None)?;
+                        Ok(ret)
+                    }
+                    other => Err(TypeError {
+                        message: format!(
+                            "this is not a function: it has type {}",
+                            self.show(&other)
+                        ),
+                        span: f.span,
+                        label: format!("has type {}, cannot be applied", self.show(&other)),
+                        secondary: vec![(x.span, "applied to this argument".into())],
+                    }),
+                }
+            }
+            ExprKind::Let(p, v, body) => {
+                self.enter();
+                let mut bound = Vec::new();
+                let pt = self.pattern(p, &mut bound);
+                let vt = pt.and_then(|pt| {
+                    let vt = self.infer(v)?;
+                    let because =
+                        Some((p.span(), format!("the pattern has type {}", self.show(&pt))));
+                    self.expect(&pt, &vt, v.span, because)?;
+                    Ok(vt)
+                });
+                self.leave();
+                vt?;
+                let schemes: Vec<(String, Scheme)> = bound
+                    .iter()
+                    .map(|(n, t)| (n.clone(), self.generalize(t)))
+                    .collect();
+                for (n, s) in &schemes {
+                    self.push_scheme(n, s.clone());
+                }
+                let r = self.infer(body);
+                for (n, _) in &schemes {
+                    self.pop_name(n);
+                }
+                r
+            }
+            ExprKind::LetFun { rec, binding, body } => {
+                self.enter();
+                let self_ty = self.fresh();
+                let name = binding.name.name.clone();
+                if *rec {
+                    self.push_scheme(&name, Scheme::mono(self_ty.clone()));
+                }
+                let saved = std::mem::take(&mut self.annot_vars);
+                let t = self.infer_binding(binding);
+                self.annot_vars = saved;
+                if *rec {
+                    self.pop_name(&name);
+                }
+                let t = t.and_then(|t| {
+                    self.expect(&self_ty, &t, binding.name.span, None)?;
+                    Ok(t)
+                });
+                self.leave();
+                let t = t?;
+                let s = self.generalize(&t);
+                self.push_scheme(&name, s);
+                let r = self.infer(body);
+                self.pop_name(&name);
+                r
+            }
+            ExprKind::If(c, a, b) => {
+                let ct = self.infer(c)?;
+                self.expect(&Type::Bool, &ct, c.span, None)?;
+                let at = self.infer(a)?;
+                let bt = self.infer(b)?;
+                let because = Some((
+                    a.span,
+                    format!("the `then` branch has type {}", self.show(&at)),
+                ));
+                self.expect(&at, &bt, b.span, because)?;
+                Ok(at)
+            }
+            ExprKind::Inl(x) => {
+                let t = self.infer(x)?;
+                Ok(Type::Sum(Box::new(t), Box::new(self.fresh())))
+            }
+            ExprKind::Inr(x) => {
+                let t = self.infer(x)?;
+                Ok(Type::Sum(Box::new(self.fresh()), Box::new(t)))
+            }
+            ExprKind::Match {
+                scrutinee,
+                left,
+                right,
+            } => {
+                let st = self.infer(scrutinee)?;
+                let (lt, rt) = (self.fresh(), self.fresh());
+                let sum = Type::Sum(Box::new(lt.clone()), Box::new(rt.clone()));
+                self.expect(
+                    &sum,
+                    &st,
+                    scrutinee.span,
+                    Some((e.span, "`match` needs a value of a sum type A + B".into())),
+                )?;
+                let mut results: Vec<(Span, Type)> = Vec::new();
+                for ((p, body), side) in [(left, lt), (right, rt)] {
+                    let mut bound = Vec::new();
+                    let pt = self.pattern(p, &mut bound)?;
+                    self.expect(&pt, &side, p.span(), None)?;
+                    self.push_mono(&bound);
+                    let r = self.infer(body);
+                    self.pop(&bound);
+                    results.push((body.span, r?));
+                }
+                let (s0, t0) = results[0].clone();
+                let (s1, t1) = results[1].clone();
+                let because = Some((s0, format!("the `inl` arm has type {}", self.show(&t0))));
+                self.expect(&t0, &t1, s1, because)?;
+                Ok(t0)
+            }
+            ExprKind::Binary(op, a, b) => self.binary(*op, a, b),
+            ExprKind::Neg(a) => {
+                let t = self.infer(a)?;
+                let n = self.fresh_kind(Kind::Num);
+                self.expect(
+                    &n,
+                    &t,
+                    a.span,
+                    Some((e.span, "unary `-` works on Int and Real".into())),
+                )?;
+                Ok(t)
+            }
+            ExprKind::Index(v, i) => {
+                let vt = self.infer(v)?;
+                let elem = self.fresh();
+                self.expect(
+                    &Type::Vec(Box::new(elem.clone())),
+                    &vt,
+                    v.span,
+                    Some((e.span, "only vectors can be indexed".into())),
+                )?;
+                let it = self.infer(i)?;
+                self.expect(
+                    &Type::Int,
+                    &it,
+                    i.span,
+                    Some((e.span, "vector indices are Ints".into())),
+                )?;
+                Ok(elem)
+            }
+            ExprKind::Annot(x, te) => {
+                let t = self.infer(x)?;
+                let a = self.annotation(te)?;
+                self.expect(
+                    &a,
+                    &t,
+                    x.span,
+                    Some((te.span(), "expected because of this annotation".into())),
+                )?;
+                Ok(a)
+            }
+        }
+    }
+
+    fn binary(&mut self, op: BinOp, a: &Expr, b: &Expr) -> TResult<Type> {
+        let at = self.infer(a)?;
+        let bt = self.infer(b)?;
+        let sym = op.symbol();
+        let operand = match op {
+            BinOp::And | BinOp::Or => Type::Bool,
+            BinOp::Pow => Type::Real,
+            BinOp::Eq | BinOp::Ne => self.fresh_kind(Kind::Eq),
+            _ => self.fresh_kind(Kind::Num),
+        };
+        let what = match op {
+            BinOp::And | BinOp::Or => "works on Bool",
+            BinOp::Pow => "works on Real",
+            BinOp::Eq | BinOp::Ne => "works on Int, Real and Bool",
+            _ => "works on Int and Real",
+        };
+        let op_span = a.span.to(b.span);
+        self.expect(
+            &operand,
+            &at,
+            a.span,
+            Some((op_span, format!("`{sym}` {what}"))),
+        )?;
+        let because = Some((
+            a.span,
+            format!("the left operand of `{sym}` has type {}", self.show(&at)),
+        ));
+        self.expect(&at, &bt, b.span, because)?;
+        Ok(match op {
+            BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::Eq | BinOp::Ne => Type::Bool,
+            _ => at,
+        })
+    }
+}
+
+/// Calls `f` on every name a pattern binds.
+pub(crate) fn pattern_names(p: &Pattern, f: &mut dyn FnMut(&str)) {
+    match p {
+        Pattern::Var(id) => f(&id.name),
+        Pattern::Wild(_) | Pattern::Unit(_) => {}
+        Pattern::Tuple(ps, _) => ps.iter().for_each(|p| pattern_names(p, f)),
+        Pattern::Annot(p, _, _) => pattern_names(p, f),
+    }
+}
+
+/// Strongly connected components, each listed after the components it depends on.
+fn tarjan(edges: &[Vec<usize>]) -> Vec<Vec<usize>> {
+    let n = edges.len();
+    let mut index = vec![usize::MAX; n];
+    let mut low = vec![0; n];
+    let mut on_stack = vec![false; n];
+    let mut stack = Vec::new();
+    let mut out = Vec::new();
+    let mut counter = 0;
+    for root in 0..n {
+        if index[root] != usize::MAX {
+            continue;
+        }
+        // (node, next edge to visit)
+        let mut work = vec![(root, 0usize)];
+        index[root] = counter;
+        low[root] = counter;
+        counter += 1;
+        stack.push(root);
+        on_stack[root] = true;
+        while let Some(&mut (v, ref mut ei)) = work.last_mut() {
+            if let Some(&w) = edges[v].get(*ei) {
+                *ei += 1;
+                if index[w] == usize::MAX {
+                    index[w] = counter;
+                    low[w] = counter;
+                    counter += 1;
+                    stack.push(w);
+                    on_stack[w] = true;
+                    work.push((w, 0));
+                } else if on_stack[w] {
+                    low[v] = low[v].min(index[w]);
+                }
+            } else {
+                work.pop();
+                if let Some(&(parent, _)) = work.last() {
+                    low[parent] = low[parent].min(low[v]);
+                }
+                if low[v] == index[v] {
+                    let mut comp = Vec::new();
+                    while let Some(w) = stack.pop() {
+                        on_stack[w] = false;
+                        comp.push(w);
+                        if w == v {
+                            break;
+                        }
+                    }
+                    comp.sort_unstable();
+                    out.push(comp);
+                }
+            }
+        }
+    }
+    out
+}

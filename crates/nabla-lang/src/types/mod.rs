@@ -1,0 +1,60 @@
+//! Types and Hindley–Milner type inference.
+//!
+//! * [`Type`] is the type language of LANGUAGE.md plus unification variables.
+//! * [`infer`] checks a program (or a program plus one expression) and
+//!   returns the inferred type of every definition together with the facts the
+//!   desugarer needs ([`Typing`]): which integer literals are used as Reals and
+//!   the element type of every `sum`.
+//!
+//! Numeric overloading: `+ - * /`, unary `-` and comparisons work on `Int`
+//! and `Real`; `==`/`!=` also on `Bool`. Such operators constrain a type
+//! variable to a *kind* ([`Kind::Num`] or [`Kind::Eq`]). Constrained variables
+//! are never generalized: like F#, an unannotated `def sq x = x * x` gets the
+//! one numeric type its uses in the whole program agree on, defaulting to
+//! `Int` when nothing decides. Integer literals have a fresh `Num` variable as
+//! their type, which is how `2 * x` works for `x : Real`.
+
+pub mod infer;
+
+pub use infer::{CheckedProgram, TypeError, Typing, check_program};
+
+/// A type. Unification variables are indices into the checker's table.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Type {
+    /// A type variable.
+    Var(u32),
+    /// `Int`
+    Int,
+    /// `Real`
+    Real,
+    /// `Bool`
+    Bool,
+    /// `()`
+    Unit,
+    /// `(A, B, ...)` (two or more components)
+    Tuple(Vec<Type>),
+    /// `A + B`
+    Sum(Box<Type>, Box<Type>),
+    /// `Vec A`
+    Vec(Box<Type>),
+    /// `A -> B`
+    Fun(Box<Type>, Box<Type>),
+}
+
+/// What a type variable may stand for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    /// Any type.
+    Any,
+    /// `Int`, `Real` or `Bool` (operands of `==`, `!=`).
+    Eq,
+    /// `Int` or `Real` (operands of arithmetic and ordering).
+    Num,
+}
+
+impl Type {
+    /// `a -> b`
+    pub fn fun(a: Type, b: Type) -> Type {
+        Type::Fun(Box::new(a), Box::new(b))
+    }
+}
