@@ -30,6 +30,23 @@ pub fn binary(p: Prim, a: &Value, b: &Value) -> Result<Value, ArithError> {
     }
 }
 
+/// The common Int operations that cannot fail, without any error plumbing.
+#[inline(always)]
+pub fn int_fast(p: Prim, x: i64, y: i64) -> Option<Value> {
+    Some(match p {
+        Prim::Add => Value::Int(x.checked_add(y)?),
+        Prim::Sub => Value::Int(x.checked_sub(y)?),
+        Prim::Mul => Value::Int(x.checked_mul(y)?),
+        Prim::Lt => Value::Bool(x < y),
+        Prim::Le => Value::Bool(x <= y),
+        Prim::Gt => Value::Bool(x > y),
+        Prim::Ge => Value::Bool(x >= y),
+        Prim::Eq => Value::Bool(x == y),
+        Prim::Ne => Value::Bool(x != y),
+        _ => return None,
+    })
+}
+
 #[inline]
 fn int_binary(p: Prim, x: i64, y: i64) -> Result<Value, ArithError> {
     Ok(match p {

@@ -38,6 +38,12 @@ impl From<RuntimeError> for Diagnostic {
     }
 }
 
+impl From<Box<RuntimeError>> for Diagnostic {
+    fn from(e: Box<RuntimeError>) -> Diagnostic {
+        Diagnostic::from(*e)
+    }
+}
+
 /// Resource limits for one evaluation (the fuzzer uses small ones).
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
@@ -62,7 +68,14 @@ enum GlobalState {
     Done(Value),
 }
 
-type RResult<T> = Result<T, RuntimeError>;
+/// Errors are boxed so that `Result<Value, _>` stays two words.
+type RResult<T> = Result<T, Box<RuntimeError>>;
+
+enum Step<'p> {
+    Done(Value),
+    Next(&'p Expr),
+    TailCall(Rc<Closure>),
+}
 
 /// Evaluates core programs.
 pub struct Machine<'p> {
@@ -73,20 +86,19 @@ pub struct Machine<'p> {
     limits: Limits,
 }
 
+#[cold]
 fn err<T>(message: impl Into<String>, span: Span) -> RResult<T> {
-    Err(RuntimeError {
-        message: message.into(),
-        span,
-    })
+    Err(Box::new(RuntimeError { message: message.into(), span }))
 }
 
-fn arith_err(e: ArithError, p: Prim, span: Span) -> RuntimeError {
+#[cold]
+fn arith_err(e: ArithError, p: Prim, span: Span) -> Box<RuntimeError> {
     let message = match e {
         ArithError::DivByZero => "integer division by zero".to_string(),
         ArithError::Overflow => format!("integer overflow in `{}`", p.info().name),
         ArithError::BadOperands => format!("internal error: bad operands for `{}`", p.info().name),
     };
-    RuntimeError { message, span }
+    Box::new(RuntimeError { message, span })
 }
 
 fn lit(l: Lit) -> Value {
@@ -152,7 +164,7 @@ impl<'p> Machine<'p> {
                 self.stack.truncate(base);
                 r
             }
-            Value::Prim(p, args) => self.apply_prim(p, &args, x, span),
+            Value::Prim(p, args) => self.apply_prim(p, args.as_deref().map_or(&[], |v| v.as_slice()), x, span),
             _ => err("internal error: applying a non-function", span),
         }
     }
@@ -171,7 +183,7 @@ impl<'p> Machine<'p> {
         all.extend_from_slice(args);
         all.push(x);
         if all.len() < p.runtime_arity() {
-            return Ok(Value::Prim(p, all.into()));
+            return Ok(Value::Prim(p, Some(Rc::new(all))));
         }
         self.call_prim(p, all, span)
     }
@@ -195,138 +207,166 @@ impl<'p> Machine<'p> {
         }
     }
 
+    /// Evaluates an operand: leaves and primitive calls directly, anything
+    /// else through [`Machine::eval`]. Neither leaves nor primitive calls push
+    /// onto the value stack or make tail calls, so they need no frame set-up.
+    #[inline(always)]
+    fn operand(&mut self, e: &'p Expr, bp: usize, clo: Option<&Rc<Closure>>) -> RResult<Value> {
+        match e {
+            Expr::Var(VarRef::Local(i), span) => match self.stack.get(bp + *i as usize) {
+                Some(v) => Ok(v.clone()),
+                None => err("internal error: bad local", *span),
+            },
+            Expr::Var(VarRef::Global(g), span) => match self.globals.get(*g as usize) {
+                Some(GlobalState::Done(v)) => Ok(v.clone()),
+                _ => self.global(*g as usize, *span),
+            },
+            Expr::Var(r, span) => self.read(*r, bp, clo, *span),
+            Expr::Lit(l) => Ok(lit(*l)),
+            Expr::Prim(p, args, span) => self.prim_call(*p, args, *span, bp, clo),
+            _ => self.eval(e, bp, clo),
+        }
+    }
+
+    // No stack check here: native recursion through primitive arguments
+    // either passes an application (checked) or follows the static nesting
+    // of the program, which the parser has already bounded.
+    fn prim_call(&mut self, p: Prim, args: &'p [Expr], span: Span, bp: usize, clo: Option<&Rc<Closure>>) -> RResult<Value> {
+        match args {
+            [a] => {
+                let a = self.operand(a, bp, clo)?;
+                self.prim1(p, a, span)
+            }
+            [a, b] => {
+                let a = self.operand(a, bp, clo)?;
+                let b = self.operand(b, bp, clo)?;
+                if let (Value::Int(x), Value::Int(y)) = (&a, &b)
+                    && let Some(v) = arith::int_fast(p, *x, *y)
+                {
+                    return Ok(v);
+                }
+                self.prim2(p, a, b, span)
+            }
+            _ => {
+                let mut vs = Vec::with_capacity(args.len());
+                for a in args {
+                    vs.push(self.operand(a, bp, clo)?);
+                }
+                self.call_prim(p, vs, span)
+            }
+        }
+    }
+
     /// Evaluates `e` in the frame starting at stack index `bp`, run by `clo`.
     /// On return the value stack has its length at entry again.
     pub fn eval(&mut self, e: &'p Expr, bp: usize, clo: Option<&Rc<Closure>>) -> RResult<Value> {
         let entry = self.stack.len();
-        let r = self.eval_loop(e, bp, clo.cloned(), entry);
+        let r = self.eval_loop(e, bp, clo, entry);
         self.stack.truncate(entry);
         r
     }
 
-    fn eval_loop(
-        &mut self,
-        mut e: &'p Expr,
-        mut bp: usize,
-        mut clo: Option<Rc<Closure>>,
-        entry: usize,
-    ) -> RResult<Value> {
-        let prog = self.prog;
+    fn eval_loop(&mut self, mut e: &'p Expr, mut bp: usize, clo: Option<&Rc<Closure>>, entry: usize) -> RResult<Value> {
+        // The running closure is borrowed from the caller until the first tail
+        // call replaces it; only then is an owned reference kept.
+        let mut owned: Option<Rc<Closure>> = None;
         loop {
-            match e {
-                Expr::Var(VarRef::Global(g), span) => return self.global(*g as usize, *span),
-                Expr::Var(r, span) => return self.read(*r, bp, clo.as_ref(), *span),
-                Expr::Lit(l) => return Ok(lit(*l)),
-                Expr::Lam(id) => {
-                    let lam = &prog.lambdas[id.0 as usize];
-                    let mut caps = Vec::with_capacity(lam.captures.len());
-                    for r in &lam.captures {
-                        caps.push(self.read(*r, bp, clo.as_ref(), lam.span)?);
-                    }
-                    return Ok(Value::Closure(Rc::new(Closure {
-                        lam: *id,
-                        captures: caps.into_boxed_slice(),
-                    })));
-                }
-                Expr::App(f, x, span) => {
-                    if stack::check().is_err() {
-                        return err("stack depth exceeded", *span);
-                    }
-                    let fv = self.eval(f, bp, clo.as_ref())?;
-                    let xv = self.eval(x, bp, clo.as_ref())?;
-                    match fv {
-                        Value::Closure(c) => {
-                            self.count_call(*span)?;
-                            // Tail call: everything from `entry` up is dead now.
-                            self.stack.truncate(entry);
-                            self.stack.push(xv);
-                            bp = entry;
-                            e = &prog.lambdas[c.lam.0 as usize].body;
-                            clo = Some(c);
-                        }
-                        Value::Prim(p, args) => return self.apply_prim(p, &args, xv, *span),
-                        _ => return err("internal error: applying a non-function", *span),
-                    }
-                }
-                Expr::Let { slot, value, body } => {
-                    let v = self.eval(value, bp, clo.as_ref())?;
-                    self.stack.truncate(bp + *slot as usize);
-                    self.stack.push(v);
-                    e = body;
-                }
-                Expr::Tuple(es) => {
-                    let mut vs = Vec::with_capacity(es.len());
-                    for x in es {
-                        vs.push(self.eval(x, bp, clo.as_ref())?);
-                    }
-                    return Ok(Value::Tuple(vs.into()));
-                }
-                Expr::Proj(x, i) => {
-                    let v = self.eval(x, bp, clo.as_ref())?;
-                    return match v {
-                        Value::Tuple(vs) => Ok(vs.get(*i as usize).cloned().unwrap_or(Value::Unit)),
-                        _ => Ok(Value::Unit),
-                    };
-                }
-                Expr::Inl(x) => return Ok(Value::Inl(Rc::new(self.eval(x, bp, clo.as_ref())?))),
-                Expr::Inr(x) => return Ok(Value::Inr(Rc::new(self.eval(x, bp, clo.as_ref())?))),
-                Expr::Case {
-                    scrutinee,
-                    slot,
-                    left,
-                    right,
-                } => {
-                    let v = self.eval(scrutinee, bp, clo.as_ref())?;
-                    let (payload, arm) = match v {
-                        Value::Inl(p) => (p, left),
-                        Value::Inr(p) => (p, right),
-                        _ => return Ok(Value::Unit),
-                    };
-                    self.stack.truncate(bp + *slot as usize);
-                    self.stack.push(Rc::unwrap_or_clone(payload));
-                    e = arm;
-                }
-                Expr::If(c, a, b) => {
-                    let cv = self.eval(c, bp, clo.as_ref())?;
-                    e = if matches!(cv, Value::Bool(true)) {
-                        a
-                    } else {
-                        b
-                    };
-                }
-                Expr::Prim(p, args, span) => {
-                    if stack::check().is_err() {
-                        return err("stack depth exceeded", *span);
-                    }
-                    return match args.as_slice() {
-                        [a] => {
-                            let a = self.eval(a, bp, clo.as_ref())?;
-                            self.prim1(*p, a, *span)
-                        }
-                        [a, b] => {
-                            let a = self.eval(a, bp, clo.as_ref())?;
-                            let b = self.eval(b, bp, clo.as_ref())?;
-                            self.prim2(*p, a, b, *span)
-                        }
-                        _ => {
-                            let mut vs = Vec::with_capacity(args.len());
-                            for a in args {
-                                vs.push(self.eval(a, bp, clo.as_ref())?);
-                            }
-                            self.call_prim(*p, vs, *span)
-                        }
-                    };
-                }
-                Expr::PrimRef(p) => return Ok(Value::Prim(*p, Rc::new([]))),
-                Expr::Vector(es) => {
-                    let mut vs = Vec::with_capacity(es.len());
-                    for x in es {
-                        vs.push(self.eval(x, bp, clo.as_ref())?);
-                    }
-                    return Ok(Value::vector(vs));
+            let cur = owned.as_ref().or(clo);
+            match self.step(e, bp, cur, entry)? {
+                Step::Done(v) => return Ok(v),
+                Step::Next(next) => e = next,
+                Step::TailCall(c) => {
+                    let prog = self.prog;
+                    e = &prog.lambdas[c.lam.0 as usize].body;
+                    bp = entry;
+                    owned = Some(c);
                 }
             }
         }
+    }
+
+    /// One step of [`Machine::eval_loop`]: either a value, or the expression
+    /// in tail position to continue with (possibly in a new frame).
+    #[inline(always)]
+    fn step(&mut self, e: &'p Expr, bp: usize, clo: Option<&Rc<Closure>>, entry: usize) -> RResult<Step<'p>> {
+        let prog = self.prog;
+        Ok(match e {
+            Expr::Var(VarRef::Global(g), span) => Step::Done(self.global(*g as usize, *span)?),
+            Expr::Var(r, span) => Step::Done(self.read(*r, bp, clo, *span)?),
+            Expr::Lit(l) => Step::Done(lit(*l)),
+            Expr::Lam(id) => {
+                let lam = &prog.lambdas[id.0 as usize];
+                let mut caps = Vec::with_capacity(lam.captures.len());
+                for r in &lam.captures {
+                    caps.push(self.read(*r, bp, clo, lam.span)?);
+                }
+                Step::Done(Value::Closure(Rc::new(Closure { lam: *id, captures: caps.into_boxed_slice() })))
+            }
+            Expr::App(f, x, span) => {
+                if stack::check().is_err() {
+                    return err("stack depth exceeded", *span);
+                }
+                let fv = self.operand(f, bp, clo)?;
+                let xv = self.operand(x, bp, clo)?;
+                match fv {
+                    Value::Closure(c) => {
+                        self.count_call(*span)?;
+                        // Tail call: everything from `entry` up is dead now.
+                        self.stack.truncate(entry);
+                        self.stack.push(xv);
+                        Step::TailCall(c)
+                    }
+                    Value::Prim(p, args) => Step::Done(self.apply_prim(p, args.as_deref().map_or(&[], |v| v.as_slice()), xv, *span)?),
+                    _ => return err("internal error: applying a non-function", *span),
+                }
+            }
+            Expr::Let { slot, value, body } => {
+                let v = self.operand(value, bp, clo)?;
+                self.stack.truncate(bp + *slot as usize);
+                self.stack.push(v);
+                Step::Next(body)
+            }
+            Expr::Tuple(es) => {
+                let mut vs = Vec::with_capacity(es.len());
+                for x in es {
+                    vs.push(self.operand(x, bp, clo)?);
+                }
+                Step::Done(Value::Tuple(Rc::new(vs)))
+            }
+            Expr::Proj(x, i) => {
+                let v = self.operand(x, bp, clo)?;
+                Step::Done(match v {
+                    Value::Tuple(vs) => vs.get(*i as usize).cloned().unwrap_or(Value::Unit),
+                    _ => Value::Unit,
+                })
+            }
+            Expr::Inl(x) => Step::Done(Value::Inl(Rc::new(self.operand(x, bp, clo)?))),
+            Expr::Inr(x) => Step::Done(Value::Inr(Rc::new(self.operand(x, bp, clo)?))),
+            Expr::Case { scrutinee, slot, left, right } => {
+                let v = self.operand(scrutinee, bp, clo)?;
+                let (payload, arm) = match v {
+                    Value::Inl(p) => (p, left),
+                    Value::Inr(p) => (p, right),
+                    _ => return Ok(Step::Done(Value::Unit)),
+                };
+                self.stack.truncate(bp + *slot as usize);
+                self.stack.push(Rc::unwrap_or_clone(payload));
+                Step::Next(arm)
+            }
+            Expr::If(c, a, b) => {
+                let cv = self.operand(c, bp, clo)?;
+                Step::Next(if matches!(cv, Value::Bool(true)) { a } else { b })
+            }
+            Expr::Prim(p, args, span) => Step::Done(self.prim_call(*p, args, *span, bp, clo)?),
+            Expr::PrimRef(p) => Step::Done(Value::Prim(*p, None)),
+            Expr::Vector(es) => {
+                let mut vs = Vec::with_capacity(es.len());
+                for x in es {
+                    vs.push(self.operand(x, bp, clo)?);
+                }
+                Step::Done(Value::vector(vs))
+            }
+        })
     }
 
     fn call_prim(&mut self, p: Prim, mut args: Vec<Value>, span: Span) -> RResult<Value> {
@@ -442,11 +482,11 @@ impl<'p> Machine<'p> {
                 for i in 0..n {
                     let x = a.vec_get(i).unwrap_or(Value::Unit);
                     let y = b.vec_get(i).unwrap_or(Value::Unit);
-                    items.push(Value::Tuple(Rc::new([x, y])));
+                    items.push(Value::Tuple(Rc::new(vec![x, y])));
                 }
-                Ok(Value::Vec(items.into()))
+                Ok(Value::Vec(Rc::new(items)))
             }
-            Prim::Fold => Ok(Value::Prim(p, Rc::new([a, b]))),
+            Prim::Fold => Ok(Value::Prim(p, Some(Rc::new(vec![a, b])))),
             _ => arith::binary(p, &a, &b).map_err(|e| arith_err(e, p, span)),
         }
     }

@@ -7,7 +7,8 @@ use std::rc::Rc;
 /// A run-time value.
 ///
 /// Vectors whose elements are all Reals are stored as a contiguous
-/// `Rc<[f64]>` ([`Value::RealVec`]); other vectors as `Rc<[Value]>`.
+/// `Vec<f64>` ([`Value::RealVec`]); other vectors as a `Vec<Value>`.
+/// Every variant fits in 16 bytes, so values move in two registers.
 /// Both print the same and every vector operation accepts both.
 #[derive(Clone, Debug)]
 pub enum Value {
@@ -20,19 +21,19 @@ pub enum Value {
     /// A Real. (The differentiation operators will attach an AD annotation here.)
     Real(f64),
     /// A tuple.
-    Tuple(Rc<[Value]>),
+    Tuple(Rc<Vec<Value>>),
     /// `inl v`
     Inl(Rc<Value>),
     /// `inr v`
     Inr(Rc<Value>),
     /// A vector of reals, stored contiguously.
-    RealVec(Rc<[f64]>),
+    RealVec(Rc<Vec<f64>>),
     /// Any other vector.
-    Vec(Rc<[Value]>),
+    Vec(Rc<Vec<Value>>),
     /// A closure.
     Closure(Rc<Closure>),
-    /// A primitive, possibly partially applied.
-    Prim(Prim, Rc<[Value]>),
+    /// A primitive with the arguments it has been applied to so far (if any).
+    Prim(Prim, Option<Rc<Vec<Value>>>),
 }
 
 /// A function value: code plus captured variables.
@@ -53,10 +54,11 @@ impl Value {
                 items
                     .iter()
                     .map(|v| if let Value::Real(x) = v { *x } else { 0.0 })
-                    .collect(),
+                    .collect::<Vec<f64>>()
+                    .into(),
             )
         } else {
-            Value::Vec(items.into())
+            Value::Vec(Rc::new(items))
         }
     }
 
@@ -78,3 +80,6 @@ impl Value {
         }
     }
 }
+
+/// Values must stay two machine words: the interpreter moves them a lot.
+const _: () = assert!(std::mem::size_of::<Value>() == 16);

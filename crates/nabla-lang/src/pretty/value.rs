@@ -36,7 +36,7 @@ pub fn format_real(x: f64) -> String {
 /// ```
 /// use nabla_lang::eval::Value;
 /// use nabla_lang::pretty::print_value;
-/// let v = Value::Tuple(vec![Value::Int(1), Value::Real(2.0)].into());
+/// let v = Value::Tuple(std::rc::Rc::new(vec![Value::Int(1), Value::Real(2.0)]));
 /// assert_eq!(print_value(&v), "(1, 2.0)");
 /// ```
 pub fn print_value(v: &Value) -> String {

@@ -665,36 +665,37 @@ impl<'a> Parser<'a> {
                 if self.starts_atom() {
                     let arg = self.postfix()?;
                     let span = kw.to(arg.span);
-                    let kind = if left {
-                        ExprKind::Inl(Box::new(arg))
-                    } else {
-                        ExprKind::Inr(Box::new(arg))
-                    };
+                    let kind = if left { ExprKind::Inl(Box::new(arg)) } else { ExprKind::Inr(Box::new(arg)) };
                     self.mk(kind, span)
                 } else {
-                    // A bare `inl` is the injection function `fun x -> inl x`.
-                    let var = self.mk(ExprKind::Var("x".into()), kw);
-                    let kind = if left {
-                        ExprKind::Inl(Box::new(var))
-                    } else {
-                        ExprKind::Inr(Box::new(var))
-                    };
-                    let inj = self.mk(kind, kw);
-                    let param = Pattern::Var(Ident {
-                        name: "x".into(),
-                        span: kw,
-                    });
-                    self.mk(ExprKind::Lam(vec![param], Box::new(inj)), kw)
+                    self.pos -= 1;
+                    self.injection_fn()
                 }
             }
             _ => self.postfix()?,
         };
-        while self.starts_atom() {
-            let arg = self.postfix()?;
+        while self.starts_atom() || matches!(self.peek(), Tok::Inl | Tok::Inr) {
+            // As an argument, a bare `inl`/`inr` is the injection function.
+            let arg = if matches!(self.peek(), Tok::Inl | Tok::Inr) {
+                self.injection_fn()
+            } else {
+                self.postfix()?
+            };
             let span = head.span.to(arg.span);
             head = self.mk(ExprKind::App(Box::new(head), Box::new(arg)), span);
         }
         Ok(head)
+    }
+
+    /// A bare `inl`/`inr` (current token): the function `fun x -> inl x`.
+    fn injection_fn(&mut self) -> Expr {
+        let t = self.bump();
+        let kw = t.span;
+        let var = self.mk(ExprKind::Var("x".into()), kw);
+        let kind = if t.kind == Tok::Inl { ExprKind::Inl(Box::new(var)) } else { ExprKind::Inr(Box::new(var)) };
+        let inj = self.mk(kind, kw);
+        let param = Pattern::Var(Ident { name: "x".into(), span: kw });
+        self.mk(ExprKind::Lam(vec![param], Box::new(inj)), kw)
     }
 
     fn postfix(&mut self) -> PResult<Expr> {

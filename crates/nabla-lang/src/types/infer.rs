@@ -77,7 +77,7 @@ struct VarInfo {
 enum UnifyError {
     Mismatch,
     Occurs,
-    Kind(Kind),
+    Kind,
 }
 
 type TResult<T> = Result<T, TypeError>;
@@ -337,7 +337,7 @@ impl Checker {
             Kind::Eq => matches!(t, Type::Int | Type::Real | Type::Bool),
         };
         if !ok {
-            return Err(UnifyError::Kind(info.kind));
+            return Err(UnifyError::Kind);
         }
         self.occurs_adjust(v, info.level, t)?;
         self.vars[v as usize].link = Some(t.clone());
@@ -383,26 +383,16 @@ impl Checker {
             Ok(()) => Ok(()),
             Err(e) => {
                 let (exp, fnd) = self.show2(expected, found);
+                let (exp, fnd) = (describe(&exp), describe(&fnd));
                 let (message, label) = match e {
-                    UnifyError::Mismatch => (
-                        format!("type mismatch: expected {exp}, found {fnd}"),
-                        format!("this has type {fnd}"),
-                    ),
                     UnifyError::Occurs => (
                         format!("infinite type: cannot make {exp} equal to {fnd}"),
                         "this would need an infinitely nested type".into(),
                     ),
-                    UnifyError::Kind(k) => {
-                        let want = if k == Kind::Num {
-                            "a number (Int or Real)"
-                        } else {
-                            "Int, Real or Bool"
-                        };
-                        (
-                            format!("type mismatch: expected {want}, found {fnd}"),
-                            format!("this has type {fnd}"),
-                        )
-                    }
+                    UnifyError::Mismatch | UnifyError::Kind => (
+                        format!("type mismatch: expected {exp}, found {fnd}"),
+                        format!("this has type {fnd}"),
+                    ),
                 };
                 Err(TypeError {
                     message,
@@ -860,7 +850,7 @@ impl Checker {
                         self.expect(&param, &xt, x.span, because)?;
                         Ok(*ret)
                     }
-                    Type::Var(_) => {
+                    Type::Var(v) if self.vars[v as usize].kind == Kind::Any => {
                         let ret = self.fresh();
                         self.expect(&ft, &Type::fun(xt, ret.clone()), f.span, None)?;
                         Ok(ret)
@@ -1053,6 +1043,15 @@ impl Checker {
             BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::Eq | BinOp::Ne => Type::Bool,
             _ => at,
         })
+    }
+}
+
+/// Spells out a lone constrained type variable.
+fn describe(printed: &str) -> String {
+    match printed {
+        "{number}" => "a number (Int or Real)".into(),
+        "{comparable}" => "Int, Real or Bool".into(),
+        other => other.into(),
     }
 }
 
