@@ -1,1 +1,271 @@
-fn main() {}
+//! `cargo bench -p nabla`: derivative time ÷ primal time, measured in one run.
+//!
+//! Method (../shared/BENCHMARKS.md): each timing repeats its function until a batch
+//! takes ≥ 0.2 s and reports the minimum over 5 batches, per call; primal and
+//! derivative are measured in the same process, back to back. Prints:
+//! - reverse-mode gradient ÷ primal for (a) a 10⁶-operation scalar chain,
+//!   (b) Rosenbrock with n = 10⁴, (c) a scalar MLP loss;
+//! - trace bytes per primal operation;
+//! - forward-mode JVP ÷ primal, and nabla's `Dual<f64>` against num-dual's `Dual64`
+//!   on the same functions.
+//!
+//! Pass a substring to run only matching rows: `cargo bench -p nabla -- mlp`.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use nabla::{Dual, Scalar, grad, vjp};
+use num_dual::{Dual64, DualNum as _};
+
+const BATCH: Duration = Duration::from_millis(200);
+const BATCHES: usize = 5;
+
+/// Seconds per call: the minimum over `BATCHES` batches of at least `BATCH` each.
+fn time_per_call<R>(mut f: impl FnMut() -> R) -> f64 {
+    // Warm up, and size the batch.
+    let start = Instant::now();
+    black_box(f());
+    let once = start.elapsed().max(Duration::from_nanos(20));
+    let calls = (BATCH.as_secs_f64() / once.as_secs_f64()).ceil().max(1.0) as u64;
+    (0..BATCHES)
+        .map(|_| {
+            let start = Instant::now();
+            for _ in 0..calls {
+                black_box(f());
+            }
+            start.elapsed().as_secs_f64() / calls as f64
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+fn show(seconds: f64) -> String {
+    match seconds {
+        s if s >= 1e-3 => format!("{:8.3} ms", s * 1e3),
+        s if s >= 1e-6 => format!("{:8.3} µs", s * 1e6),
+        s => format!("{:8.3} ns", s * 1e9),
+    }
+}
+
+// ---------- Workloads, written once over `Scalar` ----------
+
+const CHAIN: usize = 1_000_000;
+/// Krawiec et al. §5.3: x₁ = x + x, x₂ = x₁ + x₁, … (10⁶ additions).
+fn chain<S: Scalar>(x: S) -> S {
+    (0..CHAIN).fold(x, |acc, _| acc + acc)
+}
+
+const ROSENBROCK_N: usize = 10_000;
+/// Σ (1 − xᵢ)² + 100 (xᵢ₊₁ − xᵢ²)²: 8 operations per term.
+fn rosenbrock<S: Scalar>(x: &[S]) -> S {
+    let mut sum = S::zero();
+    for i in 0..x.len() - 1 {
+        let a = S::one() - x[i];
+        let b = x[i + 1] - x[i] * x[i];
+        sum += a * a + b * b * 100.0;
+    }
+    sum
+}
+
+const MLP_IN: usize = 8;
+const MLP_HIDDEN: usize = 32;
+const MLP_SAMPLES: usize = 64;
+const MLP_PARAMS: usize = MLP_HIDDEN * MLP_IN + MLP_HIDDEN + MLP_HIDDEN + 1;
+/// Mean squared error of an 8-32-1 tanh network over 64 samples, parameters flat.
+fn mlp_loss<S: Scalar>(p: &[S], data: &[([f64; MLP_IN], f64)]) -> S {
+    let (w1, rest) = p.split_at(MLP_HIDDEN * MLP_IN);
+    let (b1, rest) = rest.split_at(MLP_HIDDEN);
+    let (w2, b2) = rest.split_at(MLP_HIDDEN);
+    let mut loss = S::zero();
+    for (input, target) in data {
+        let mut out = b2[0];
+        for h in 0..MLP_HIDDEN {
+            let mut pre = b1[h];
+            for (i, &xi) in input.iter().enumerate() {
+                pre += w1[h * MLP_IN + i] * xi;
+            }
+            out += w2[h] * pre.tanh();
+        }
+        let err = out - *target;
+        loss += err * err;
+    }
+    loss / data.len() as f64
+}
+
+// The same functions over num-dual's Dual64, operation for operation.
+fn rosenbrock_num_dual(x: &[Dual64]) -> Dual64 {
+    let mut sum = Dual64::from(0.0);
+    for i in 0..x.len() - 1 {
+        let a = Dual64::from(1.0) - x[i];
+        let b = x[i + 1] - x[i] * x[i];
+        sum += a * a + b * b * 100.0;
+    }
+    sum
+}
+fn mlp_loss_num_dual(p: &[Dual64], data: &[([f64; MLP_IN], f64)]) -> Dual64 {
+    let (w1, rest) = p.split_at(MLP_HIDDEN * MLP_IN);
+    let (b1, rest) = rest.split_at(MLP_HIDDEN);
+    let (w2, b2) = rest.split_at(MLP_HIDDEN);
+    let mut loss = Dual64::from(0.0);
+    for (input, target) in data {
+        let mut out = b2[0];
+        for h in 0..MLP_HIDDEN {
+            let mut pre = b1[h];
+            for (i, &xi) in input.iter().enumerate() {
+                pre += w1[h * MLP_IN + i] * xi;
+            }
+            out += w2[h] * pre.tanh();
+        }
+        let err = out - *target;
+        loss += err * err;
+    }
+    loss / data.len() as f64
+}
+
+/// Deterministic pseudo-random numbers in [−1, 1) (no dependency needed).
+fn pseudo_random(n: usize, seed: u64) -> Vec<f64> {
+    let mut state = seed;
+    (0..n)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+        })
+        .collect()
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; any other argument filters rows by name.
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let wanted = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str()));
+
+    let x_rosen = pseudo_random(ROSENBROCK_N, 1);
+    let params = pseudo_random(MLP_PARAMS, 2);
+    let raw = pseudo_random(MLP_SAMPLES * (MLP_IN + 1), 3);
+    let data: Vec<([f64; MLP_IN], f64)> = raw
+        .chunks(MLP_IN + 1)
+        .map(|c| (std::array::from_fn(|i| c[i]), c[MLP_IN]))
+        .collect();
+    let direction = |n: usize| pseudo_random(n, 4);
+
+    println!("nabla library benchmarks (min of {BATCHES} batches of ≥ {BATCH:?})");
+    println!();
+    println!("Reverse mode: gradient ÷ primal (target ≤ 3)");
+    println!(
+        "{:<24} {:>11} {:>11} {:>7} {:>16}",
+        "workload", "primal", "gradient", "ratio", "trace bytes/op"
+    );
+
+    if wanted("chain") {
+        let primal = time_per_call(|| chain(black_box(1.0)));
+        let gradient = time_per_call(|| grad(|x| chain(x[0]), black_box(&[1.0])));
+        let (_, pullback) = vjp(|x| vec![chain(x[0])], &[1.0]);
+        // One input entry, then one entry per addition.
+        let bytes_per_op =
+            ((pullback.trace_len() - 1) * pullback.entry_bytes()) as f64 / CHAIN as f64;
+        row(
+            "(a) chain 10⁶ additions",
+            primal,
+            gradient,
+            Some(bytes_per_op),
+        );
+    }
+    if wanted("rosenbrock") {
+        let primal = time_per_call(|| rosenbrock(black_box(&x_rosen)));
+        let gradient = time_per_call(|| grad(|x| rosenbrock(x), black_box(&x_rosen)));
+        let (_, pullback) = vjp(|x| vec![rosenbrock(x)], &x_rosen);
+        let ops = 8 * (ROSENBROCK_N - 1);
+        let bytes_per_op = (pullback.trace_len() * pullback.entry_bytes()) as f64 / ops as f64;
+        row("(b) rosenbrock n=10⁴", primal, gradient, Some(bytes_per_op));
+    }
+    if wanted("mlp") {
+        let primal = time_per_call(|| mlp_loss(black_box(&params), &data));
+        let gradient = time_per_call(|| grad(|p| mlp_loss(p, &data), black_box(&params)));
+        let (_, pullback) = vjp(|p| vec![mlp_loss(p, &data)], &params);
+        // Per sample and hidden unit: 2·8 for the dot product, tanh, 2 for the output.
+        let ops = MLP_SAMPLES * (MLP_HIDDEN * (2 * MLP_IN + 3) + 3) + 1;
+        let bytes_per_op = (pullback.trace_len() * pullback.entry_bytes()) as f64 / ops as f64;
+        row("(c) mlp 8-32-1 × 64", primal, gradient, Some(bytes_per_op));
+    }
+
+    println!();
+    println!("Forward mode: one JVP ÷ primal (target ≤ 2), and against num-dual");
+    println!(
+        "{:<24} {:>11} {:>11} {:>7} {:>11} {:>12}",
+        "workload", "primal", "nabla jvp", "ratio", "num-dual", "nabla/num-d"
+    );
+    if wanted("rosenbrock") {
+        let dir = direction(ROSENBROCK_N);
+        let primal = time_per_call(|| rosenbrock(black_box(&x_rosen)));
+        let seed: Vec<Dual<f64>> = x_rosen
+            .iter()
+            .zip(&dir)
+            .map(|(&p, &t)| Dual::new(p, t))
+            .collect();
+        let ours = time_per_call(|| rosenbrock(black_box(&seed)).tangent());
+        let seed_nd: Vec<Dual64> = x_rosen
+            .iter()
+            .zip(&dir)
+            .map(|(&p, &t)| Dual64::new(p, t))
+            .collect();
+        let theirs = time_per_call(|| rosenbrock_num_dual(black_box(&seed_nd)).eps);
+        check_same(
+            rosenbrock(&seed).tangent(),
+            rosenbrock_num_dual(&seed_nd).eps,
+        );
+        forward_row("rosenbrock n=10⁴", primal, ours, theirs);
+    }
+    if wanted("mlp") {
+        let dir = direction(MLP_PARAMS);
+        let primal = time_per_call(|| mlp_loss(black_box(&params), &data));
+        let seed: Vec<Dual<f64>> = params
+            .iter()
+            .zip(&dir)
+            .map(|(&p, &t)| Dual::new(p, t))
+            .collect();
+        let ours = time_per_call(|| mlp_loss(black_box(&seed), &data).tangent());
+        let seed_nd: Vec<Dual64> = params
+            .iter()
+            .zip(&dir)
+            .map(|(&p, &t)| Dual64::new(p, t))
+            .collect();
+        let theirs = time_per_call(|| mlp_loss_num_dual(black_box(&seed_nd), &data).eps);
+        check_same(
+            mlp_loss(&seed, &data).tangent(),
+            mlp_loss_num_dual(&seed_nd, &data).eps,
+        );
+        forward_row("mlp 8-32-1 × 64", primal, ours, theirs);
+    }
+}
+
+fn row(name: &str, primal: f64, derivative: f64, bytes_per_op: Option<f64>) {
+    let bytes = bytes_per_op.map_or(String::new(), |b| format!("{b:.1}"));
+    println!(
+        "{name:<24} {} {} {:>7.2} {bytes:>16}",
+        show(primal),
+        show(derivative),
+        derivative / primal
+    );
+}
+
+fn forward_row(name: &str, primal: f64, ours: f64, theirs: f64) {
+    println!(
+        "{name:<24} {} {} {:>7.2} {} {:>12.2}",
+        show(primal),
+        show(ours),
+        ours / primal,
+        show(theirs),
+        ours / theirs
+    );
+}
+
+/// Both implementations must compute the same derivative before their times mean anything.
+fn check_same(ours: f64, theirs: f64) {
+    assert!(
+        (ours - theirs).abs() <= 1e-9 * ours.abs().max(1.0),
+        "nabla and num-dual disagree: {ours} vs {theirs}"
+    );
+}

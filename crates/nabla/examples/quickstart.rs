@@ -27,7 +27,10 @@ fn main() {
     println!("f(x, y) = 2x² + 3xy + 4y² at {point:?}");
     println!("  value    {}", f(&point));
     println!("  gradient {:?}   (reverse mode)", grad(|v| f(v), &point));
-    println!("  Hessian  {:?}   (forward over reverse)", hessian(|v| f(v), &point));
+    println!(
+        "  Hessian  {:?}   (forward over reverse)",
+        hessian(|v| f(v), &point)
+    );
     let hv = nabla::hvp(|v| f(v), &point, &[7.0, 8.0]);
     println!("  H·(7, 8) {hv:?}");
 
@@ -38,6 +41,9 @@ fn main() {
     println!("  gradient {gradient:?}");
 
     // Nesting without perturbation confusion: d/dx [x · (d/dy (x + y))(1)] = 1.
-    let d = derivative(|x| x * derivative(|y| Dual::constant(x) + y, Dual::from(1.0)), 1.0);
+    let d = derivative(
+        |x| x * derivative(|y| Dual::constant(x) + y, Dual::from(1.0)),
+        1.0,
+    );
     println!("d/dx [x · (d/dy (x + y))(1)] at 1 = {d}");
 }

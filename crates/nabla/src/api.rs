@@ -50,7 +50,10 @@ where
         x.len()
     );
     let inputs: Vec<Dual<S>> = x.iter().zip(dx).map(|(&p, &t)| Dual::new(p, t)).collect();
-    f(&inputs).into_iter().map(|y| (y.primal(), y.tangent())).unzip()
+    f(&inputs)
+        .into_iter()
+        .map(|y| (y.primal(), y.tangent()))
+        .unzip()
 }
 
 /// Reverse mode: the value of a real-valued `f` at `x` and its gradient, from one
@@ -113,14 +116,24 @@ where
     let output_ids = outputs.iter().map(|y| y.delta_id()).collect();
     // The scalars borrow the trace; they are done with before it is taken apart.
     drop((inputs, outputs));
-    let pullback = Pullback { entries: trace.into_entries(), inputs: x.len(), outputs: output_ids };
+    let pullback = Pullback {
+        entries: trace.into_entries(),
+        inputs: x.len(),
+        outputs: output_ids,
+    };
     (values, pullback)
+}
+
+impl<S: Scalar> Drop for Pullback<S> {
+    fn drop(&mut self) {
+        trace::recycle_entries(std::mem::take(&mut self.entries));
+    }
 }
 
 /// The backward half of [`vjp`]: the recorded Delta trace of one evaluation, ready
 /// to be evaluated backwards for any output cotangent.
 #[derive(Debug)]
-pub struct Pullback<S> {
+pub struct Pullback<S: Scalar> {
     entries: Vec<Entry<S>>,
     /// Input variables occupy ids `1..=inputs`.
     inputs: usize,
@@ -141,16 +154,16 @@ impl<S: Scalar> Pullback<S> {
             cotangent.len(),
             self.outputs.len()
         );
-        let mut adjoints = vec![S::zero(); self.entries.len()];
+        let mut adjoints = trace::zeroed_adjoints(self.entries.len());
         for (&id, &ct) in self.outputs.iter().zip(cotangent) {
             if let Some(id) = id {
                 adjoints[id as usize] += ct;
             }
         }
         trace::backpropagate(&self.entries, &mut adjoints);
-        adjoints.truncate(self.inputs + 1);
-        adjoints.remove(0);
-        adjoints
+        let gradient = adjoints[1..=self.inputs].to_vec();
+        trace::recycle_adjoints(adjoints);
+        gradient
     }
 
     /// The number of Delta bindings in the trace, inputs included: a measure of the
@@ -191,7 +204,9 @@ where
         direction[j] = S::zero();
     }
     let outputs = columns.first().map_or_else(|| f(&[]).len(), Vec::len);
-    (0..outputs).map(|i| columns.iter().map(|column| column[i]).collect()).collect()
+    (0..outputs)
+        .map(|i| columns.iter().map(|column| column[i]).collect())
+        .collect()
 }
 
 /// The Jacobian of `f` at `x` by reverse mode: one evaluation of `f`, then one

@@ -29,7 +29,7 @@ pub struct Dual<S> {
 
 impl<S: Scalar> Dual<S> {
     /// A dual number with the given primal and tangent.
-    #[inline]
+    #[inline(always)]
     pub fn new(primal: S, tangent: S) -> Self {
         Dual { primal, tangent }
     }
@@ -42,68 +42,85 @@ impl<S: Scalar> Dual<S> {
     /// let a = 3.0;
     /// assert_eq!(derivative(|x| Dual::constant(a) * x, 1.0), 3.0);
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn constant(primal: S) -> Self {
-        Dual { primal, tangent: S::zero() }
+        Dual {
+            primal,
+            tangent: S::zero(),
+        }
     }
 
     /// The primal value (one level down).
-    #[inline]
+    #[inline(always)]
     pub fn primal(self) -> S {
         self.primal
     }
 
     /// The tangent: the directional derivative carried alongside the primal.
-    #[inline]
+    #[inline(always)]
     pub fn tangent(self) -> S {
         self.tangent
     }
 }
 
 impl<S: Scalar> From<f64> for Dual<S> {
-    #[inline]
+    #[inline(always)]
     fn from(x: f64) -> Self {
         Dual::constant(S::from(x))
     }
 }
 
 impl<S: Scalar> Scalar for Dual<S> {
-    #[inline]
+    #[inline(always)]
     fn value(self) -> f64 {
         self.primal.value()
     }
 
-    #[inline]
+    #[inline(always)]
     fn is_zero(self) -> bool {
         self.primal.is_zero() && self.tangent.is_zero()
     }
 
+    #[inline(always)]
+    fn scale(self, c: f64) -> Self {
+        Dual {
+            primal: self.primal.scale(c),
+            tangent: self.tangent.scale(c),
+        }
+    }
+
     /// Figure 3's rule for a primitive: (f x, f'(x) · dx). A zero tangent stays
-    /// exactly zero without forming f'(x).
-    #[inline]
+    /// exactly zero without forming f'(x), unless f' is a polynomial (then it is
+    /// finite and the product is exactly zero anyway, without a branch).
+    #[inline(always)]
     fn apply_unary<P: UnaryPrimitive + ?Sized>(self, primitive: &P) -> Self {
         let primal = primitive.value(self.primal);
-        let tangent = if self.tangent.is_zero() {
-            S::zero()
-        } else {
+        let tangent = if primitive.has_polynomial_derivative() || !self.tangent.is_zero() {
             self.tangent * primitive.derivative(self.primal, primal)
+        } else {
+            S::zero()
         };
         Dual { primal, tangent }
     }
 
-    /// (f(x, y), ∂ₓf · dx + ∂ᵧf · dy), forming each partial only for a non-zero tangent.
-    #[inline]
+    /// (f(x, y), ∂ₓf · dx + ∂ᵧf · dy), forming each partial only for a non-zero
+    /// tangent (or when the partials are polynomials, see `apply_unary`).
+    #[inline(always)]
     fn apply_binary<P: BinaryPrimitive + ?Sized>(self, other: Self, primitive: &P) -> Self {
         let (x, y) = (self.primal, other.primal);
         let primal = primitive.value(x, y);
-        let tangent = match (self.tangent.is_zero(), other.tangent.is_zero()) {
-            (false, false) => {
-                self.tangent * primitive.partial_x(x, y, primal)
-                    + other.tangent * primitive.partial_y(x, y, primal)
+        let (dx, dy) = (self.tangent, other.tangent);
+        let tangent = if primitive.has_polynomial_partials() {
+            dx * primitive.partial_x(x, y, primal) + dy * primitive.partial_y(x, y, primal)
+        } else {
+            match (dx.is_zero(), dy.is_zero()) {
+                (false, false) => {
+                    dx * primitive.partial_x(x, y, primal) + dy * primitive.partial_y(x, y, primal)
+                }
+                (false, true) => dx * primitive.partial_x(x, y, primal),
+                (true, false) => dy * primitive.partial_y(x, y, primal),
+                (true, true) => S::zero(),
             }
-            (false, true) => self.tangent * primitive.partial_x(x, y, primal),
-            (true, false) => other.tangent * primitive.partial_y(x, y, primal),
-            (true, true) => S::zero(),
         };
         Dual { primal, tangent }
     }

@@ -49,6 +49,9 @@ mod reverse;
 mod scalar;
 mod trace;
 
+#[doc(hidden)]
+pub use trace::{Entry, TraceMemory};
+
 pub use api::{
     Pullback, VectorFunction, derivative, grad, hessian, hvp, jacobian, jacobian_forward,
     jacobian_reverse, jvp, value_and_grad, vjp,

@@ -15,7 +15,7 @@ macro_rules! scalar_ops {
 
         impl<$($generics)*> ::std::ops::Neg for $ty {
             type Output = Self;
-            #[inline]
+            #[inline(always)]
             fn neg(self) -> Self {
                 $crate::Scalar::unary(self, $crate::Unary::Neg)
             }
@@ -34,28 +34,28 @@ macro_rules! scalar_ops {
         }
 
         impl<$($generics)*> PartialEq for $ty {
-            #[inline]
+            #[inline(always)]
             fn eq(&self, other: &Self) -> bool {
                 $crate::Scalar::value(*self) == $crate::Scalar::value(*other)
             }
         }
 
         impl<$($generics)*> PartialEq<f64> for $ty {
-            #[inline]
+            #[inline(always)]
             fn eq(&self, other: &f64) -> bool {
                 $crate::Scalar::value(*self) == *other
             }
         }
 
         impl<$($generics)*> PartialOrd for $ty {
-            #[inline]
+            #[inline(always)]
             fn partial_cmp(&self, other: &Self) -> Option<::std::cmp::Ordering> {
                 $crate::Scalar::value(*self).partial_cmp(&$crate::Scalar::value(*other))
             }
         }
 
         impl<$($generics)*> PartialOrd<f64> for $ty {
-            #[inline]
+            #[inline(always)]
             fn partial_cmp(&self, other: &f64) -> Option<::std::cmp::Ordering> {
                 $crate::Scalar::value(*self).partial_cmp(other)
             }
@@ -72,7 +72,7 @@ macro_rules! scalar_ops {
     (@binary [$($generics:tt)*] $ty:ty, $Op:ident, $op:ident, $OpAssign:ident, $op_assign:ident, $Variant:ident) => {
         impl<$($generics)*> ::std::ops::$Op for $ty {
             type Output = Self;
-            #[inline]
+            #[inline(always)]
             fn $op(self, rhs: Self) -> Self {
                 $crate::Scalar::binary(self, $crate::Binary::$Variant, rhs)
             }
@@ -80,33 +80,43 @@ macro_rules! scalar_ops {
 
         impl<$($generics)*> ::std::ops::$Op<f64> for $ty {
             type Output = Self;
-            #[inline]
+            #[inline(always)]
             fn $op(self, rhs: f64) -> Self {
-                $crate::Scalar::binary(self, $crate::Binary::$Variant, <Self as From<f64>>::from(rhs))
+                $crate::ops::scalar_ops!(@constant $Variant, self, rhs)
             }
         }
 
         impl<$($generics)*> ::std::ops::$Op<$ty> for f64 {
             type Output = $ty;
-            #[inline]
+            #[inline(always)]
             fn $op(self, rhs: $ty) -> $ty {
-                $crate::Scalar::binary(<$ty as From<f64>>::from(self), $crate::Binary::$Variant, rhs)
+                $crate::ops::scalar_ops!(@constant_left $Variant, self, rhs)
             }
         }
 
         impl<$($generics)*> ::std::ops::$OpAssign for $ty {
-            #[inline]
+            #[inline(always)]
             fn $op_assign(&mut self, rhs: Self) {
                 *self = ::std::ops::$Op::$op(*self, rhs);
             }
         }
 
         impl<$($generics)*> ::std::ops::$OpAssign<f64> for $ty {
-            #[inline]
+            #[inline(always)]
             fn $op_assign(&mut self, rhs: f64) {
                 *self = ::std::ops::$Op::$op(*self, rhs);
             }
         }
+    };
+
+    // An operation with a constant: products are scalings, the rest lift the constant.
+    (@constant Mul, $x:expr, $c:expr) => { $crate::Scalar::scale($x, $c) };
+    (@constant $Variant:ident, $x:expr, $c:expr) => {
+        $crate::Scalar::binary($x, $crate::Binary::$Variant, From::from($c))
+    };
+    (@constant_left Mul, $c:expr, $x:expr) => { $crate::Scalar::scale($x, $c) };
+    (@constant_left $Variant:ident, $c:expr, $x:expr) => {
+        $crate::Scalar::binary(From::from($c), $crate::Binary::$Variant, $x)
     };
 }
 

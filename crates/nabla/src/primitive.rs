@@ -64,6 +64,14 @@ pub trait UnaryPrimitive {
     fn value<S: Scalar>(&self, x: S) -> S;
     /// The derivative f'(x), given x and the already computed value f(x).
     fn derivative<S: Scalar>(&self, x: S, value: S) -> S;
+
+    /// True if the derivative is a polynomial in x, hence finite wherever x is. Forward
+    /// mode may then multiply a zero tangent by it without checking, which keeps
+    /// arithmetic-heavy code branch-free (and vectorisable). The default, `false`,
+    /// is always safe.
+    fn has_polynomial_derivative(&self) -> bool {
+        false
+    }
 }
 
 /// A user-defined differentiable function of two reals: value and both partials.
@@ -94,6 +102,12 @@ pub trait BinaryPrimitive {
     fn partial_x<S: Scalar>(&self, x: S, y: S, v: S) -> S;
     /// ∂f/∂y at (x, y), given the value v = f(x, y).
     fn partial_y<S: Scalar>(&self, x: S, y: S, v: S) -> S;
+
+    /// True if both partials are polynomials in (x, y), hence finite wherever x and
+    /// y are; see [`UnaryPrimitive::has_polynomial_derivative`]. Default `false`.
+    fn has_polynomial_partials(&self) -> bool {
+        false
+    }
 }
 
 /// The built-in functions of one real.
@@ -211,13 +225,17 @@ impl Unary {
 }
 
 impl UnaryPrimitive for Unary {
-    #[inline]
+    #[inline(always)]
     fn value<S: Scalar>(&self, x: S) -> S {
         x.unary(*self)
     }
     #[inline]
     fn derivative<S: Scalar>(&self, x: S, value: S) -> S {
         Unary::derivative(*self, x, value)
+    }
+    #[inline(always)]
+    fn has_polynomial_derivative(&self) -> bool {
+        matches!(self, Unary::Neg | Unary::Powi(1..))
     }
 }
 
@@ -319,7 +337,7 @@ impl Binary {
 }
 
 impl BinaryPrimitive for Binary {
-    #[inline]
+    #[inline(always)]
     fn value<S: Scalar>(&self, x: S, y: S) -> S {
         x.binary(*self, y)
     }
@@ -330,5 +348,9 @@ impl BinaryPrimitive for Binary {
     #[inline]
     fn partial_y<S: Scalar>(&self, x: S, y: S, v: S) -> S {
         Binary::partial_y(*self, x, y, v)
+    }
+    #[inline(always)]
+    fn has_polynomial_partials(&self) -> bool {
+        matches!(self, Binary::Add | Binary::Sub | Binary::Mul)
     }
 }

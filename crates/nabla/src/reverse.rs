@@ -68,54 +68,69 @@ impl<'t, S: Scalar> Reverse<'t, S> {
     /// let a = 3.0;
     /// assert_eq!(grad(|x| Reverse::constant(a) * x[0], &[1.0]), vec![3.0]);
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn constant(primal: S) -> Self {
-        Reverse { primal, id: SINK, trace: None, brand: PhantomData }
+        Reverse {
+            primal,
+            id: SINK,
+            trace: None,
+            brand: PhantomData,
+        }
     }
 
     /// The primal value (one level down).
-    #[inline]
+    #[inline(always)]
     pub fn primal(self) -> S {
         self.primal
     }
 
     /// A fresh input variable of `trace`.
     pub(crate) fn input(trace: &'t Trace<S>, primal: S) -> Self {
-        Reverse { primal, id: trace.input(), trace: Some(trace), brand: PhantomData }
+        Reverse {
+            primal,
+            id: trace.input(),
+            trace: Some(trace),
+            brand: PhantomData,
+        }
     }
 
     /// The Delta id, or `None` for a constant.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn delta_id(self) -> Option<DeltaId> {
         self.trace.map(|_| self.id)
     }
 
-    #[inline]
+    #[inline(always)]
     fn recorded(primal: S, trace: &'t Trace<S>, id: DeltaId) -> Self {
-        Reverse { primal, id, trace: Some(trace), brand: PhantomData }
+        Reverse {
+            primal,
+            id,
+            trace: Some(trace),
+            brand: PhantomData,
+        }
     }
 }
 
 impl<S: Scalar> From<f64> for Reverse<'_, S> {
-    #[inline]
+    #[inline(always)]
     fn from(x: f64) -> Self {
         Reverse::constant(S::from(x))
     }
 }
 
 impl<S: Scalar> Scalar for Reverse<'_, S> {
-    #[inline]
+    #[inline(always)]
     fn value(self) -> f64 {
         self.primal.value()
     }
 
-    #[inline]
+    #[inline(always)]
     fn is_zero(self) -> bool {
         self.trace.is_none() && self.primal.is_zero()
     }
 
     /// Figure 9's rule for a primitive: (f x, Scale (f' x) δx), bound by `Let`.
-    #[inline]
+    #[inline(always)]
     fn apply_unary<P: UnaryPrimitive + ?Sized>(self, primitive: &P) -> Self {
         let primal = primitive.value(self.primal);
         match self.trace {
@@ -129,7 +144,7 @@ impl<S: Scalar> Scalar for Reverse<'_, S> {
 
     /// (f(x, y), Add (Scale ∂ₓf δx) (Scale ∂ᵧf δy)), bound by `Let`; an argument
     /// whose Delta is `Zero` contributes no term and its partial is never formed.
-    #[inline]
+    #[inline(always)]
     fn apply_binary<P: BinaryPrimitive + ?Sized>(self, other: Self, primitive: &P) -> Self {
         let (x, y) = (self.primal, other.primal);
         let primal = primitive.value(x, y);
@@ -147,7 +162,14 @@ impl<S: Scalar> Scalar for Reverse<'_, S> {
                 debug_assert!(std::ptr::eq(trace, other_trace), "values of two traces met");
                 let wx = primitive.partial_x(x, y, primal);
                 let wy = primitive.partial_y(x, y, primal);
-                Reverse::recorded(primal, trace, trace.add_scaled(self.id, wx, other.id, wy))
+                let id = if self.id == other.id {
+                    // Add (Scale a (Var p)) (Scale b (Var p)) = Scale (a + b) (Var p): one
+                    // update of p's adjoint instead of two dependent ones.
+                    trace.scale(self.id, wx + wy)
+                } else {
+                    trace.add_scaled(self.id, wx, other.id, wy)
+                };
+                Reverse::recorded(primal, trace, id)
             }
         }
     }

@@ -5,6 +5,7 @@ use std::iter::{Product, Sum};
 use std::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Neg, Sub, SubAssign};
 
 use crate::primitive::{Binary, BinaryPrimitive, Unary, UnaryPrimitive};
+use crate::trace::TraceMemory;
 
 /// A real number that may carry derivative information.
 ///
@@ -103,7 +104,7 @@ pub trait Scalar:
     /// use nabla::{Scalar, Unary};
     /// assert_eq!(0.0_f64.unary(Unary::Cos), 1.0);
     /// ```
-    #[inline]
+    #[inline(always)]
     fn unary(self, op: Unary) -> Self {
         self.apply_unary(&op)
     }
@@ -114,146 +115,182 @@ pub trait Scalar:
     /// use nabla::{Binary, Scalar};
     /// assert_eq!(2.0_f64.binary(Binary::Powf, 10.0), 1024.0);
     /// ```
-    #[inline]
+    #[inline(always)]
     fn binary(self, op: Binary, other: Self) -> Self {
         self.apply_binary(other, &op)
     }
 
+    /// Where a thread keeps trace memory for reverse mode over this type between
+    /// differentiations; `None` (the default) allocates afresh each time. An
+    /// implementation detail, overridden by `f64`.
+    #[doc(hidden)]
+    fn with_trace_memory<R>(f: impl FnOnce(Option<&TraceMemory<Self>>) -> R) -> R {
+        f(None)
+    }
+
+    /// `*self += term` for an adjoint accumulator. The default keeps a structural
+    /// zero structural — an accumulator that is still zero takes `term` as it is —
+    /// so when adjoints are themselves differentiated (reverse over reverse) the
+    /// first contribution to each records nothing. An implementation detail;
+    /// `f64` just adds.
+    #[doc(hidden)]
+    #[inline(always)]
+    fn accumulate(&mut self, term: Self) {
+        if self.is_zero() {
+            *self = term;
+        } else {
+            *self += term;
+        }
+    }
+
+    /// `self · c` for a constant `c` — what `x * 2.0` means. Forward mode scales
+    /// primal and tangent alike instead of forming a full product with a zero tangent.
+    ///
+    /// ```
+    /// use nabla::{Dual, Scalar};
+    /// let x = Dual::new(3.0, 1.0).scale(2.0);
+    /// assert_eq!((x.primal(), x.tangent()), (6.0, 2.0));
+    /// ```
+    #[inline(always)]
+    fn scale(self, c: f64) -> Self {
+        self * Self::from(c)
+    }
+
     /// The constant 0.
-    #[inline]
+    #[inline(always)]
     fn zero() -> Self {
         Self::from(0.0)
     }
 
     /// The constant 1.
-    #[inline]
+    #[inline(always)]
     fn one() -> Self {
         Self::from(1.0)
     }
 
     /// 1/x
-    #[inline]
+    #[inline(always)]
     fn recip(self) -> Self {
         self.unary(Unary::Recip)
     }
     /// Sine.
-    #[inline]
+    #[inline(always)]
     fn sin(self) -> Self {
         self.unary(Unary::Sin)
     }
     /// Cosine.
-    #[inline]
+    #[inline(always)]
     fn cos(self) -> Self {
         self.unary(Unary::Cos)
     }
     /// Tangent.
-    #[inline]
+    #[inline(always)]
     fn tan(self) -> Self {
         self.unary(Unary::Tan)
     }
     /// Arcsine.
-    #[inline]
+    #[inline(always)]
     fn asin(self) -> Self {
         self.unary(Unary::Asin)
     }
     /// Arccosine.
-    #[inline]
+    #[inline(always)]
     fn acos(self) -> Self {
         self.unary(Unary::Acos)
     }
     /// Arctangent.
-    #[inline]
+    #[inline(always)]
     fn atan(self) -> Self {
         self.unary(Unary::Atan)
     }
     /// Hyperbolic sine.
-    #[inline]
+    #[inline(always)]
     fn sinh(self) -> Self {
         self.unary(Unary::Sinh)
     }
     /// Hyperbolic cosine.
-    #[inline]
+    #[inline(always)]
     fn cosh(self) -> Self {
         self.unary(Unary::Cosh)
     }
     /// Hyperbolic tangent.
-    #[inline]
+    #[inline(always)]
     fn tanh(self) -> Self {
         self.unary(Unary::Tanh)
     }
     /// eˣ
-    #[inline]
+    #[inline(always)]
     fn exp(self) -> Self {
         self.unary(Unary::Exp)
     }
     /// Natural logarithm.
-    #[inline]
+    #[inline(always)]
     fn ln(self) -> Self {
         self.unary(Unary::Ln)
     }
     /// ln(1 + x), accurate near 0.
-    #[inline]
+    #[inline(always)]
     fn ln_1p(self) -> Self {
         self.unary(Unary::Log1p)
     }
     /// eˣ − 1, accurate near 0.
-    #[inline]
+    #[inline(always)]
     fn exp_m1(self) -> Self {
         self.unary(Unary::ExpM1)
     }
     /// Square root; its derivative at 0 is +∞.
-    #[inline]
+    #[inline(always)]
     fn sqrt(self) -> Self {
         self.unary(Unary::Sqrt)
     }
     /// Cube root.
-    #[inline]
+    #[inline(always)]
     fn cbrt(self) -> Self {
         self.unary(Unary::Cbrt)
     }
     /// Absolute value; its derivative at 0 is 0.
-    #[inline]
+    #[inline(always)]
     fn abs(self) -> Self {
         self.unary(Unary::Abs)
     }
     /// Largest integer ≤ x (derivative 0).
-    #[inline]
+    #[inline(always)]
     fn floor(self) -> Self {
         self.unary(Unary::Floor)
     }
     /// Smallest integer ≥ x (derivative 0).
-    #[inline]
+    #[inline(always)]
     fn ceil(self) -> Self {
         self.unary(Unary::Ceil)
     }
     /// Nearest integer, halves away from zero (derivative 0).
-    #[inline]
+    #[inline(always)]
     fn round(self) -> Self {
         self.unary(Unary::Round)
     }
     /// Integer part (derivative 0).
-    #[inline]
+    #[inline(always)]
     fn trunc(self) -> Self {
         self.unary(Unary::Trunc)
     }
     /// Integer power xⁿ.
-    #[inline]
+    #[inline(always)]
     fn powi(self, n: i32) -> Self {
         self.unary(Unary::Powi(n))
     }
     /// Real power xʸ. With a constant exponent the derivative never forms `ln x`, so a
     /// negative base is fine: d/dx x³ at −1.3 is 5.07.
-    #[inline]
+    #[inline(always)]
     fn powf(self, y: impl Into<Self>) -> Self {
         self.binary(Binary::Powf, y.into())
     }
     /// Four-quadrant arctangent of `self / x`, as `f64::atan2`.
-    #[inline]
+    #[inline(always)]
     fn atan2(self, x: impl Into<Self>) -> Self {
         self.binary(Binary::Atan2, x.into())
     }
     /// √(self² + y²) without undue overflow.
-    #[inline]
+    #[inline(always)]
     fn hypot(self, y: impl Into<Self>) -> Self {
         self.binary(Binary::Hypot, y.into())
     }
@@ -266,14 +303,14 @@ pub trait Scalar:
     /// assert_eq!(grad(|x| x[0].max(0.0), &[2.0]), vec![1.0]);
     /// assert_eq!(grad(|x| x[0].max(0.0), &[-2.0]), vec![0.0]);
     /// ```
-    #[inline]
+    #[inline(always)]
     fn min(self, other: impl Into<Self>) -> Self {
         let other = other.into();
         if other < self { other } else { self }
     }
     /// The larger argument, by primal value; on a tie (or NaN) the first, `self`.
     /// The derivative is that of the argument returned.
-    #[inline]
+    #[inline(always)]
     fn max(self, other: impl Into<Self>) -> Self {
         let other = other.into();
         if other > self { other } else { self }
@@ -283,30 +320,44 @@ pub trait Scalar:
 /// Plain reals: the value column of the derivative table, and the bottom of every
 /// tower of nested modes.
 impl Scalar for f64 {
-    #[inline]
+    #[inline(always)]
     fn value(self) -> f64 {
         self
     }
-    #[inline]
+    #[inline(always)]
     fn is_zero(self) -> bool {
         self == 0.0
     }
-    #[inline]
+    #[inline(always)]
     fn apply_unary<P: UnaryPrimitive + ?Sized>(self, primitive: &P) -> f64 {
         primitive.value(self)
     }
-    #[inline]
+    #[inline(always)]
     fn apply_binary<P: BinaryPrimitive + ?Sized>(self, other: f64, primitive: &P) -> f64 {
         primitive.value(self, other)
     }
     // The built-ins bottom out here, in the table's value column (the generic
     // `value` of a built-in calls back into `unary`, so f64 must not forward it).
-    #[inline]
+    #[inline(always)]
     fn unary(self, op: Unary) -> f64 {
         op.eval(self)
     }
-    #[inline]
+    #[inline(always)]
     fn binary(self, op: Binary, other: f64) -> f64 {
         op.eval(self, other)
+    }
+    #[inline(always)]
+    fn accumulate(&mut self, term: f64) {
+        *self += term;
+    }
+    #[inline(always)]
+    fn scale(self, c: f64) -> f64 {
+        self * c
+    }
+    fn with_trace_memory<R>(f: impl FnOnce(Option<&TraceMemory<f64>>) -> R) -> R {
+        thread_local! {
+            static MEMORY: TraceMemory<f64> = const { TraceMemory::new() };
+        }
+        MEMORY.with(|memory| f(Some(memory)))
     }
 }

@@ -24,7 +24,7 @@
 //! Because each `Let` is evaluated exactly once, in decreasing id order, sharing is
 //! never lost: the whole backward pass is O(number of entries) (Theorem 5).
 
-use std::cell::RefCell;
+use std::cell::{RefCell, UnsafeCell};
 use std::mem::size_of;
 
 use crate::Scalar;
@@ -32,12 +32,15 @@ use crate::Scalar;
 /// Index of an entry in a [`Trace`]: the paper's `DeltaId`.
 pub(crate) type DeltaId = u32;
 
+/// Entries a fresh trace has room for before it first grows.
+const INITIAL_CAPACITY: usize = 1024;
+
 /// The sink: the parent of unused slots and of input variables.
 pub(crate) const SINK: DeltaId = 0;
 
 /// One flattened Delta binding: `Let id = Add (Scale w₀ (Var p₀)) (Scale w₁ (Var p₁))`.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Entry<S> {
+pub struct Entry<S> {
     parents: [DeltaId; 2],
     weights: [S; 2],
 }
@@ -49,48 +52,145 @@ pub(crate) struct Entry<S> {
 /// can never fail.
 #[derive(Debug)]
 pub(crate) struct Trace<S> {
-    entries: RefCell<Vec<Entry<S>>>,
+    entries: UnsafeCell<Vec<Entry<S>>>,
 }
 
 impl<S: Scalar> Trace<S> {
-    /// An empty trace (holding only the sink).
+    /// An empty trace (holding only the sink), in recycled memory where possible.
     pub(crate) fn new() -> Self {
-        let sink = Entry { parents: [SINK; 2], weights: [S::zero(); 2] };
-        let mut entries = Vec::with_capacity(1024);
-        entries.push(sink);
-        Trace { entries: RefCell::new(entries) }
+        let mut entries = S::with_trace_memory(|pool| pool?.entries.borrow_mut().pop())
+            .unwrap_or_else(|| Vec::with_capacity(INITIAL_CAPACITY));
+        entries.push(Entry {
+            parents: [SINK; 2],
+            weights: [S::zero(); 2],
+        });
+        Trace {
+            entries: UnsafeCell::new(entries),
+        }
     }
 
     /// A new input variable: the paper's `Var` for a component of the argument.
     pub(crate) fn input(&self) -> DeltaId {
-        self.push(Entry { parents: [SINK; 2], weights: [S::zero(); 2] })
+        self.push(Entry {
+            parents: [SINK; 2],
+            weights: [S::zero(); 2],
+        })
     }
 
     /// `Let id = Scale w (Var parent)`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn scale(&self, parent: DeltaId, weight: S) -> DeltaId {
-        self.push(Entry { parents: [parent, SINK], weights: [weight, S::zero()] })
+        self.push(Entry {
+            parents: [parent, SINK],
+            weights: [weight, S::zero()],
+        })
     }
 
     /// `Let id = Add (Scale w₀ (Var p₀)) (Scale w₁ (Var p₁))`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn add_scaled(&self, p0: DeltaId, w0: S, p1: DeltaId, w1: S) -> DeltaId {
-        self.push(Entry { parents: [p0, p1], weights: [w0, w1] })
+        self.push(Entry {
+            parents: [p0, p1],
+            weights: [w0, w1],
+        })
     }
 
-    #[inline]
+    #[inline(always)]
     fn push(&self, entry: Entry<S>) -> DeltaId {
-        let mut entries = self.entries.borrow_mut();
-        let id = entries.len();
-        assert!(id < DeltaId::MAX as usize, "nabla: the reverse-mode trace exceeds 2^32 entries");
+        #[allow(unsafe_code)]
+        // SAFETY: `Trace` is not `Sync` (it holds an `UnsafeCell`), so only this thread
+        // can be here, and the `&mut` lives only for this block, in which nothing else
+        // can reach `entries`: the only code run is `Vec`'s own, on a `Copy` element
+        // type (no user `Drop` or `Clone` runs, even when the vector reallocates).
+        // This replaces a `RefCell`, whose borrow flag cost a third of recording time.
+        let entries = unsafe { &mut *self.entries.get() };
+        if entries.len() == entries.capacity() {
+            grow(entries);
+        }
+        let id = entries.len() as DeltaId;
         entries.push(entry);
-        id as DeltaId
+        id
     }
 
     /// The recorded entries, for evaluation once recording is over.
     pub(crate) fn into_entries(self) -> Vec<Entry<S>> {
         self.entries.into_inner()
     }
+}
+
+/// Memory kept by a thread between differentiations, so that repeated gradients
+/// (an optimisation loop) do not pay for fresh pages on every call.
+///
+/// Only types that can live in a thread-local (in practice `f64`, the scalar of every
+/// outermost trace) have one; see `Scalar::with_trace_memory`. At most two buffers
+/// of each kind are kept, none larger than 256 MiB, so a one-off huge gradient does
+/// not pin its memory.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct TraceMemory<S> {
+    entries: RefCell<Vec<Vec<Entry<S>>>>,
+    adjoints: RefCell<Vec<Vec<S>>>,
+}
+
+impl<S> TraceMemory<S> {
+    /// An empty pool, for a `thread_local!`.
+    pub const fn new() -> Self {
+        TraceMemory {
+            entries: RefCell::new(Vec::new()),
+            adjoints: RefCell::new(Vec::new()),
+        }
+    }
+}
+
+/// Puts `buffer` in `pool` unless the pool is full or the buffer too big to pin.
+fn keep<T>(pool: &RefCell<Vec<Vec<T>>>, mut buffer: Vec<T>) {
+    const KEPT: usize = 2;
+    const MAX_BYTES: usize = 256 << 20;
+    if buffer.capacity() * size_of::<T>() > MAX_BYTES {
+        return;
+    }
+    let mut pool = pool.borrow_mut();
+    if pool.len() < KEPT {
+        buffer.clear();
+        pool.push(buffer);
+    }
+}
+
+/// Gives a finished trace's memory back to its thread's pool, if `S` has one.
+pub(crate) fn recycle_entries<S: Scalar>(entries: Vec<Entry<S>>) {
+    S::with_trace_memory(|pool| {
+        if let Some(pool) = pool {
+            keep(&pool.entries, entries);
+        }
+    });
+}
+
+/// A zeroed adjoint array of `len` slots, in recycled memory where possible.
+pub(crate) fn zeroed_adjoints<S: Scalar>(len: usize) -> Vec<S> {
+    let mut adjoints =
+        S::with_trace_memory(|pool| pool?.adjoints.borrow_mut().pop()).unwrap_or_default();
+    adjoints.resize(len, S::zero());
+    adjoints
+}
+
+/// Gives an adjoint array back to its thread's pool, if `S` has one.
+pub(crate) fn recycle_adjoints<S: Scalar>(adjoints: Vec<S>) {
+    S::with_trace_memory(|pool| {
+        if let Some(pool) = pool {
+            keep(&pool.adjoints, adjoints);
+        }
+    });
+}
+
+/// Makes room for more entries; the one place that checks the id space.
+#[cold]
+#[inline(never)]
+fn grow<S>(entries: &mut Vec<Entry<S>>) {
+    assert!(
+        entries.len() < DeltaId::MAX as usize / 2,
+        "nabla: the reverse-mode trace exceeds 2^31 entries"
+    );
+    entries.reserve(entries.len().max(INITIAL_CAPACITY));
 }
 
 /// The size in bytes of one trace entry for scalars of type `S`.
@@ -106,29 +206,26 @@ pub(crate) const fn entry_bytes<S>() -> usize {
 /// contributes nothing and is skipped, so an infinite partial derivative on a path
 /// that does not reach the output cannot turn into NaN.
 pub(crate) fn backpropagate<S: Scalar>(entries: &[Entry<S>], adjoints: &mut [S]) {
-    assert_eq!(entries.len(), adjoints.len(), "one adjoint slot per trace entry");
+    assert_eq!(
+        entries.len(),
+        adjoints.len(),
+        "one adjoint slot per trace entry"
+    );
+    // Most entries consume the entry recorded just before them. What they pass down
+    // to it waits in `carry`, a register, instead of being stored and reloaded at
+    // once: that round trip through memory would sit on the sweep's critical path.
     for id in (1..entries.len()).rev() {
         let adjoint = adjoints[id];
-        let Entry { parents: [p0, p1], weights: [w0, w1] } = entries[id];
-        // Inputs have no parents; a zero adjoint has nothing to propagate.
+        let Entry {
+            parents: [p0, p1],
+            weights: [w0, w1],
+        } = entries[id];
         if p0 == SINK || adjoint.is_zero() {
             continue;
         }
-        accumulate(&mut adjoints[p0 as usize], w0 * adjoint);
+        adjoints[p0 as usize].accumulate(w0 * adjoint);
         if p1 != SINK {
-            accumulate(&mut adjoints[p1 as usize], w1 * adjoint);
+            adjoints[p1 as usize].accumulate(w1 * adjoint);
         }
-    }
-}
-
-/// `slot += term`, but a slot that is still a structural zero takes `term` as it is:
-/// when the adjoints are themselves differentiated (reverse over reverse) this
-/// records nothing for the first contribution to each slot.
-#[inline]
-fn accumulate<S: Scalar>(slot: &mut S, term: S) {
-    if slot.is_zero() {
-        *slot = term;
-    } else {
-        *slot += term;
     }
 }

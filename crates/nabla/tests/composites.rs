@@ -44,7 +44,9 @@ fn mlp<S: Scalar>(p: &[S], input: &[f64; 3]) -> Vec<S> {
             pre.tanh()
         })
         .collect();
-    (0..2).map(|i| (0..4).fold(b2[i], |acc, j| acc + w2[4 * i + j] * hidden[j])).collect()
+    (0..2)
+        .map(|i| (0..4).fold(b2[i], |acc, j| acc + w2[4 * i + j] * hidden[j]))
+        .collect()
 }
 /// Squared-error loss of the network over a fixed small data set.
 fn mlp_loss<S: Scalar>(p: &[S]) -> S {
@@ -67,7 +69,11 @@ fn rotate_vec_by_quat<S: Scalar>(v: [S; 3], q: [S; 4]) -> [S; 3] {
     let s = q[3];
     let dot = |a: [S; 3], b: [S; 3]| a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
     let cross = |a: [S; 3], b: [S; 3]| {
-        [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]]
+        [
+            a[1] * b[2] - a[2] * b[1],
+            a[2] * b[0] - a[0] * b[2],
+            a[0] * b[1] - a[1] * b[0],
+        ]
     };
     let uv2 = dot(u, v) * 2.0;
     let ss_uu = s * s - dot(u, u);
@@ -106,7 +112,11 @@ fn quaternion_gradient_matches_hand_derivation() {
     assert_all_close(&g, &expected, 1e-13, "quaternion gradient");
     // The trace is linear in the operation count: a few dozen entries, as in Figure 12.
     let (_, pullback) = vjp(|x| vec![quaternion_x(x)], &p);
-    assert!(pullback.trace_len() < 60, "trace has {} entries", pullback.trace_len());
+    assert!(
+        pullback.trace_len() < 60,
+        "trace has {} entries",
+        pullback.trace_len()
+    );
 }
 
 #[test]
@@ -129,7 +139,10 @@ fn hessian_vector_product_worked_example() {
     );
     assert_eq!(rr, vec![52.0, 85.0]);
     // Reverse over forward: the gradient of the directional derivative.
-    let rf = grad(|v| jvp(|w| vec![f(w)], v, &[dir[0].into(), dir[1].into()]).1[0], &x);
+    let rf = grad(
+        |v| jvp(|w| vec![f(w)], v, &[dir[0].into(), dir[1].into()]).1[0],
+        &x,
+    );
     assert_eq!(rf, vec![52.0, 85.0]);
 }
 

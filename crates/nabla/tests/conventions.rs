@@ -15,17 +15,40 @@ fn powf_with_constant_exponent_and_negative_base_is_finite() {
     let x = -1.3;
     let expected = 3.0 * x * x;
     assert_close(derivative(|a| a.powf(3.0), x), expected, 1e-15, "forward");
-    assert_close(grad(|a| a[0].powf(3.0), &[x])[0], expected, 1e-15, "reverse");
+    assert_close(
+        grad(|a| a[0].powf(3.0), &[x])[0],
+        expected,
+        1e-15,
+        "reverse",
+    );
     // Second derivative 6x, nested both ways.
-    assert_close(derivative(|a| derivative(|b| b.powf(3.0), a), x), 6.0 * x, 1e-14, "ff");
-    assert_close(hessian(|a| a[0].powf(3.0), &[x])[0][0], 6.0 * x, 1e-14, "fr");
-    assert_close(grad(|a| grad(|b| b[0].powf(3.0), &[a[0]])[0], &[x])[0], 6.0 * x, 1e-14, "rr");
+    assert_close(
+        derivative(|a| derivative(|b| b.powf(3.0), a), x),
+        6.0 * x,
+        1e-14,
+        "ff",
+    );
+    assert_close(
+        hessian(|a| a[0].powf(3.0), &[x])[0][0],
+        6.0 * x,
+        1e-14,
+        "fr",
+    );
+    assert_close(
+        grad(|a| grad(|b| b[0].powf(3.0), &[a[0]])[0], &[x])[0],
+        6.0 * x,
+        1e-14,
+        "rr",
+    );
 }
 
 #[test]
 fn powf_with_active_exponent() {
     // ∂/∂y xʸ = xʸ ln x; at x = 0 it is 0 by convention (as JAX).
-    assert_eq!(grad(|v| v[0].powf(v[1]), &[2.0, 3.0]), vec![12.0, 8.0 * 2f64.ln()]);
+    assert_eq!(
+        grad(|v| v[0].powf(v[1]), &[2.0, 3.0]),
+        vec![12.0, 8.0 * 2f64.ln()]
+    );
     assert_eq!(grad(|v| v[0].powf(v[1]), &[0.0, 2.0]), vec![0.0, 0.0]);
     // x⁰ has derivative 0 everywhere, also at 0 (0·0⁻¹ would be NaN).
     assert_eq!(grad(|v| v[0].powf(v[1]), &[0.0, 0.0])[0], 0.0);
@@ -53,7 +76,7 @@ fn min_max_differentiate_the_argument_returned() {
     assert_eq!(grad(|v| v[0].max(v[1]), &[2.0, 2.0]), vec![1.0, 0.0]);
     assert_eq!(derivative(|a| a.max(Dual::constant(1.0)), 1.0), 1.0);
     assert_eq!(Scalar::min(1.0, 2.0), 1.0);
-    assert_eq!(Scalar::max(f64::NAN, 2.0).is_nan(), true);
+    assert!(Scalar::max(f64::NAN, 2.0).is_nan());
 }
 
 #[test]
@@ -140,13 +163,17 @@ proptest! {
 }
 
 #[test]
-#[should_panic(expected = "nabla::jvp: the tangent `dx` has length 1 but the point `x` has length 2")]
+#[should_panic(
+    expected = "nabla::jvp: the tangent `dx` has length 1 but the point `x` has length 2"
+)]
 fn jvp_with_mismatched_tangent_panics() {
     jvp(|v| v.to_vec(), &[1.0, 2.0], &[1.0]);
 }
 
 #[test]
-#[should_panic(expected = "nabla::hvp: the direction `v` has length 3 but the point `x` has length 2")]
+#[should_panic(
+    expected = "nabla::hvp: the direction `v` has length 3 but the point `x` has length 2"
+)]
 fn hvp_with_mismatched_direction_panics() {
     hvp(|v| v[0] * v[1], &[1.0, 2.0], &[1.0, 0.0, 0.0]);
 }

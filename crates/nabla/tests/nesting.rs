@@ -9,7 +9,10 @@ use nabla::{Dual, Reverse, Scalar, derivative, grad, hessian, jvp, vjp};
 
 #[test]
 fn confusion_forward_over_forward() {
-    let d = derivative(|x| x * derivative(|y| Dual::constant(x) + y, Dual::from(1.0)), 1.0);
+    let d = derivative(
+        |x| x * derivative(|y| Dual::constant(x) + y, Dual::from(1.0)),
+        1.0,
+    );
     assert_eq!(d, 1.0);
 }
 
@@ -45,9 +48,18 @@ fn confusion_reverse_over_reverse() {
 #[test]
 fn inner_derivative_depending_on_captured_variable() {
     let ff = derivative(|x| derivative(|y| Dual::constant(x) * y * y, x), 3.0);
-    let fr = derivative(|x| grad(|y| Reverse::constant(x) * y[0] * y[0], &[x])[0], 3.0);
-    let rf = grad(|x| derivative(|y| Dual::constant(x[0]) * y * y, x[0]), &[3.0])[0];
-    let rr = grad(|x| grad(|y| Reverse::constant(x[0]) * y[0] * y[0], &[x[0]])[0], &[3.0])[0];
+    let fr = derivative(
+        |x| grad(|y| Reverse::constant(x) * y[0] * y[0], &[x])[0],
+        3.0,
+    );
+    let rf = grad(
+        |x| derivative(|y| Dual::constant(x[0]) * y * y, x[0]),
+        &[3.0],
+    )[0];
+    let rr = grad(
+        |x| grad(|y| Reverse::constant(x[0]) * y[0] * y[0], &[x[0]])[0],
+        &[3.0],
+    )[0];
     assert_eq!([ff, fr, rf, rr], [12.0; 4]);
 }
 
@@ -64,7 +76,10 @@ fn third_derivative_all_eight_combinations() {
     let rff = grad(|a| derivative(|b| derivative(f, b), a[0]), &[2.0])[0];
     let rfr = grad(|a| derivative(|b| grad(|c| f(c[0]), &[b])[0], a[0]), &[2.0])[0];
     let rrf = grad(|a| grad(|b| derivative(f, b[0]), &[a[0]])[0], &[2.0])[0];
-    let rrr = grad(|a| grad(|b| grad(|c| f(c[0]), &[b[0]])[0], &[a[0]])[0], &[2.0])[0];
+    let rrr = grad(
+        |a| grad(|b| grad(|c| f(c[0]), &[b[0]])[0], &[a[0]])[0],
+        &[2.0],
+    )[0];
     assert_eq!([fff, ffr, frf, frr, rff, rfr, rrf, rrr], [240.0; 8]);
 }
 
@@ -100,7 +115,12 @@ fn jvp_inside_grad_with_capture() {
     let g = grad(
         |a| {
             let captured = a[0];
-            jvp(|t| vec![Dual::constant(captured) * t[0] * t[0]], &[captured], &[Reverse::from(1.0)]).1[0]
+            jvp(
+                |t| vec![Dual::constant(captured) * t[0] * t[0]],
+                &[captured],
+                &[Reverse::from(1.0)],
+            )
+            .1[0]
         },
         &[1.5],
     );

@@ -33,7 +33,9 @@ fn constants_record_nothing() {
     // Arithmetic on constants, even inside a differentiated function, adds no entries.
     let (_, pullback) = vjp(
         |x| {
-            let c = (0..1000).fold(Scalar::one(), |acc: nabla::Reverse<'_, f64>, _| acc * 1.001 + 0.5);
+            let c = (0..1000).fold(Scalar::one(), |acc: nabla::Reverse<'_, f64>, _| {
+                acc * 1.001 + 0.5
+            });
             vec![x[0] * c]
         },
         &[2.0],
