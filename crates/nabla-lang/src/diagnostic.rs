@@ -142,9 +142,6 @@ impl Diagnostic {
 
 /// Renders a list of diagnostics, one after another.
 pub fn render_all(diags: &[Diagnostic], sources: &SourceMap) -> String {
-    diags
-        .iter()
-        .map(|d| d.render(sources))
-        .collect::<Vec<_>>()
-        .join("\n")
+    // Each rendering already ends with a blank line.
+    diags.iter().map(|d| d.render(sources)).collect()
 }

@@ -12,7 +12,11 @@ fn root() -> PathBuf {
 }
 
 fn cases(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir).expect("tests/lang exists").flatten().map(|e| e.path()).collect();
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .expect("tests/lang exists")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
     entries.sort();
     for p in entries {
         if p.is_dir() {
@@ -34,7 +38,9 @@ struct Expect {
 fn parse_header(text: &str) -> Expect {
     let mut e = Expect::default();
     for line in text.lines() {
-        let Some(rest) = line.strip_prefix("# expect") else { continue };
+        let Some(rest) = line.strip_prefix("# expect") else {
+            continue;
+        };
         if let Some(v) = rest.strip_prefix(": ") {
             e.value = Some(v.trim().to_string());
         } else if let Some(v) = rest.strip_prefix("-error: ") {
@@ -67,18 +73,30 @@ fn run_case(name: String, text: String) -> Outcome {
             Err(ds) => (None, Err(ds)),
         };
         match result {
-            Ok(v) => Outcome { types, value: Ok(v), rendered: String::new() },
+            Ok(v) => Outcome {
+                types,
+                value: Ok(v),
+                rendered: String::new(),
+            },
             Err(ds) => {
                 let errs = ds
                     .iter()
                     .map(|d| {
                         let loc = d.location(&s.sources).unwrap_or_default();
                         let pos = loc.rsplitn(3, ':').collect::<Vec<_>>();
-                        let pos = if pos.len() == 3 { format!("{}:{}", pos[1], pos[0]) } else { loc };
+                        let pos = if pos.len() == 3 {
+                            format!("{}:{}", pos[1], pos[0])
+                        } else {
+                            loc
+                        };
                         (pos, d.message.clone())
                     })
                     .collect();
-                Outcome { types, value: Err(errs), rendered: s.render(&ds) }
+                Outcome {
+                    types,
+                    value: Err(errs),
+                    rendered: s.render(&ds),
+                }
             }
         }
     })
@@ -91,22 +109,39 @@ fn check(path: &Path) -> Result<(), String> {
     if exp.value.is_none() && exp.error.is_none() && exp.types.is_empty() {
         return Err("no `# expect` header".into());
     }
-    let name = path.strip_prefix(root()).unwrap_or(path).display().to_string();
+    let name = path
+        .strip_prefix(root())
+        .unwrap_or(path)
+        .display()
+        .to_string();
     let out = run_case(name, text);
     for t in &exp.types {
         match &out.types {
             Some(types) if types.contains(t) => {}
             Some(types) => return Err(format!("expected type `{t}`, got {types:?}")),
-            None => return Err(format!("expected type `{t}`, but the program failed: {:?}", out.value)),
+            None => {
+                return Err(format!(
+                    "expected type `{t}`, but the program failed: {:?}",
+                    out.value
+                ));
+            }
         }
     }
     match (&exp, &out.value) {
         (Expect { value: Some(v), .. }, Ok(got)) if got == v => Ok(()),
         (Expect { value: Some(v), .. }, got) => Err(format!("expected value `{v}`, got {got:?}")),
-        (Expect { error: Some((pos, frag)), .. }, Err(errs)) => {
+        (
+            Expect {
+                error: Some((pos, frag)),
+                ..
+            },
+            Err(errs),
+        ) => {
             let (got_pos, msg) = &errs[0];
             if got_pos != pos || !msg.contains(frag.as_str()) {
-                return Err(format!("expected error at {pos} containing `{frag}`, got {errs:?}"));
+                return Err(format!(
+                    "expected error at {pos} containing `{frag}`, got {errs:?}"
+                ));
             }
             if let Some(n) = exp.error_count
                 && errs.len() != n
@@ -114,11 +149,16 @@ fn check(path: &Path) -> Result<(), String> {
                 return Err(format!("expected {n} errors, got {}: {errs:?}", errs.len()));
             }
             if !out.rendered.starts_with("error: ") || !out.rendered.contains('^') {
-                return Err(format!("diagnostic not rendered as expected:\n{}", out.rendered));
+                return Err(format!(
+                    "diagnostic not rendered as expected:\n{}",
+                    out.rendered
+                ));
             }
             Ok(())
         }
-        (Expect { error: Some(_), .. }, Ok(v)) => Err(format!("expected an error, got value `{v}`")),
+        (Expect { error: Some(_), .. }, Ok(v)) => {
+            Err(format!("expected an error, got value `{v}`"))
+        }
         (_, Ok(_)) => Ok(()),
         (_, Err(errs)) => Err(format!("unexpected errors {errs:?}")),
     }
@@ -141,7 +181,13 @@ fn language_cases() {
         }
     }
     println!("{} cases, {} failed", all.len(), failures.len());
-    assert!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), all.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        all.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]

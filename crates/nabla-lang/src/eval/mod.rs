@@ -88,7 +88,10 @@ pub struct Machine<'p> {
 
 #[cold]
 fn err<T>(message: impl Into<String>, span: Span) -> RResult<T> {
-    Err(Box::new(RuntimeError { message: message.into(), span }))
+    Err(Box::new(RuntimeError {
+        message: message.into(),
+        span,
+    }))
 }
 
 #[cold]
@@ -164,7 +167,9 @@ impl<'p> Machine<'p> {
                 self.stack.truncate(base);
                 r
             }
-            Value::Prim(p, args) => self.apply_prim(p, args.as_deref().map_or(&[], |v| v.as_slice()), x, span),
+            Value::Prim(p, args) => {
+                self.apply_prim(p, args.as_deref().map_or(&[], |v| v.as_slice()), x, span)
+            }
             _ => err("internal error: applying a non-function", span),
         }
     }
@@ -231,7 +236,14 @@ impl<'p> Machine<'p> {
     // No stack check here: native recursion through primitive arguments
     // either passes an application (checked) or follows the static nesting
     // of the program, which the parser has already bounded.
-    fn prim_call(&mut self, p: Prim, args: &'p [Expr], span: Span, bp: usize, clo: Option<&Rc<Closure>>) -> RResult<Value> {
+    fn prim_call(
+        &mut self,
+        p: Prim,
+        args: &'p [Expr],
+        span: Span,
+        bp: usize,
+        clo: Option<&Rc<Closure>>,
+    ) -> RResult<Value> {
         match args {
             [a] => {
                 let a = self.operand(a, bp, clo)?;
@@ -266,7 +278,13 @@ impl<'p> Machine<'p> {
         r
     }
 
-    fn eval_loop(&mut self, mut e: &'p Expr, mut bp: usize, clo: Option<&Rc<Closure>>, entry: usize) -> RResult<Value> {
+    fn eval_loop(
+        &mut self,
+        mut e: &'p Expr,
+        mut bp: usize,
+        clo: Option<&Rc<Closure>>,
+        entry: usize,
+    ) -> RResult<Value> {
         // The running closure is borrowed from the caller until the first tail
         // call replaces it; only then is an owned reference kept.
         let mut owned: Option<Rc<Closure>> = None;
@@ -288,7 +306,13 @@ impl<'p> Machine<'p> {
     /// One step of [`Machine::eval_loop`]: either a value, or the expression
     /// in tail position to continue with (possibly in a new frame).
     #[inline(always)]
-    fn step(&mut self, e: &'p Expr, bp: usize, clo: Option<&Rc<Closure>>, entry: usize) -> RResult<Step<'p>> {
+    fn step(
+        &mut self,
+        e: &'p Expr,
+        bp: usize,
+        clo: Option<&Rc<Closure>>,
+        entry: usize,
+    ) -> RResult<Step<'p>> {
         let prog = self.prog;
         Ok(match e {
             Expr::Var(VarRef::Global(g), span) => Step::Done(self.global(*g as usize, *span)?),
@@ -300,7 +324,10 @@ impl<'p> Machine<'p> {
                 for r in &lam.captures {
                     caps.push(self.read(*r, bp, clo, lam.span)?);
                 }
-                Step::Done(Value::Closure(Rc::new(Closure { lam: *id, captures: caps.into_boxed_slice() })))
+                Step::Done(Value::Closure(Rc::new(Closure {
+                    lam: *id,
+                    captures: caps.into_boxed_slice(),
+                })))
             }
             Expr::App(f, x, span) => {
                 if stack::check().is_err() {
@@ -316,7 +343,12 @@ impl<'p> Machine<'p> {
                         self.stack.push(xv);
                         Step::TailCall(c)
                     }
-                    Value::Prim(p, args) => Step::Done(self.apply_prim(p, args.as_deref().map_or(&[], |v| v.as_slice()), xv, *span)?),
+                    Value::Prim(p, args) => Step::Done(self.apply_prim(
+                        p,
+                        args.as_deref().map_or(&[], |v| v.as_slice()),
+                        xv,
+                        *span,
+                    )?),
                     _ => return err("internal error: applying a non-function", *span),
                 }
             }
@@ -342,7 +374,12 @@ impl<'p> Machine<'p> {
             }
             Expr::Inl(x) => Step::Done(Value::Inl(Rc::new(self.operand(x, bp, clo)?))),
             Expr::Inr(x) => Step::Done(Value::Inr(Rc::new(self.operand(x, bp, clo)?))),
-            Expr::Case { scrutinee, slot, left, right } => {
+            Expr::Case {
+                scrutinee,
+                slot,
+                left,
+                right,
+            } => {
                 let v = self.operand(scrutinee, bp, clo)?;
                 let (payload, arm) = match v {
                     Value::Inl(p) => (p, left),
@@ -355,7 +392,11 @@ impl<'p> Machine<'p> {
             }
             Expr::If(c, a, b) => {
                 let cv = self.operand(c, bp, clo)?;
-                Step::Next(if matches!(cv, Value::Bool(true)) { a } else { b })
+                Step::Next(if matches!(cv, Value::Bool(true)) {
+                    a
+                } else {
+                    b
+                })
             }
             Expr::Prim(p, args, span) => Step::Done(self.prim_call(*p, args, *span, bp, clo)?),
             Expr::PrimRef(p) => Step::Done(Value::Prim(*p, None)),

@@ -665,7 +665,11 @@ impl<'a> Parser<'a> {
                 if self.starts_atom() {
                     let arg = self.postfix()?;
                     let span = kw.to(arg.span);
-                    let kind = if left { ExprKind::Inl(Box::new(arg)) } else { ExprKind::Inr(Box::new(arg)) };
+                    let kind = if left {
+                        ExprKind::Inl(Box::new(arg))
+                    } else {
+                        ExprKind::Inr(Box::new(arg))
+                    };
                     self.mk(kind, span)
                 } else {
                     self.pos -= 1;
@@ -692,9 +696,16 @@ impl<'a> Parser<'a> {
         let t = self.bump();
         let kw = t.span;
         let var = self.mk(ExprKind::Var("x".into()), kw);
-        let kind = if t.kind == Tok::Inl { ExprKind::Inl(Box::new(var)) } else { ExprKind::Inr(Box::new(var)) };
+        let kind = if t.kind == Tok::Inl {
+            ExprKind::Inl(Box::new(var))
+        } else {
+            ExprKind::Inr(Box::new(var))
+        };
         let inj = self.mk(kind, kw);
-        let param = Pattern::Var(Ident { name: "x".into(), span: kw });
+        let param = Pattern::Var(Ident {
+            name: "x".into(),
+            span: kw,
+        });
         self.mk(ExprKind::Lam(vec![param], Box::new(inj)), kw)
     }
 

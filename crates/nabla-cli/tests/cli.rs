@@ -1,0 +1,285 @@
+//! End-to-end tests of the `nabla` binary: examples, output format, exit
+//! codes, the REPL, and hostile input.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn nabla() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_nabla"))
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn run_with(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut cmd = nabla();
+    cmd.args(args)
+        .current_dir(repo())
+        .env("HOME", std::env::temp_dir());
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn nabla");
+    if let Some(input) = stdin {
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input)
+            .expect("write stdin");
+    }
+    child.wait_with_output().expect("wait")
+}
+
+fn run(args: &[&str]) -> Output {
+    run_with(args, None)
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Writes `contents` to a fresh temporary file and returns its path.
+fn temp_file(name: &str, contents: &[u8]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("nabla-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let p = dir.join(name);
+    std::fs::write(&p, contents).expect("write temp file");
+    p
+}
+
+fn assert_program_error(o: &Output, location: &str, fragment: &str) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(1), "stderr: {err}");
+    assert!(err.starts_with("error: "), "stderr: {err}");
+    assert!(err.contains(fragment), "stderr lacks {fragment:?}: {err}");
+    assert!(err.contains(location), "stderr lacks {location:?}: {err}");
+    assert!(err.contains('^'), "no caret: {err}");
+}
+
+#[test]
+fn examples_print_their_expected_output() {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(repo().join("examples")).expect("examples/") {
+        let p = entry.expect("entry").path();
+        if p.extension().is_some_and(|e| e == "nabla") {
+            names.push(p);
+        }
+    }
+    names.sort();
+    assert!(names.len() >= 8, "only {} examples", names.len());
+    for p in names {
+        let expected = std::fs::read_to_string(p.with_extension("out"))
+            .expect("every example has a .out file");
+        let o = run(&["run", p.to_str().expect("utf-8 path")]);
+        assert_eq!(o.status.code(), Some(0), "{}: {}", p.display(), stderr(&o));
+        assert_eq!(stdout(&o), expected, "{}", p.display());
+        assert!(stderr(&o).is_empty());
+    }
+}
+
+#[test]
+fn check_prints_each_definition_type() {
+    let o = run(&["check", "examples/fib.nabla"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(
+        stdout(&o),
+        "fib : Int -> Int\nfib_iter : Int -> Int\nfibs : Int -> Vec Int\nmain : (Int, Int, Vec Int)\n"
+    );
+}
+
+#[test]
+fn eval_prints_a_value() {
+    let o = run(&[
+        "eval",
+        "let f (x, y) = 2.0 * x * x + 3.0 * x * y in f (3.0, 4.0)",
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(stdout(&o), "54.0\n");
+    let o = run(&["eval", "(1e-10, 1.0 / 0.0, inl [1, 2], fun x -> x)"]);
+    assert_eq!(stdout(&o), "(1e-10, inf, inl [1, 2], <function>)\n");
+}
+
+#[test]
+fn errors_have_position_source_line_and_caret() {
+    let o = run(&["eval", "1 + true"]);
+    assert_program_error(&o, "<eval>:1:5", "type mismatch");
+    assert!(stderr(&o).contains("1 | 1 + true"));
+    let f = temp_file("rt.nabla", b"def v = [1, 2]\ndef main = v[7]\n");
+    let o = run(&["run", f.to_str().expect("path")]);
+    assert_program_error(&o, "rt.nabla:2:12", "index 7 out of range");
+    assert!(stdout(&o).is_empty());
+}
+
+#[test]
+fn exit_status_two_for_usage_errors() {
+    for args in [
+        &[][..],
+        &["run"][..],
+        &["frobnicate"][..],
+        &["run", "a", "b"][..],
+        &["--bogus"][..],
+    ] {
+        let o = run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+    }
+}
+
+#[test]
+fn help_and_version() {
+    for args in [
+        &["--help"][..],
+        &["run", "--help"][..],
+        &["check", "--help"],
+        &["eval", "--help"],
+        &["repl", "--help"],
+        &["bench", "--help"],
+    ] {
+        let o = run(args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}");
+        assert!(stdout(&o).contains("Usage: nabla"), "{args:?}");
+    }
+    let o = run(&["--version"]);
+    assert_eq!(stdout(&o), format!("nabla {}\n", env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn unreadable_file_is_an_error() {
+    let o = run(&["run", "/nonexistent/file.nabla"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).starts_with("error: cannot read"));
+}
+
+#[test]
+fn repl_session() {
+    let input = b"def sq x = x * x\nsq 3.0\n:type fun x -> (x, x)\n1 + true\nsq 4.0\n:load examples/fib.nabla\nfib 10\n:help\n:quit\nsq 5.0\n";
+    let o = run_with(&["repl"], Some(input));
+    assert_eq!(o.status.code(), Some(0));
+    let out = stdout(&o);
+    for line in [
+        "9.0",
+        "fun x -> (x, x) : a -> (a, a)",
+        "16.0",
+        "loaded 4 definition(s)",
+        "55",
+        ":type EXPR",
+    ] {
+        assert!(
+            out.lines().any(|l| l.contains(line)),
+            "missing {line:?} in {out}"
+        );
+    }
+    // The error did not end the session, and `:quit` did (25.0 never printed).
+    assert!(stderr(&o).contains("type mismatch"));
+    assert!(!out.contains("25.0"));
+}
+
+// ---- hostile input: each gives a clean error or a result, never a crash ----
+
+fn run_file(name: &str, contents: &[u8]) -> Output {
+    let f = temp_file(name, contents);
+    run(&["run", f.to_str().expect("path")])
+}
+
+fn assert_clean(o: &Output) {
+    let code = o.status.code();
+    assert!(
+        code == Some(0) || code == Some(1),
+        "status {:?}, stderr {}",
+        o.status,
+        stderr(o)
+    );
+    if code == Some(1) {
+        assert!(stderr(o).starts_with("error: "), "{}", stderr(o));
+    }
+    assert!(!stderr(o).contains("panicked"), "{}", stderr(o));
+}
+
+#[test]
+fn malformed_utf8() {
+    let o = run_file("bad.nabla", b"def main = 1 +\n  \xff\xfe 2\n");
+    assert_program_error(&o, "bad.nabla:2:3", "not valid UTF-8");
+}
+
+#[test]
+fn hundred_thousand_nested_parentheses() {
+    let n = 100_000;
+    let src = format!("def main = {}1{}\n", "(".repeat(n), ")".repeat(n));
+    let o = run_file("parens.nabla", src.as_bytes());
+    assert_clean(&o);
+    let unbalanced = format!("def main = {}1\n", "(".repeat(n));
+    let o = run_file("parens2.nabla", unbalanced.as_bytes());
+    assert_eq!(o.status.code(), Some(1));
+}
+
+#[test]
+fn fifty_thousand_chained_lets() {
+    let mut src = String::from("def main =\n");
+    for i in 0..50_000 {
+        src.push_str(&format!("let x{i} = {i} in\n"));
+    }
+    src.push_str("x49999 + x0\n");
+    let o = run_file("lets.nabla", src.as_bytes());
+    assert_clean(&o);
+    if o.status.code() == Some(0) {
+        assert_eq!(stdout(&o), "49999\n");
+    }
+}
+
+#[test]
+fn huge_integer_literal() {
+    let o = run_file(
+        "big.nabla",
+        format!("def main = {}\n", "9".repeat(5000)).as_bytes(),
+    );
+    assert_program_error(&o, "big.nabla:1:12", "integer literal is too large");
+}
+
+#[test]
+fn empty_file_and_missing_main() {
+    let o = run_file("empty.nabla", b"");
+    assert_program_error(&o, "empty.nabla:1:1", "no definition of `main`");
+    let o = run_file("nomain.nabla", b"def f x = x\n");
+    assert_program_error(&o, "nomain.nabla:1:1", "no definition of `main`");
+}
+
+#[test]
+fn deep_recursion_runs_or_stops_cleanly() {
+    let src = b"def count n = if n == 0 then 0 else 1 + count (n - 1)\ndef main = count 1000000\n";
+    let o = run_file("deep.nabla", src);
+    assert_clean(&o);
+    match o.status.code() {
+        Some(0) => assert_eq!(stdout(&o), "1000000\n"),
+        _ => assert!(stderr(&o).contains("stack depth exceeded")),
+    }
+    // Far deeper than any stack: must stop with the clean error.
+    let src =
+        b"def count n = if n == 0 then 0 else 1 + count (n - 1)\ndef main = count 100000000\n";
+    let o = run_file("deeper.nabla", src);
+    assert_program_error(&o, "deeper.nabla:1:41", "stack depth exceeded");
+}
+
+#[test]
+fn tail_calls_run_in_constant_stack() {
+    let src = b"def main = let rec loop i acc = if i == 0 then acc else loop (i - 1) (acc + 2) in loop 3000000 0\n";
+    let o = run_file("tail.nabla", src);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "6000000\n");
+}
+
+#[test]
+fn max_calls_bounds_an_infinite_loop() {
+    // Without a limit this would run forever; with one it stops cleanly.
+    let f = temp_file("forever2.nabla", b"def main = let rec f x = f x in f 1\n");
+    let o = run(&["run", "--max-calls", "100000", f.to_str().expect("path")]);
+    assert_program_error(&o, "forever2.nabla:1:26", "evaluation step limit exceeded");
+}
