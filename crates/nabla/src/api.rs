@@ -113,13 +113,13 @@ where
     let inputs: Vec<Reverse<'_, S>> = x.iter().map(|&p| Reverse::input(&trace, p)).collect();
     let outputs = f(&inputs);
     let values = outputs.iter().map(|y| y.primal()).collect();
-    let output_ids = outputs.iter().map(|y| y.delta_id()).collect();
+    let output_deltas = outputs.iter().map(|y| y.delta()).collect();
     // The scalars borrow the trace; they are done with before it is taken apart.
     drop((inputs, outputs));
     let pullback = Pullback {
         entries: trace.into_entries(),
         inputs: x.len(),
-        outputs: output_ids,
+        outputs: output_deltas,
     };
     (values, pullback)
 }
@@ -135,10 +135,10 @@ impl<S: Scalar> Drop for Pullback<S> {
 #[derive(Debug)]
 pub struct Pullback<S: Scalar> {
     entries: Vec<Entry<S>>,
-    /// Input variables occupy ids `1..=inputs`.
+    /// Input variables occupy ids `0..inputs`.
     inputs: usize,
-    /// The Delta id of each output; `None` for an output that is a constant.
-    outputs: Vec<Option<u32>>,
+    /// Each output's Delta, `Scale c (Var id)` as `(c, id)`; `None` for `Zero`.
+    outputs: Vec<Option<(S, u32)>>,
 }
 
 impl<S: Scalar> Pullback<S> {
@@ -154,22 +154,23 @@ impl<S: Scalar> Pullback<S> {
             cotangent.len(),
             self.outputs.len()
         );
-        let mut adjoints = trace::zeroed_adjoints(self.entries.len());
-        for (&id, &ct) in self.outputs.iter().zip(cotangent) {
-            if let Some(id) = id {
-                adjoints[id as usize] += ct;
+        let mut adjoints: Vec<S> = trace::zeroed_adjoints(self.entries.len());
+        for (&delta, &ct) in self.outputs.iter().zip(cotangent) {
+            if let Some((c, id)) = delta {
+                adjoints[id as usize].accumulate(ct * c);
             }
         }
-        trace::backpropagate(&self.entries, &mut adjoints);
-        let gradient = adjoints[1..=self.inputs].to_vec();
+        trace::backpropagate(&self.entries, self.inputs, &mut adjoints);
+        let gradient = adjoints[..self.inputs].to_vec();
         trace::recycle_adjoints(adjoints);
         gradient
     }
 
-    /// The number of Delta bindings in the trace, inputs included: a measure of the
-    /// memory reverse mode used, linear in the number of operations performed.
+    /// The number of entries in the trace — one per input variable, one per `Let`
+    /// — a measure of the memory reverse mode used, at most linear in the number of
+    /// operations performed.
     pub fn trace_len(&self) -> usize {
-        self.entries.len() - 1
+        self.entries.len()
     }
 
     /// The size in bytes of one trace entry.

@@ -17,7 +17,7 @@ macro_rules! scalar_ops {
             type Output = Self;
             #[inline(always)]
             fn neg(self) -> Self {
-                $crate::Scalar::unary(self, $crate::Unary::Neg)
+                $crate::Scalar::scale(self, -1.0)
             }
         }
 
@@ -109,10 +109,18 @@ macro_rules! scalar_ops {
         }
     };
 
-    // An operation with a constant: products are scalings, the rest lift the constant.
+    // An operation with a constant: sums and products are shifts and scalings (which
+    // IEEE arithmetic makes exact: x − c is x + (−c), c − x is (−x) + c); the rest
+    // lift the constant.
+    (@constant Add, $x:expr, $c:expr) => { $crate::Scalar::shift($x, $c) };
+    (@constant Sub, $x:expr, $c:expr) => { $crate::Scalar::shift($x, -$c) };
     (@constant Mul, $x:expr, $c:expr) => { $crate::Scalar::scale($x, $c) };
     (@constant $Variant:ident, $x:expr, $c:expr) => {
         $crate::Scalar::binary($x, $crate::Binary::$Variant, From::from($c))
+    };
+    (@constant_left Add, $c:expr, $x:expr) => { $crate::Scalar::shift($x, $c) };
+    (@constant_left Sub, $c:expr, $x:expr) => {
+        $crate::Scalar::shift($crate::Scalar::scale($x, -1.0), $c)
     };
     (@constant_left Mul, $c:expr, $x:expr) => { $crate::Scalar::scale($x, $c) };
     (@constant_left $Variant:ident, $c:expr, $x:expr) => {

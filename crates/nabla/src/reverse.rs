@@ -1,17 +1,18 @@
-//! Reverse mode: a scalar that carries its primal and a Delta id (Krawiec et al.
-//! §5.3, the dual number (x, δx) of Figure 9 with δx a `Var` into the trace).
+//! Reverse mode: a scalar that carries its primal and its Delta (Krawiec et al.
+//! §5.3: the dual number (x, δx) of Figure 9), where δx is kept in the small form
+//! `Scale c (Var id)` — or `Zero` — and everything larger is `Let`-bound in the trace.
 
 use std::marker::PhantomData;
 
 use crate::Scalar;
 use crate::primitive::{BinaryPrimitive, UnaryPrimitive};
-use crate::trace::{DeltaId, SINK, Trace};
+use crate::trace::{DeltaId, Trace};
 
-/// A reverse-mode real: a primal value and the id of its Delta in a trace.
+/// A reverse-mode real: a primal value and its Delta, `Scale c (Var id)` or `Zero`.
 ///
 /// Values of this type only exist inside a function being differentiated by
 /// [`grad`](crate::grad), [`vjp`](crate::vjp) and friends, which record each
-/// operation in a trace and evaluate it backwards once. The lifetime `'t` brands the
+/// sum of two variables in a trace and evaluate it backwards once. The lifetime `'t` brands the
 /// values of one trace (like the `s` of Haskell's `ST s`): it is invariant and
 /// universally quantified by the differentiation operators, so a value can neither
 /// escape its trace nor meet the value of another trace of the same type. Together
@@ -49,13 +50,17 @@ use crate::trace::{DeltaId, SINK, Trace};
 /// ```
 ///
 /// A `Reverse` whose Delta is `Zero` — a constant, made by `From<f64>` or
-/// [`Reverse::constant`] — refers to no trace and records nothing.
+/// [`Reverse::constant`] — refers to no trace. Only adding two different variables
+/// records a trace entry; everything else — primitives of one variable, operations
+/// with constants, `x + x` — folds into the coefficient `c` (see the module `trace`
+/// for the Delta algebra this uses).
 #[derive(Clone, Copy, Debug)]
 pub struct Reverse<'t, S: Scalar> {
     primal: S,
-    /// Meaningful only when `trace` is set: `None` is the Delta `Zero`.
-    id: DeltaId,
+    /// The Delta is `Scale coefficient (Var id)` when `trace` is set, `Zero` otherwise.
+    coefficient: S,
     trace: Option<&'t Trace<S>>,
+    id: DeltaId,
     brand: PhantomData<fn(&'t ()) -> &'t ()>,
 }
 
@@ -72,8 +77,9 @@ impl<'t, S: Scalar> Reverse<'t, S> {
     pub fn constant(primal: S) -> Self {
         Reverse {
             primal,
-            id: SINK,
+            coefficient: S::zero(),
             trace: None,
+            id: 0,
             brand: PhantomData,
         }
     }
@@ -84,29 +90,43 @@ impl<'t, S: Scalar> Reverse<'t, S> {
         self.primal
     }
 
-    /// A fresh input variable of `trace`.
+    /// A fresh input variable of `trace`: `Scale 1 (Var id)`.
     pub(crate) fn input(trace: &'t Trace<S>, primal: S) -> Self {
+        Reverse::variable(primal, trace, trace.input())
+    }
+
+    /// The Delta as `(c, id)` for `Scale c (Var id)`, or `None` for `Zero`.
+    #[inline(always)]
+    pub(crate) fn delta(self) -> Option<(S, DeltaId)> {
+        self.trace.map(|_| (self.coefficient, self.id))
+    }
+
+    /// `(primal, Var id)`.
+    #[inline(always)]
+    fn variable(primal: S, trace: &'t Trace<S>, id: DeltaId) -> Self {
         Reverse {
             primal,
-            id: trace.input(),
+            coefficient: S::one(),
             trace: Some(trace),
+            id,
             brand: PhantomData,
         }
     }
 
-    /// The Delta id, or `None` for a constant.
+    /// `(primal, Scale factor δ)` for this value's Delta δ. `Scale 0 δ = Zero`,
+    /// decided before multiplying, so that an infinite coefficient (√x at 0) times
+    /// an exact zero factor is a constant, not NaN.
     #[inline(always)]
-    pub(crate) fn delta_id(self) -> Option<DeltaId> {
-        self.trace.map(|_| self.id)
-    }
-
-    #[inline(always)]
-    fn recorded(primal: S, trace: &'t Trace<S>, id: DeltaId) -> Self {
-        Reverse {
-            primal,
-            id,
-            trace: Some(trace),
-            brand: PhantomData,
+    fn rescaled(self, primal: S, factor: S) -> Self {
+        let coefficient = factor * self.coefficient;
+        if factor.is_zero() || coefficient.is_zero() {
+            Reverse::constant(primal)
+        } else {
+            Reverse {
+                primal,
+                coefficient,
+                ..self
+            }
         }
     }
 }
@@ -129,47 +149,60 @@ impl<S: Scalar> Scalar for Reverse<'_, S> {
         self.trace.is_none() && self.primal.is_zero()
     }
 
-    /// Figure 9's rule for a primitive: (f x, Scale (f' x) δx), bound by `Let`.
+    /// `Scale c δx`: a new coefficient, no entry.
+    #[inline(always)]
+    fn scale(self, c: f64) -> Self {
+        let primal = self.primal.scale(c);
+        match self.trace {
+            None => Reverse::constant(primal),
+            Some(_) => self.rescaled(primal, S::from(c)),
+        }
+    }
+
+    /// x + c has x's Delta (`Add δx Zero = δx`): no entry.
+    #[inline(always)]
+    fn shift(self, c: f64) -> Self {
+        Reverse {
+            primal: self.primal.shift(c),
+            ..self
+        }
+    }
+
+    /// Figure 9's rule for a primitive of one argument: (f x, Scale (f' x) δx).
     #[inline(always)]
     fn apply_unary<P: UnaryPrimitive + ?Sized>(self, primitive: &P) -> Self {
         let primal = primitive.value(self.primal);
         match self.trace {
             None => Reverse::constant(primal),
-            Some(trace) => {
-                let weight = primitive.derivative(self.primal, primal);
-                Reverse::recorded(primal, trace, trace.scale(self.id, weight))
-            }
+            Some(_) => self.rescaled(primal, primitive.derivative(self.primal, primal)),
         }
     }
 
-    /// (f(x, y), Add (Scale ∂ₓf δx) (Scale ∂ᵧf δy)), bound by `Let`; an argument
-    /// whose Delta is `Zero` contributes no term and its partial is never formed.
+    /// Figure 9's rule for a primitive of two arguments:
+    /// (f(x, y), Add (Scale ∂ₓf δx) (Scale ∂ᵧf δy)). An argument whose Delta is
+    /// `Zero` contributes no term, and its partial derivative is never formed.
     #[inline(always)]
     fn apply_binary<P: BinaryPrimitive + ?Sized>(self, other: Self, primitive: &P) -> Self {
         let (x, y) = (self.primal, other.primal);
         let primal = primitive.value(x, y);
         match (self.trace, other.trace) {
             (None, None) => Reverse::constant(primal),
-            (Some(trace), None) => {
-                let weight = primitive.partial_x(x, y, primal);
-                Reverse::recorded(primal, trace, trace.scale(self.id, weight))
-            }
-            (None, Some(trace)) => {
-                let weight = primitive.partial_y(x, y, primal);
-                Reverse::recorded(primal, trace, trace.scale(other.id, weight))
-            }
+            (Some(_), None) => self.rescaled(primal, primitive.partial_x(x, y, primal)),
+            (None, Some(_)) => other.rescaled(primal, primitive.partial_y(x, y, primal)),
             (Some(trace), Some(other_trace)) => {
                 debug_assert!(std::ptr::eq(trace, other_trace), "values of two traces met");
-                let wx = primitive.partial_x(x, y, primal);
-                let wy = primitive.partial_y(x, y, primal);
-                let id = if self.id == other.id {
-                    // Add (Scale a (Var p)) (Scale b (Var p)) = Scale (a + b) (Var p): one
-                    // update of p's adjoint instead of two dependent ones.
-                    trace.scale(self.id, wx + wy)
+                let wx = primitive.partial_x(x, y, primal) * self.coefficient;
+                let wy = primitive.partial_y(x, y, primal) * other.coefficient;
+                if self.id == other.id {
+                    // Add (Scale a (Var p)) (Scale b (Var p)) = Scale (a + b) (Var p)
+                    Reverse {
+                        coefficient: S::one(),
+                        ..self
+                    }
+                    .rescaled(primal, wx + wy)
                 } else {
-                    trace.add_scaled(self.id, wx, other.id, wy)
-                };
-                Reverse::recorded(primal, trace, id)
+                    Reverse::variable(primal, trace, trace.add(self.id, wx, other.id, wy))
+                }
             }
         }
     }

@@ -156,6 +156,19 @@ pub trait Scalar:
         self * Self::from(c)
     }
 
+    /// `self + c` for a constant `c` — what `x + 1.0` means. Reverse mode records
+    /// nothing for it; forward mode leaves the tangent alone.
+    ///
+    /// ```
+    /// use nabla::{Dual, Scalar};
+    /// let x = Dual::new(3.0, 1.0).shift(2.0);
+    /// assert_eq!((x.primal(), x.tangent()), (5.0, 1.0));
+    /// ```
+    #[inline(always)]
+    fn shift(self, c: f64) -> Self {
+        self + Self::from(c)
+    }
+
     /// The constant 0.
     #[inline(always)]
     fn zero() -> Self {
@@ -353,6 +366,10 @@ impl Scalar for f64 {
     #[inline(always)]
     fn scale(self, c: f64) -> f64 {
         self * c
+    }
+    #[inline(always)]
+    fn shift(self, c: f64) -> f64 {
+        self + c
     }
     fn with_trace_memory<R>(f: impl FnOnce(Option<&TraceMemory<f64>>) -> R) -> R {
         thread_local! {

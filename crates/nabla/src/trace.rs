@@ -7,22 +7,28 @@
 //! Delta = Zero | Scale R Delta | Add Delta Delta | Var Id | Let Id Delta Delta
 //! ```
 //!
-//! Here every binding made by the monadic translation's `deltaLet` is one [`Entry`]
-//! of the array, and an entry's index is its Delta id. An entry stands for
+//! A reverse-mode value ([`Reverse`](crate::Reverse)) carries its Delta in the normal
+//! form `Zero` or `Scale c (Var id)`, which the algebra of Deltas keeps closed under
+//! everything except adding two different variables:
+//!
+//! ```text
+//! Scale a (Scale c (Var p))                 = Scale (a·c) (Var p)      unary primitive, constant factor
+//! Add (Scale a (Var p)) Zero                = Scale a (Var p)          constant argument
+//! Add (Scale a (Var p)) (Scale b (Var p))   = Scale (a + b) (Var p)    same variable twice
+//! Add (Scale a (Var p)) (Scale b (Var q))   = Var id, after deltaLet   the only case that records
+//!     where id is bound to that sum
+//! ```
+//!
+//! So the trace holds only `Let`-bound sums: entry `id` of the array stands for
 //!
 //! ```text
 //! Let id = Add (Scale w₀ (Var p₀)) (Scale w₁ (Var p₁))
 //! ```
 //!
-//! — every Delta a primitive produces has this shape (Figure 9: a primitive of one or
-//! two arguments scales each argument's Delta by a partial derivative and adds them).
-//! `Zero` is never stored: a value whose Delta is `Zero` (a constant) has no id and
-//! records nothing, and an operation with one constant argument records an entry with
-//! one parent. The unused parent slot points at entry 0, a sink whose adjoint is
-//! never read, which keeps the backward loop free of branches on arity.
-//!
-//! Because each `Let` is evaluated exactly once, in decreasing id order, sharing is
-//! never lost: the whole backward pass is O(number of entries) (Theorem 5).
+//! preceded by one placeholder entry per input variable (ids `0..inputs`), which has
+//! no Delta of its own. The Delta a value carries never grows beyond one `Scale` of
+//! one `Var`, and each `Let` is evaluated exactly once, in decreasing id order, so
+//! sharing is never lost and the backward pass is O(number of entries) (Theorem 5).
 
 use std::cell::{RefCell, UnsafeCell};
 use std::mem::size_of;
@@ -35,10 +41,8 @@ pub(crate) type DeltaId = u32;
 /// Entries a fresh trace has room for before it first grows.
 const INITIAL_CAPACITY: usize = 1024;
 
-/// The sink: the parent of unused slots and of input variables.
-pub(crate) const SINK: DeltaId = 0;
-
 /// One flattened Delta binding: `Let id = Add (Scale w₀ (Var p₀)) (Scale w₁ (Var p₁))`.
+#[doc(hidden)]
 #[derive(Clone, Copy, Debug)]
 pub struct Entry<S> {
     parents: [DeltaId; 2],
@@ -47,48 +51,35 @@ pub struct Entry<S> {
 
 /// The growable array of Delta bindings that a reverse-mode evaluation appends to.
 ///
-/// Interior mutability lets every [`Reverse`](crate::Reverse) scalar share a plain
-/// reference to it; it is never borrowed across a call to user code, so the borrow
-/// can never fail.
+/// Every [`Reverse`](crate::Reverse) scalar of one evaluation holds a shared
+/// reference to it, hence the interior mutability.
 #[derive(Debug)]
 pub(crate) struct Trace<S> {
     entries: UnsafeCell<Vec<Entry<S>>>,
 }
 
 impl<S: Scalar> Trace<S> {
-    /// An empty trace (holding only the sink), in recycled memory where possible.
+    /// An empty trace, in recycled memory where possible.
     pub(crate) fn new() -> Self {
-        let mut entries = S::with_trace_memory(|pool| pool?.entries.borrow_mut().pop())
+        let entries = S::with_trace_memory(|pool| pool?.entries.borrow_mut().pop())
             .unwrap_or_else(|| Vec::with_capacity(INITIAL_CAPACITY));
-        entries.push(Entry {
-            parents: [SINK; 2],
-            weights: [S::zero(); 2],
-        });
         Trace {
             entries: UnsafeCell::new(entries),
         }
     }
 
-    /// A new input variable: the paper's `Var` for a component of the argument.
+    /// A new input variable: the paper's `Var` for a component of the argument. Its
+    /// entry is a placeholder that the backward sweep never visits.
     pub(crate) fn input(&self) -> DeltaId {
         self.push(Entry {
-            parents: [SINK; 2],
+            parents: [0; 2],
             weights: [S::zero(); 2],
         })
     }
 
-    /// `Let id = Scale w (Var parent)`.
+    /// `Let id = Add (Scale w₀ (Var p₀)) (Scale w₁ (Var p₁))`, for p₀ ≠ p₁.
     #[inline(always)]
-    pub(crate) fn scale(&self, parent: DeltaId, weight: S) -> DeltaId {
-        self.push(Entry {
-            parents: [parent, SINK],
-            weights: [weight, S::zero()],
-        })
-    }
-
-    /// `Let id = Add (Scale w₀ (Var p₀)) (Scale w₁ (Var p₁))`.
-    #[inline(always)]
-    pub(crate) fn add_scaled(&self, p0: DeltaId, w0: S, p1: DeltaId, w1: S) -> DeltaId {
+    pub(crate) fn add(&self, p0: DeltaId, w0: S, p1: DeltaId, w1: S) -> DeltaId {
         self.push(Entry {
             parents: [p0, p1],
             weights: [w0, w1],
@@ -118,6 +109,50 @@ impl<S: Scalar> Trace<S> {
     }
 }
 
+/// Makes room for more entries; the one place that checks the id space.
+#[cold]
+#[inline(never)]
+fn grow<S>(entries: &mut Vec<Entry<S>>) {
+    assert!(
+        entries.len() < DeltaId::MAX as usize / 2,
+        "nabla: the reverse-mode trace exceeds 2^31 entries"
+    );
+    entries.reserve(entries.len().max(INITIAL_CAPACITY));
+}
+
+/// The size in bytes of one trace entry for scalars of type `S`.
+pub(crate) const fn entry_bytes<S>() -> usize {
+    size_of::<Entry<S>>()
+}
+
+/// Figure 11's `eval`, on the flattened trace: propagate adjoints from each `Let`
+/// to the two variables it adds, visiting every entry after the `inputs`
+/// placeholders once, in decreasing id order.
+///
+/// `adjoints` holds one slot per entry, seeded with the output cotangents; on return
+/// slot `i` holds the adjoint of entry `i`. An entry whose adjoint is exactly zero
+/// contributes nothing and is skipped, so an infinite partial derivative on a path
+/// that does not reach the output cannot turn into NaN.
+pub(crate) fn backpropagate<S: Scalar>(entries: &[Entry<S>], inputs: usize, adjoints: &mut [S]) {
+    assert_eq!(
+        entries.len(),
+        adjoints.len(),
+        "one adjoint slot per trace entry"
+    );
+    for id in (inputs..entries.len()).rev() {
+        let adjoint = adjoints[id];
+        if adjoint.is_zero() {
+            continue;
+        }
+        let Entry {
+            parents: [p0, p1],
+            weights: [w0, w1],
+        } = entries[id];
+        adjoints[p0 as usize].accumulate(w0 * adjoint);
+        adjoints[p1 as usize].accumulate(w1 * adjoint);
+    }
+}
+
 /// Memory kept by a thread between differentiations, so that repeated gradients
 /// (an optimisation loop) do not pay for fresh pages on every call.
 ///
@@ -126,7 +161,7 @@ impl<S: Scalar> Trace<S> {
 /// of each kind are kept, none larger than 256 MiB, so a one-off huge gradient does
 /// not pin its memory.
 #[doc(hidden)]
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct TraceMemory<S> {
     entries: RefCell<Vec<Vec<Entry<S>>>>,
     adjoints: RefCell<Vec<Vec<S>>>,
@@ -180,52 +215,4 @@ pub(crate) fn recycle_adjoints<S: Scalar>(adjoints: Vec<S>) {
             keep(&pool.adjoints, adjoints);
         }
     });
-}
-
-/// Makes room for more entries; the one place that checks the id space.
-#[cold]
-#[inline(never)]
-fn grow<S>(entries: &mut Vec<Entry<S>>) {
-    assert!(
-        entries.len() < DeltaId::MAX as usize / 2,
-        "nabla: the reverse-mode trace exceeds 2^31 entries"
-    );
-    entries.reserve(entries.len().max(INITIAL_CAPACITY));
-}
-
-/// The size in bytes of one trace entry for scalars of type `S`.
-pub(crate) const fn entry_bytes<S>() -> usize {
-    size_of::<Entry<S>>()
-}
-
-/// Figure 11's `eval`, on the flattened trace: propagate adjoints from each entry to
-/// its parents, visiting every entry once in decreasing id order.
-///
-/// `adjoints` holds one slot per entry, seeded with the output cotangents; on return
-/// slot `i` holds the adjoint of entry `i`. An entry whose adjoint is exactly zero
-/// contributes nothing and is skipped, so an infinite partial derivative on a path
-/// that does not reach the output cannot turn into NaN.
-pub(crate) fn backpropagate<S: Scalar>(entries: &[Entry<S>], adjoints: &mut [S]) {
-    assert_eq!(
-        entries.len(),
-        adjoints.len(),
-        "one adjoint slot per trace entry"
-    );
-    // Most entries consume the entry recorded just before them. What they pass down
-    // to it waits in `carry`, a register, instead of being stored and reloaded at
-    // once: that round trip through memory would sit on the sweep's critical path.
-    for id in (1..entries.len()).rev() {
-        let adjoint = adjoints[id];
-        let Entry {
-            parents: [p0, p1],
-            weights: [w0, w1],
-        } = entries[id];
-        if p0 == SINK || adjoint.is_zero() {
-            continue;
-        }
-        adjoints[p0 as usize].accumulate(w0 * adjoint);
-        if p1 != SINK {
-            adjoints[p1 as usize].accumulate(w1 * adjoint);
-        }
-    }
 }
