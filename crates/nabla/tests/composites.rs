@@ -146,6 +146,9 @@ fn hessian_vector_product_worked_example() {
     assert_eq!(rf, vec![52.0, 85.0]);
 }
 
+/// A linear map at a point: (point, direction) ↦ J·direction or directionᵀ·J.
+type LinearMapAt<'a> = &'a dyn Fn(&[f64], &[f64]) -> Vec<f64>;
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
@@ -189,8 +192,8 @@ proptest! {
     ) {
         // Four vector functions of different shapes, one check each.
         let check = |name: &str, n: usize, m: usize,
-                     fwd: &dyn Fn(&[f64], &[f64]) -> Vec<f64>,
-                     rev: &dyn Fn(&[f64], &[f64]) -> Vec<f64>| {
+                     fwd: LinearMapAt<'_>,
+                     rev: LinearMapAt<'_>| {
             let (s, ds, dt) = (&s[..n], &ds[..n], &dt[..m]);
             let lhs = dot(dt, &fwd(s, ds));
             let rhs = dot(&rev(s, dt), ds);
@@ -200,7 +203,7 @@ proptest! {
               &|s, ds| jvp(|v| Rotation.eval(v), s, ds).1,
               &|s, dt| vjp(|v| Rotation.eval(v), s).1.apply(dt));
         check("softmax", 6, 6,
-              &|s, ds| jvp(|v| softmax(v), s, ds).1,
+              &|s, ds| jvp(softmax, s, ds).1,
               &|s, dt| vjp(|v| softmax(v), s).1.apply(dt));
         check("mlp", MLP_PARAMS, 2,
               &|s, ds| jvp(|v| mlp(v, &[0.3, -0.2, 0.9]), s, ds).1,

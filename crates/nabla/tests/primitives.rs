@@ -40,9 +40,11 @@ const UNARY: &[(Unary, f64, f64, bool)] = &[
     (Unary::Powi(-3), 0.2, 3.0, true),
 ];
 
-/// Each binary primitive with intervals for x and y (sampled on both signs where
-/// the flag says so).
-const BINARY: &[(Binary, (f64, f64, bool), (f64, f64, bool))] = &[
+/// An interval `(lo, hi, symmetric)`: [lo, hi], and also [−hi, −lo] if symmetric.
+type Interval = (f64, f64, bool);
+
+/// Each binary primitive with intervals for x and y.
+const BINARY: &[(Binary, Interval, Interval)] = &[
     (Binary::Add, (0.0, 5.0, true), (0.0, 5.0, true)),
     (Binary::Sub, (0.0, 5.0, true), (0.0, 5.0, true)),
     (Binary::Mul, (0.0, 5.0, true), (0.0, 5.0, true)),
@@ -53,7 +55,7 @@ const BINARY: &[(Binary, (f64, f64, bool), (f64, f64, bool))] = &[
 ];
 
 /// Maps t ∈ [0, 1) and a sign choice into the interval.
-fn sample((lo, hi, symmetric): (f64, f64, bool), t: f64, negative: bool) -> f64 {
+fn sample((lo, hi, symmetric): Interval, t: f64, negative: bool) -> f64 {
     let x = lo + (hi - lo) * t;
     if symmetric && negative { -x } else { x }
 }
