@@ -176,7 +176,10 @@ impl Session {
 
 /// Limits for untrusted input (the fuzz target and the random-input smoke
 /// test): small enough that every run finishes quickly.
-pub const UNTRUSTED_LIMITS: Limits = Limits { max_calls: Some(20_000), max_vector_len: 10_000 };
+pub const UNTRUSTED_LIMITS: Limits = Limits {
+    max_calls: Some(20_000),
+    max_vector_len: 10_000,
+};
 
 /// Parses, checks and runs arbitrary bytes as a program, then as an
 /// expression, rendering every diagnostic. This is the single entry point
@@ -191,6 +194,9 @@ pub fn run_untrusted(bytes: &[u8]) -> Result<String, String> {
     let as_expr = s.eval_expr("<fuzz-expr>", text).map_err(|ds| s.render(&ds));
     let mut s = Session::new();
     s.limits = UNTRUSTED_LIMITS;
-    let as_program = s.load("fuzz.nabla", text).and_then(|_| s.run_main()).map_err(|ds| s.render(&ds));
+    let as_program = s
+        .load("fuzz.nabla", text)
+        .and_then(|_| s.run_main())
+        .map_err(|ds| s.render(&ds));
     as_program.or(as_expr)
 }

@@ -10,10 +10,11 @@ use proptest::prelude::*;
 use std::path::Path;
 
 const TOKENS: &[&str] = &[
-    "def", "let", "rec", "in", "fun", "if", "then", "else", "match", "with", "inl", "inr", "true", "false", "x", "y",
-    "f", "main", "_", "0", "1", "2.5", "1e3", "(", ")", "[", "]", ",", "->", "=", ":", "|", "+", "-", "*", "/", "**",
-    "<", "<=", ">", ">=", "==", "!=", "&&", "||", "not", "sum", "map", "fold", "build", "size", "zip", "fst", "snd",
-    "sin", "real", "Real", "Int", "Vec", "Bool", "#c\n", "\n",
+    "def", "let", "rec", "in", "fun", "if", "then", "else", "match", "with", "inl", "inr", "true",
+    "false", "x", "y", "f", "main", "_", "0", "1", "2.5", "1e3", "(", ")", "[", "]", ",", "->",
+    "=", ":", "|", "+", "-", "*", "/", "**", "<", "<=", ">", ">=", "==", "!=", "&&", "||", "not",
+    "sum", "map", "fold", "build", "size", "zip", "fst", "snd", "sin", "real", "Real", "Int",
+    "Vec", "Bool", "#c\n", "\n",
 ];
 
 fn check(bytes: Vec<u8>) -> Result<(), TestCaseError> {
@@ -27,7 +28,12 @@ fn check(bytes: Vec<u8>) -> Result<(), TestCaseError> {
 fn examples() -> Vec<String> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
     let mut out: Vec<String> = std::fs::read_dir(dir)
-        .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "nabla")).collect())
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "nabla"))
+                .collect()
+        })
         .unwrap_or_else(|_| Vec::new())
         .into_iter()
         .filter_map(|p: std::path::PathBuf| std::fs::read_to_string(p).ok())
@@ -77,7 +83,11 @@ fn fuzz_regressions_still_pass() {
         let p = entry.expect("entry").path();
         if p.extension().is_some_and(|e| e == "nabla") {
             let bytes = std::fs::read(&p).expect("readable");
-            assert!(run_with_stack(move || run_untrusted(&bytes)).is_some(), "{}", p.display());
+            assert!(
+                run_with_stack(move || run_untrusted(&bytes)).is_some(),
+                "{}",
+                p.display()
+            );
             n += 1;
         }
     }

@@ -202,9 +202,8 @@ impl Desugarer<'_> {
         body
     }
 
-    /// `fun p1 p2 ... -> body` as nested one-parameter lambdas. `self_name`
-    /// makes the outermost lambda recursive; `ret_body` overrides how the body
-    /// is produced (unused: annotations vanish).
+    /// `fun p1 p2 ... -> body` as one lambda of arity n (parameters in slots
+    /// 0..n). `self_name` makes it recursive.
     fn lambdas_for(
         &mut self,
         params: &[Pattern],
@@ -216,20 +215,23 @@ impl Desugarer<'_> {
         if stack::check().is_err() {
             return Err(DesugarError::TooDeep(span));
         }
-        let Some((first, rest)) = params.split_first() else {
+        if params.is_empty() {
             return self.expr(body);
-        };
+        }
+        let arity = params.len() as u32;
         let name = name.or_else(|| self_name.clone());
         self.scopes.push(FnScope {
             locals: Vec::new(),
-            depth: 1,
+            depth: arity,
             captures: Vec::new(),
             self_name,
         });
         let result = (|| {
             let mut lets = Vec::new();
-            self.bind_pattern(first, Expr::Var(VarRef::Local(0), first.span()), &mut lets)?;
-            let inner = self.lambdas_for(rest, body, None, name.clone(), span)?;
+            for (i, p) in params.iter().enumerate() {
+                self.bind_pattern(p, Expr::Var(VarRef::Local(i as u32), p.span()), &mut lets)?;
+            }
+            let inner = self.expr(body)?;
             Ok(Self::wrap(lets, inner))
         })();
         let scope = self.scopes.pop();
@@ -239,6 +241,7 @@ impl Desugarer<'_> {
             .unwrap_or_default();
         self.lambdas.push(Lambda {
             name,
+            arity,
             captures,
             body,
             span,
@@ -263,7 +266,7 @@ impl Desugarer<'_> {
                 Some(Resolved::Var(r)) => Expr::Var(r, span),
                 Some(Resolved::Prim(Prim::Sum)) => Expr::App(
                     Box::new(Expr::PrimRef(Prim::Sum)),
-                    Box::new(self.sum_zero(e.id)),
+                    vec![self.sum_zero(e.id)],
                     span,
                 ),
                 Some(Resolved::Prim(p)) => Expr::PrimRef(p),
@@ -457,8 +460,9 @@ impl Desugarer<'_> {
             }
             _ => (self.expr(head)?, core_args),
         };
-        for (a, span) in rest.into_iter().zip(spans) {
-            f = Expr::App(Box::new(f), Box::new(a), span);
+        if !rest.is_empty() {
+            let span = spans.last().unwrap_or(e.span);
+            f = Expr::App(Box::new(f), rest, span);
         }
         Ok(f)
     }

@@ -3,8 +3,7 @@
 //!
 //! Compared to the surface syntax: patterns are gone (tuple patterns become
 //! `let` + projections), operators and built-ins are [`Expr::Prim`] calls,
-//! `&&`/`||` are `if`s, multi-parameter functions are nested one-parameter
-//! lambdas, literals carry their resolved type, and every variable is resolved
+//! `&&`/`||` are `if`s, a curried function of n parameters is one lambda of arity n, literals carry their resolved type, and every variable is resolved
 //! to where it lives at run time (a frame slot, a closure capture, the
 //! enclosing recursive function itself, or a global definition), so the
 //! interpreter never looks a name up.
@@ -46,15 +45,21 @@ pub enum VarRef {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LamId(pub u32);
 
-/// A one-parameter function body, with its free variables made explicit.
+/// A function body, with its free variables made explicit.
+///
+/// `fun x y -> e` is one lambda of arity 2 rather than two nested lambdas:
+/// semantically it is still curried (applying it to one argument gives a
+/// function), but a call with all arguments needs no intermediate closure.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Lambda {
     /// For messages: the name it was bound to, if any.
     pub name: Option<String>,
+    /// Number of parameters (at least 1); they are `Local(0)`…`Local(arity - 1)`.
+    pub arity: u32,
     /// How to fetch each captured value when the closure is created
     /// (relative to the frame creating it).
     pub captures: Vec<VarRef>,
-    /// The body; the parameter is `Local(0)`.
+    /// The body.
     pub body: Expr,
     /// Where it was written.
     pub span: Span,
@@ -69,8 +74,8 @@ pub enum Expr {
     Lit(Lit),
     /// A closure over `Lambda`.
     Lam(LamId),
-    /// Application of a function to one argument.
-    App(Box<Expr>, Box<Expr>, Span),
+    /// Curried application `f a1 ... an` (n ≥ 1) of a function to arguments.
+    App(Box<Expr>, Vec<Expr>, Span),
     /// `let` binding frame slot `slot` to the value in the body.
     Let {
         /// The frame slot the value is stored in.

@@ -13,7 +13,7 @@
 pub mod arith;
 pub mod value;
 
-pub use value::{Closure, Value};
+pub use value::{Closure, Partial, Value};
 
 use crate::core::{Expr, Lit, Program, VarRef};
 use crate::diagnostic::Diagnostic;
@@ -154,23 +154,69 @@ impl<'p> Machine<'p> {
 
     /// Applies a function value to an argument.
     pub fn apply(&mut self, f: Value, x: Value, span: Span) -> RResult<Value> {
-        if stack::check().is_err() {
-            return err("stack depth exceeded", span);
-        }
         match f {
-            Value::Closure(c) => {
-                self.count_call(span)?;
+            Value::Closure(c) if c.arity == 1 => {
                 let base = self.stack.len();
                 self.stack.push(x);
-                let body = &self.prog.lambdas[c.lam.0 as usize].body;
-                let r = self.eval(body, base, Some(&c));
-                self.stack.truncate(base);
-                r
+                self.run_closure(&c, base, span)
             }
-            Value::Prim(p, args) => {
-                self.apply_prim(p, args.as_deref().map_or(&[], |v| v.as_slice()), x, span)
+            other => self.apply_many(other, vec![x], span),
+        }
+    }
+
+    /// Runs closure `c` whose arguments are on the stack from `base`.
+    fn run_closure(&mut self, c: &Rc<Closure>, base: usize, span: Span) -> RResult<Value> {
+        if stack::check().is_err() {
+            self.stack.truncate(base);
+            return err("stack depth exceeded", span);
+        }
+        if let Err(e) = self.count_call(span) {
+            self.stack.truncate(base);
+            return Err(e);
+        }
+        let prog = self.prog;
+        let body = &prog.lambdas[c.lam.0 as usize].body;
+        let r = self.eval(body, base, Some(c));
+        self.stack.truncate(base);
+        r
+    }
+
+    /// Applies a function value to several arguments (curried semantics:
+    /// too few arguments give a partial application, too many apply the
+    /// result to the rest).
+    pub fn apply_many(&mut self, mut f: Value, mut args: Vec<Value>, span: Span) -> RResult<Value> {
+        loop {
+            if args.is_empty() {
+                return Ok(f);
             }
-            _ => err("internal error: applying a non-function", span),
+            match f {
+                Value::Closure(c) => {
+                    let k = c.arity as usize;
+                    if args.len() < k {
+                        return Ok(Value::Partial(Rc::new(Partial { closure: c, args })));
+                    }
+                    let rest = args.split_off(k);
+                    let base = self.stack.len();
+                    self.stack.extend(args);
+                    f = self.run_closure(&c, base, span)?;
+                    args = rest;
+                }
+                Value::Partial(p) => {
+                    let mut all = Vec::with_capacity(p.args.len() + args.len());
+                    all.extend(p.args.iter().cloned());
+                    all.append(&mut args);
+                    args = all;
+                    f = Value::Closure(p.closure.clone());
+                }
+                Value::Prim(p, pargs) => {
+                    let rest = args.split_off(1);
+                    let x = args.pop().unwrap_or(Value::Unit);
+                    let pargs = pargs.as_deref().map_or(&[][..], |v| v.as_slice());
+                    f = self.apply_prim(p, pargs, x, span)?;
+                    args = rest;
+                }
+                _ => return err("internal error: applying a non-function", span),
+            }
         }
     }
 
@@ -326,30 +372,54 @@ impl<'p> Machine<'p> {
                 }
                 Step::Done(Value::Closure(Rc::new(Closure {
                     lam: *id,
+                    arity: lam.arity,
                     captures: caps.into_boxed_slice(),
                 })))
             }
-            Expr::App(f, x, span) => {
+            Expr::App(f, args, span) => {
                 if stack::check().is_err() {
                     return err("stack depth exceeded", *span);
                 }
                 let fv = self.operand(f, bp, clo)?;
-                let xv = self.operand(x, bp, clo)?;
+                // Arguments are evaluated into Rust locals first: evaluating one
+                // may reuse the stack above the current frame's live slots.
                 match fv {
-                    Value::Closure(c) => {
-                        self.count_call(*span)?;
-                        // Tail call: everything from `entry` up is dead now.
-                        self.stack.truncate(entry);
-                        self.stack.push(xv);
+                    Value::Closure(c) if c.arity as usize == args.len() => {
+                        match args.as_slice() {
+                            [x] => {
+                                let xv = self.operand(x, bp, clo)?;
+                                self.count_call(*span)?;
+                                // Tail call: everything from `entry` up is dead now.
+                                self.stack.truncate(entry);
+                                self.stack.push(xv);
+                            }
+                            [x, y] => {
+                                let xv = self.operand(x, bp, clo)?;
+                                let yv = self.operand(y, bp, clo)?;
+                                self.count_call(*span)?;
+                                self.stack.truncate(entry);
+                                self.stack.push(xv);
+                                self.stack.push(yv);
+                            }
+                            _ => {
+                                let mut vs = Vec::with_capacity(args.len());
+                                for a in args {
+                                    vs.push(self.operand(a, bp, clo)?);
+                                }
+                                self.count_call(*span)?;
+                                self.stack.truncate(entry);
+                                self.stack.extend(vs);
+                            }
+                        }
                         Step::TailCall(c)
                     }
-                    Value::Prim(p, args) => Step::Done(self.apply_prim(
-                        p,
-                        args.as_deref().map_or(&[], |v| v.as_slice()),
-                        xv,
-                        *span,
-                    )?),
-                    _ => return err("internal error: applying a non-function", *span),
+                    other => {
+                        let mut vs = Vec::with_capacity(args.len());
+                        for a in args {
+                            vs.push(self.operand(a, bp, clo)?);
+                        }
+                        Step::Done(self.apply_many(other, vs, *span)?)
+                    }
                 }
             }
             Expr::Let { slot, value, body } => {
@@ -556,8 +626,16 @@ impl<'p> Machine<'p> {
         let mut acc = init;
         for i in 0..n {
             let x = v.vec_get(i).unwrap_or(Value::Unit);
-            let g = self.apply(f.clone(), acc, span)?;
-            acc = self.apply(g, x, span)?;
+            acc = match &f {
+                // The common case `fold (fun acc x -> ...)`: no partial application.
+                Value::Closure(c) if c.arity == 2 => {
+                    let base = self.stack.len();
+                    self.stack.push(acc);
+                    self.stack.push(x);
+                    self.run_closure(c, base, span)?
+                }
+                _ => self.apply_many(f.clone(), vec![acc, x], span)?,
+            };
         }
         Ok(acc)
     }

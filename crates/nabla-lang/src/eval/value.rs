@@ -32,6 +32,8 @@ pub enum Value {
     Vec(Rc<Vec<Value>>),
     /// A closure.
     Closure(Rc<Closure>),
+    /// A closure applied to fewer arguments than its arity.
+    Partial(Rc<Partial>),
     /// A primitive with the arguments it has been applied to so far (if any).
     Prim(Prim, Option<Rc<Vec<Value>>>),
 }
@@ -41,8 +43,19 @@ pub enum Value {
 pub struct Closure {
     /// The code.
     pub lam: LamId,
+    /// Number of parameters of the code.
+    pub arity: u32,
     /// Values of the lambda's captured variables.
     pub captures: Box<[Value]>,
+}
+
+/// A closure together with its first few arguments.
+#[derive(Debug)]
+pub struct Partial {
+    /// The function.
+    pub closure: Rc<Closure>,
+    /// The arguments so far (fewer than its arity).
+    pub args: Vec<Value>,
 }
 
 impl Value {

@@ -101,6 +101,6 @@ fn go(v: &Value, out: &mut String, arg: bool) {
             }
             out.push(']');
         }
-        Value::Closure(_) | Value::Prim(..) => out.push_str("<function>"),
+        Value::Closure(_) | Value::Partial(_) | Value::Prim(..) => out.push_str("<function>"),
     }
 }
