@@ -62,71 +62,51 @@ fn doubling_chain<S: Scalar>(x: S) -> S {
 }
 
 const ROSENBROCK_N: usize = 10_000;
-/// Σ (1 − xᵢ)² + 100 (xᵢ₊₁ − xᵢ²)²: 8 operations per term.
-fn rosenbrock<S: Scalar>(x: &[S]) -> S {
-    let mut sum = S::zero();
-    for i in 0..x.len() - 1 {
-        let a = S::one() - x[i];
-        let b = x[i + 1] - x[i] * x[i];
-        sum += a * a + b * b * 100.0;
-    }
-    sum
-}
-
 const MLP_IN: usize = 8;
 const MLP_HIDDEN: usize = 32;
 const MLP_SAMPLES: usize = 64;
 const MLP_PARAMS: usize = MLP_HIDDEN * MLP_IN + MLP_HIDDEN + MLP_HIDDEN + 1;
-/// Mean squared error of an 8-32-1 tanh network over 64 samples, parameters flat.
-fn mlp_loss<S: Scalar>(p: &[S], data: &[([f64; MLP_IN], f64)]) -> S {
-    let (w1, rest) = p.split_at(MLP_HIDDEN * MLP_IN);
-    let (b1, rest) = rest.split_at(MLP_HIDDEN);
-    let (w2, b2) = rest.split_at(MLP_HIDDEN);
-    let mut loss = S::zero();
-    for (input, target) in data {
-        let mut out = b2[0];
-        for h in 0..MLP_HIDDEN {
-            let mut pre = b1[h];
-            for (i, &xi) in input.iter().enumerate() {
-                pre += w1[h * MLP_IN + i] * xi;
+
+/// Writes each forward-mode workload once, as a function over the given scalar type,
+/// so that nabla and num-dual run the same code operation for operation.
+macro_rules! workloads {
+    ($rosenbrock:ident, $mlp_loss:ident, [$($generics:tt)*] $T:ty) => {
+        /// Σ (1 − xᵢ)² + 100 (xᵢ₊₁ − xᵢ²)²: 8 operations per term.
+        fn $rosenbrock<$($generics)*>(x: &[$T]) -> $T {
+            let mut sum = <$T>::from(0.0);
+            for i in 0..x.len() - 1 {
+                let a = <$T>::from(1.0) - x[i];
+                let b = x[i + 1] - x[i] * x[i];
+                sum += a * a + b * b * 100.0;
             }
-            out += w2[h] * pre.tanh();
+            sum
         }
-        let err = out - *target;
-        loss += err * err;
-    }
-    loss / data.len() as f64
+
+        /// Mean squared error of an 8-32-1 tanh network over 64 samples, parameters flat.
+        fn $mlp_loss<$($generics)*>(p: &[$T], data: &[([f64; MLP_IN], f64)]) -> $T {
+            let (w1, rest) = p.split_at(MLP_HIDDEN * MLP_IN);
+            let (b1, rest) = rest.split_at(MLP_HIDDEN);
+            let (w2, b2) = rest.split_at(MLP_HIDDEN);
+            let mut loss = <$T>::from(0.0);
+            for (input, target) in data {
+                let mut out = b2[0];
+                for h in 0..MLP_HIDDEN {
+                    let mut pre = b1[h];
+                    for (i, &xi) in input.iter().enumerate() {
+                        pre += w1[h * MLP_IN + i] * xi;
+                    }
+                    out += w2[h] * pre.tanh();
+                }
+                let err = out - *target;
+                loss += err * err;
+            }
+            loss / data.len() as f64
+        }
+    };
 }
 
-// The same functions over num-dual's Dual64, operation for operation.
-fn rosenbrock_num_dual(x: &[Dual64]) -> Dual64 {
-    let mut sum = Dual64::from(0.0);
-    for i in 0..x.len() - 1 {
-        let a = Dual64::from(1.0) - x[i];
-        let b = x[i + 1] - x[i] * x[i];
-        sum += a * a + b * b * 100.0;
-    }
-    sum
-}
-fn mlp_loss_num_dual(p: &[Dual64], data: &[([f64; MLP_IN], f64)]) -> Dual64 {
-    let (w1, rest) = p.split_at(MLP_HIDDEN * MLP_IN);
-    let (b1, rest) = rest.split_at(MLP_HIDDEN);
-    let (w2, b2) = rest.split_at(MLP_HIDDEN);
-    let mut loss = Dual64::from(0.0);
-    for (input, target) in data {
-        let mut out = b2[0];
-        for h in 0..MLP_HIDDEN {
-            let mut pre = b1[h];
-            for (i, &xi) in input.iter().enumerate() {
-                pre += w1[h * MLP_IN + i] * xi;
-            }
-            out += w2[h] * pre.tanh();
-        }
-        let err = out - *target;
-        loss += err * err;
-    }
-    loss / data.len() as f64
-}
+workloads!(rosenbrock, mlp_loss, [S: Scalar] S);
+workloads!(rosenbrock_num_dual, mlp_loss_num_dual, [] Dual64);
 
 /// Deterministic pseudo-random numbers in [−1, 1) (no dependency needed).
 fn pseudo_random(n: usize, seed: u64) -> Vec<f64> {
