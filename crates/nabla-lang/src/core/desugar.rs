@@ -461,7 +461,7 @@ impl Desugarer<'_> {
             _ => (self.expr(head)?, core_args),
         };
         if !rest.is_empty() {
-            let span = spans.last().unwrap_or(e.span);
+            let span = spans.next_back().unwrap_or(e.span);
             f = Expr::App(Box::new(f), rest, span);
         }
         Ok(f)

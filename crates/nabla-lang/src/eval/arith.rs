@@ -47,6 +47,22 @@ pub fn int_fast(p: Prim, x: i64, y: i64) -> Option<Value> {
     })
 }
 
+/// The Real operations of the hot loop, without any error plumbing.
+#[inline(always)]
+pub fn real_fast(p: Prim, x: f64, y: f64) -> Option<Value> {
+    Some(match p {
+        Prim::Add => Value::Real(x + y),
+        Prim::Sub => Value::Real(x - y),
+        Prim::Mul => Value::Real(x * y),
+        Prim::Div => Value::Real(x / y),
+        Prim::Lt => Value::Bool(x < y),
+        Prim::Le => Value::Bool(x <= y),
+        Prim::Gt => Value::Bool(x > y),
+        Prim::Ge => Value::Bool(x >= y),
+        _ => return None,
+    })
+}
+
 #[inline]
 fn int_binary(p: Prim, x: i64, y: i64) -> Result<Value, ArithError> {
     Ok(match p {

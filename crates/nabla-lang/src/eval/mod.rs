@@ -239,7 +239,7 @@ impl<'p> Machine<'p> {
         self.call_prim(p, all, span)
     }
 
-    #[inline]
+    #[inline(always)]
     fn read(&self, r: VarRef, bp: usize, clo: Option<&Rc<Closure>>, span: Span) -> RResult<Value> {
         match r {
             VarRef::Local(i) => match self.stack.get(bp + i as usize) {
@@ -298,12 +298,19 @@ impl<'p> Machine<'p> {
             [a, b] => {
                 let a = self.operand(a, bp, clo)?;
                 let b = self.operand(b, bp, clo)?;
-                if let (Value::Int(x), Value::Int(y)) = (&a, &b)
-                    && let Some(v) = arith::int_fast(p, *x, *y)
-                {
-                    return Ok(v);
+                // Scalar fast paths; matching by value lets the compiler see
+                // that no destructor needs to run.
+                match (a, b) {
+                    (Value::Int(x), Value::Int(y)) => match arith::int_fast(p, x, y) {
+                        Some(v) => Ok(v),
+                        None => self.prim2(p, Value::Int(x), Value::Int(y), span),
+                    },
+                    (Value::Real(x), Value::Real(y)) => match arith::real_fast(p, x, y) {
+                        Some(v) => Ok(v),
+                        None => self.prim2(p, Value::Real(x), Value::Real(y), span),
+                    },
+                    (a, b) => self.prim2(p, a, b, span),
                 }
-                self.prim2(p, a, b, span)
             }
             _ => {
                 let mut vs = Vec::with_capacity(args.len());
@@ -461,12 +468,11 @@ impl<'p> Machine<'p> {
                 Step::Next(arm)
             }
             Expr::If(c, a, b) => {
-                let cv = self.operand(c, bp, clo)?;
-                Step::Next(if matches!(cv, Value::Bool(true)) {
-                    a
-                } else {
-                    b
-                })
+                let cv = match self.operand(c, bp, clo)? {
+                    Value::Bool(b) => b,
+                    _ => false,
+                };
+                Step::Next(if cv { a } else { b })
             }
             Expr::Prim(p, args, span) => Step::Done(self.prim_call(*p, args, *span, bp, clo)?),
             Expr::PrimRef(p) => Step::Done(Value::Prim(*p, None)),

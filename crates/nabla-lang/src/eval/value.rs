@@ -10,7 +10,7 @@ use std::rc::Rc;
 /// `Vec<f64>` ([`Value::RealVec`]); other vectors as a `Vec<Value>`.
 /// Every variant fits in 16 bytes, so values move in two registers.
 /// Both print the same and every vector operation accepts both.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub enum Value {
     /// `()`
     Unit,
@@ -36,6 +36,27 @@ pub enum Value {
     Partial(Rc<Partial>),
     /// A primitive with the arguments it has been applied to so far (if any).
     Prim(Prim, Option<Rc<Vec<Value>>>),
+}
+
+impl Clone for Value {
+    // Hand-written so that the scalar cases inline into the interpreter loop.
+    #[inline(always)]
+    fn clone(&self) -> Value {
+        match self {
+            Value::Unit => Value::Unit,
+            Value::Bool(b) => Value::Bool(*b),
+            Value::Int(n) => Value::Int(*n),
+            Value::Real(x) => Value::Real(*x),
+            Value::Tuple(v) => Value::Tuple(Rc::clone(v)),
+            Value::Inl(v) => Value::Inl(Rc::clone(v)),
+            Value::Inr(v) => Value::Inr(Rc::clone(v)),
+            Value::RealVec(v) => Value::RealVec(Rc::clone(v)),
+            Value::Vec(v) => Value::Vec(Rc::clone(v)),
+            Value::Closure(c) => Value::Closure(Rc::clone(c)),
+            Value::Partial(p) => Value::Partial(Rc::clone(p)),
+            Value::Prim(p, a) => Value::Prim(*p, a.clone()),
+        }
+    }
 }
 
 /// A function value: code plus captured variables.
