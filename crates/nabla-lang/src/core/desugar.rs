@@ -46,11 +46,14 @@ pub fn desugar_program(defs: &[ast::Def], typing: &Typing) -> DResult<Program> {
         let body = if b.params.is_empty() {
             d.expr(&b.body)?
         } else {
+            // A top-level function refers to itself as a global, not as
+            // `SelfRef`: its closure captures nothing, and the interpreter
+            // can call it directly.
             d.lambdas_for(
                 &b.params,
                 &b.body,
-                Some(b.name.name.clone()),
                 None,
+                Some(b.name.name.clone()),
                 def.span,
             )?
         };

@@ -11,11 +11,12 @@
 //! * Top-level definitions are evaluated on first use and cached.
 
 pub mod arith;
+mod compile;
 pub mod value;
 
 pub use value::{Closure, Partial, Value};
 
-use crate::core::{Expr, Lit, Program, VarRef};
+use crate::core::{LamId, Lit, Program, VarRef};
 use crate::diagnostic::Diagnostic;
 use crate::prim::Prim;
 use crate::stack;
@@ -69,25 +70,20 @@ enum GlobalState {
 }
 
 /// Errors are boxed so that `Result<Value, _>` stays two words.
-type RResult<T> = Result<T, Box<RuntimeError>>;
+pub(crate) type RResult<T> = Result<T, Box<RuntimeError>>;
 
-enum Step<'p> {
-    Done(Value),
-    Next(&'p Expr),
-    TailCall(Rc<Closure>),
-}
-
-/// Evaluates core programs.
-pub struct Machine<'p> {
-    prog: &'p Program,
+/// Evaluates core programs (compiled to closures first, see `compile.rs`).
+pub struct Machine {
+    compiled: Rc<compile::Compiled>,
     stack: Vec<Value>,
     globals: Vec<GlobalState>,
     calls_left: u64,
     limits: Limits,
+    arities: Vec<u32>,
 }
 
 #[cold]
-fn err<T>(message: impl Into<String>, span: Span) -> RResult<T> {
+pub(crate) fn err<T>(message: impl Into<String>, span: Span) -> RResult<T> {
     Err(Box::new(RuntimeError {
         message: message.into(),
         span,
@@ -104,7 +100,7 @@ fn arith_err(e: ArithError, p: Prim, span: Span) -> Box<RuntimeError> {
     Box::new(RuntimeError { message, span })
 }
 
-fn lit(l: Lit) -> Value {
+pub(crate) fn lit(l: Lit) -> Value {
     match l {
         Lit::Unit => Value::Unit,
         Lit::Bool(b) => Value::Bool(b),
@@ -113,15 +109,16 @@ fn lit(l: Lit) -> Value {
     }
 }
 
-impl<'p> Machine<'p> {
+impl Machine {
     /// A machine for `prog`.
-    pub fn new(prog: &'p Program, limits: Limits) -> Machine<'p> {
+    pub fn new(prog: &Program, limits: Limits) -> Machine {
         Machine {
-            prog,
+            compiled: Rc::new(compile::compile(prog)),
             stack: Vec::with_capacity(1024),
             globals: prog.globals.iter().map(|_| GlobalState::Pending).collect(),
             calls_left: limits.max_calls.unwrap_or(u64::MAX),
             limits,
+            arities: prog.lambdas.iter().map(|l| l.arity).collect(),
         }
     }
 
@@ -130,15 +127,25 @@ impl<'p> Machine<'p> {
         match self.globals.get(index) {
             Some(GlobalState::Done(v)) => return Ok(v.clone()),
             Some(GlobalState::Running) => {
-                let name = &self.prog.globals[index].name;
+                let name = self
+                    .compiled
+                    .global_names
+                    .get(index)
+                    .cloned()
+                    .unwrap_or_default();
                 return err(format!("the value of `{name}` depends on itself"), use_site);
             }
             Some(GlobalState::Pending) => {}
             None => return err("internal error: unknown global", use_site),
         }
+        if stack::check().is_err() {
+            return err("stack depth exceeded", use_site);
+        }
         self.globals[index] = GlobalState::Running;
         let base = self.stack.len();
-        let r = self.eval(&self.prog.globals[index].body, base, None);
+        let comp = Rc::clone(&self.compiled);
+        let first = (comp.globals[index])(self, base, None);
+        let r = self.drive(first, base);
         self.stack.truncate(base);
         match r {
             Ok(v) => {
@@ -152,20 +159,76 @@ impl<'p> Machine<'p> {
         }
     }
 
-    /// Applies a function value to an argument.
-    pub fn apply(&mut self, f: Value, x: Value, span: Span) -> RResult<Value> {
-        match f {
-            Value::Closure(c) if c.arity == 1 => {
+    /// Finishes code in tail position that was run for its value.
+    pub(crate) fn finish(&mut self, r: RResult<compile::Tail>) -> RResult<Value> {
+        match r? {
+            compile::Tail::Value(v) => Ok(v),
+            call => {
                 let base = self.stack.len();
-                self.stack.push(x);
-                self.run_closure(&c, base, span)
+                self.drive(Ok(call), base)
             }
-            other => self.apply_many(other, vec![x], span),
         }
     }
 
-    /// Runs closure `c` whose arguments are on the stack from `base`.
-    fn run_closure(&mut self, c: &Rc<Closure>, base: usize, span: Span) -> RResult<Value> {
+    /// The trampoline: runs calls left by tail-position code until a value
+    /// results. Each call's frame starts at `base`; the stack is cut back to
+    /// `base` before returning.
+    fn drive(&mut self, first: RResult<compile::Tail>, base: usize) -> RResult<Value> {
+        let comp = Rc::clone(&self.compiled);
+        let mut next = first;
+        loop {
+            match next {
+                Err(e) => {
+                    self.stack.truncate(base);
+                    return Err(e);
+                }
+                Ok(compile::Tail::Value(v)) => {
+                    self.stack.truncate(base);
+                    return Ok(v);
+                }
+                Ok(compile::Tail::Call(c, args, span)) => {
+                    if let Err(e) = self.count_call(span) {
+                        self.stack.truncate(base);
+                        return Err(e);
+                    }
+                    match args {
+                        compile::Args::InPlace => {}
+                        compile::Args::One(x) => {
+                            self.stack.truncate(base);
+                            self.stack.push(x);
+                        }
+                        compile::Args::Two(x, y) => {
+                            self.stack.truncate(base);
+                            self.stack.push(x);
+                            self.stack.push(y);
+                        }
+                        compile::Args::Many(xs) => {
+                            self.stack.truncate(base);
+                            self.stack.extend(xs);
+                        }
+                    }
+                    let lam = &comp.lambdas[c.lam.0 as usize];
+                    next = (lam.body)(self, base, Some(&c));
+                }
+            }
+        }
+    }
+
+    /// Calls closure `c` whose arguments are on the stack from `base`.
+    pub(crate) fn call(&mut self, c: Rc<Closure>, base: usize, span: Span) -> RResult<Value> {
+        if stack::check().is_err() {
+            self.stack.truncate(base);
+            return err("stack depth exceeded", span);
+        }
+        self.drive(
+            Ok(compile::Tail::Call(c, compile::Args::InPlace, span)),
+            base,
+        )
+    }
+
+    /// Calls top-level function `id` (no captures) with its arguments on the
+    /// stack from `base`.
+    pub(crate) fn call_known(&mut self, id: LamId, base: usize, span: Span) -> RResult<Value> {
         if stack::check().is_err() {
             self.stack.truncate(base);
             return err("stack depth exceeded", span);
@@ -174,11 +237,46 @@ impl<'p> Machine<'p> {
             self.stack.truncate(base);
             return Err(e);
         }
-        let prog = self.prog;
-        let body = &prog.lambdas[c.lam.0 as usize].body;
-        let r = self.eval(body, base, Some(c));
-        self.stack.truncate(base);
-        r
+        let comp = Rc::clone(&self.compiled);
+        let first = (comp.lambdas[id.0 as usize].body)(self, base, None);
+        self.drive(first, base)
+    }
+
+    /// Creates a closure over lambda `id`, capturing from the current frame.
+    pub(crate) fn make_closure(
+        &mut self,
+        id: LamId,
+        bp: usize,
+        clo: Option<&Rc<Closure>>,
+    ) -> RResult<Value> {
+        let comp = Rc::clone(&self.compiled);
+        let lam = &comp.lambdas[id.0 as usize];
+        let mut caps = Vec::with_capacity(lam.captures.len());
+        for r in &lam.captures {
+            caps.push(self.read(*r, bp, clo, lam.span)?);
+        }
+        let arity = self.arity_of(id);
+        Ok(Value::Closure(Rc::new(Closure {
+            lam: id,
+            arity,
+            captures: caps.into_boxed_slice(),
+        })))
+    }
+
+    fn arity_of(&self, id: LamId) -> u32 {
+        self.arities.get(id.0 as usize).copied().unwrap_or(1)
+    }
+
+    /// Applies a function value to an argument.
+    pub fn apply(&mut self, f: Value, x: Value, span: Span) -> RResult<Value> {
+        match f {
+            Value::Closure(c) if c.arity == 1 => {
+                let base = self.stack.len();
+                self.stack.push(x);
+                self.call(c, base, span)
+            }
+            other => self.apply_many(other, vec![x], span),
+        }
     }
 
     /// Applies a function value to several arguments (curried semantics:
@@ -198,7 +296,7 @@ impl<'p> Machine<'p> {
                     let rest = args.split_off(k);
                     let base = self.stack.len();
                     self.stack.extend(args);
-                    f = self.run_closure(&c, base, span)?;
+                    f = self.call(c, base, span)?;
                     args = rest;
                 }
                 Value::Partial(p) => {
@@ -239,7 +337,6 @@ impl<'p> Machine<'p> {
         self.call_prim(p, all, span)
     }
 
-    #[inline(always)]
     fn read(&self, r: VarRef, bp: usize, clo: Option<&Rc<Closure>>, span: Span) -> RResult<Value> {
         match r {
             VarRef::Local(i) => match self.stack.get(bp + i as usize) {
@@ -258,235 +355,12 @@ impl<'p> Machine<'p> {
         }
     }
 
-    /// Evaluates an operand: leaves and primitive calls directly, anything
-    /// else through [`Machine::eval`]. Neither leaves nor primitive calls push
-    /// onto the value stack or make tail calls, so they need no frame set-up.
-    #[inline(always)]
-    fn operand(&mut self, e: &'p Expr, bp: usize, clo: Option<&Rc<Closure>>) -> RResult<Value> {
-        match e {
-            Expr::Var(VarRef::Local(i), span) => match self.stack.get(bp + *i as usize) {
-                Some(v) => Ok(v.clone()),
-                None => err("internal error: bad local", *span),
-            },
-            Expr::Var(VarRef::Global(g), span) => match self.globals.get(*g as usize) {
-                Some(GlobalState::Done(v)) => Ok(v.clone()),
-                _ => self.global(*g as usize, *span),
-            },
-            Expr::Var(r, span) => self.read(*r, bp, clo, *span),
-            Expr::Lit(l) => Ok(lit(*l)),
-            Expr::Prim(p, args, span) => self.prim_call(*p, args, *span, bp, clo),
-            _ => self.eval(e, bp, clo),
-        }
-    }
-
-    // No stack check here: native recursion through primitive arguments
-    // either passes an application (checked) or follows the static nesting
-    // of the program, which the parser has already bounded.
-    fn prim_call(
+    pub(crate) fn call_prim(
         &mut self,
         p: Prim,
-        args: &'p [Expr],
+        mut args: Vec<Value>,
         span: Span,
-        bp: usize,
-        clo: Option<&Rc<Closure>>,
     ) -> RResult<Value> {
-        match args {
-            [a] => {
-                let a = self.operand(a, bp, clo)?;
-                self.prim1(p, a, span)
-            }
-            [a, b] => {
-                let a = self.operand(a, bp, clo)?;
-                let b = self.operand(b, bp, clo)?;
-                // Scalar fast paths; matching by value lets the compiler see
-                // that no destructor needs to run.
-                match (a, b) {
-                    (Value::Int(x), Value::Int(y)) => match arith::int_fast(p, x, y) {
-                        Some(v) => Ok(v),
-                        None => self.prim2(p, Value::Int(x), Value::Int(y), span),
-                    },
-                    (Value::Real(x), Value::Real(y)) => match arith::real_fast(p, x, y) {
-                        Some(v) => Ok(v),
-                        None => self.prim2(p, Value::Real(x), Value::Real(y), span),
-                    },
-                    (a, b) => self.prim2(p, a, b, span),
-                }
-            }
-            _ => {
-                let mut vs = Vec::with_capacity(args.len());
-                for a in args {
-                    vs.push(self.operand(a, bp, clo)?);
-                }
-                self.call_prim(p, vs, span)
-            }
-        }
-    }
-
-    /// Evaluates `e` in the frame starting at stack index `bp`, run by `clo`.
-    /// On return the value stack has its length at entry again.
-    pub fn eval(&mut self, e: &'p Expr, bp: usize, clo: Option<&Rc<Closure>>) -> RResult<Value> {
-        let entry = self.stack.len();
-        let r = self.eval_loop(e, bp, clo, entry);
-        self.stack.truncate(entry);
-        r
-    }
-
-    fn eval_loop(
-        &mut self,
-        mut e: &'p Expr,
-        mut bp: usize,
-        clo: Option<&Rc<Closure>>,
-        entry: usize,
-    ) -> RResult<Value> {
-        // The running closure is borrowed from the caller until the first tail
-        // call replaces it; only then is an owned reference kept.
-        let mut owned: Option<Rc<Closure>> = None;
-        loop {
-            let cur = owned.as_ref().or(clo);
-            match self.step(e, bp, cur, entry)? {
-                Step::Done(v) => return Ok(v),
-                Step::Next(next) => e = next,
-                Step::TailCall(c) => {
-                    let prog = self.prog;
-                    e = &prog.lambdas[c.lam.0 as usize].body;
-                    bp = entry;
-                    owned = Some(c);
-                }
-            }
-        }
-    }
-
-    /// One step of [`Machine::eval_loop`]: either a value, or the expression
-    /// in tail position to continue with (possibly in a new frame).
-    #[inline(always)]
-    fn step(
-        &mut self,
-        e: &'p Expr,
-        bp: usize,
-        clo: Option<&Rc<Closure>>,
-        entry: usize,
-    ) -> RResult<Step<'p>> {
-        let prog = self.prog;
-        Ok(match e {
-            Expr::Var(VarRef::Global(g), span) => Step::Done(self.global(*g as usize, *span)?),
-            Expr::Var(r, span) => Step::Done(self.read(*r, bp, clo, *span)?),
-            Expr::Lit(l) => Step::Done(lit(*l)),
-            Expr::Lam(id) => {
-                let lam = &prog.lambdas[id.0 as usize];
-                let mut caps = Vec::with_capacity(lam.captures.len());
-                for r in &lam.captures {
-                    caps.push(self.read(*r, bp, clo, lam.span)?);
-                }
-                Step::Done(Value::Closure(Rc::new(Closure {
-                    lam: *id,
-                    arity: lam.arity,
-                    captures: caps.into_boxed_slice(),
-                })))
-            }
-            Expr::App(f, args, span) => {
-                if stack::check().is_err() {
-                    return err("stack depth exceeded", *span);
-                }
-                let fv = self.operand(f, bp, clo)?;
-                // Arguments are evaluated into Rust locals first: evaluating one
-                // may reuse the stack above the current frame's live slots.
-                match fv {
-                    Value::Closure(c) if c.arity as usize == args.len() => {
-                        match args.as_slice() {
-                            [x] => {
-                                let xv = self.operand(x, bp, clo)?;
-                                self.count_call(*span)?;
-                                // Tail call: everything from `entry` up is dead now.
-                                self.stack.truncate(entry);
-                                self.stack.push(xv);
-                            }
-                            [x, y] => {
-                                let xv = self.operand(x, bp, clo)?;
-                                let yv = self.operand(y, bp, clo)?;
-                                self.count_call(*span)?;
-                                self.stack.truncate(entry);
-                                self.stack.push(xv);
-                                self.stack.push(yv);
-                            }
-                            _ => {
-                                let mut vs = Vec::with_capacity(args.len());
-                                for a in args {
-                                    vs.push(self.operand(a, bp, clo)?);
-                                }
-                                self.count_call(*span)?;
-                                self.stack.truncate(entry);
-                                self.stack.extend(vs);
-                            }
-                        }
-                        Step::TailCall(c)
-                    }
-                    other => {
-                        let mut vs = Vec::with_capacity(args.len());
-                        for a in args {
-                            vs.push(self.operand(a, bp, clo)?);
-                        }
-                        Step::Done(self.apply_many(other, vs, *span)?)
-                    }
-                }
-            }
-            Expr::Let { slot, value, body } => {
-                let v = self.operand(value, bp, clo)?;
-                self.stack.truncate(bp + *slot as usize);
-                self.stack.push(v);
-                Step::Next(body)
-            }
-            Expr::Tuple(es) => {
-                let mut vs = Vec::with_capacity(es.len());
-                for x in es {
-                    vs.push(self.operand(x, bp, clo)?);
-                }
-                Step::Done(Value::Tuple(Rc::new(vs)))
-            }
-            Expr::Proj(x, i) => {
-                let v = self.operand(x, bp, clo)?;
-                Step::Done(match v {
-                    Value::Tuple(vs) => vs.get(*i as usize).cloned().unwrap_or(Value::Unit),
-                    _ => Value::Unit,
-                })
-            }
-            Expr::Inl(x) => Step::Done(Value::Inl(Rc::new(self.operand(x, bp, clo)?))),
-            Expr::Inr(x) => Step::Done(Value::Inr(Rc::new(self.operand(x, bp, clo)?))),
-            Expr::Case {
-                scrutinee,
-                slot,
-                left,
-                right,
-            } => {
-                let v = self.operand(scrutinee, bp, clo)?;
-                let (payload, arm) = match v {
-                    Value::Inl(p) => (p, left),
-                    Value::Inr(p) => (p, right),
-                    _ => return Ok(Step::Done(Value::Unit)),
-                };
-                self.stack.truncate(bp + *slot as usize);
-                self.stack.push(Rc::unwrap_or_clone(payload));
-                Step::Next(arm)
-            }
-            Expr::If(c, a, b) => {
-                let cv = match self.operand(c, bp, clo)? {
-                    Value::Bool(b) => b,
-                    _ => false,
-                };
-                Step::Next(if cv { a } else { b })
-            }
-            Expr::Prim(p, args, span) => Step::Done(self.prim_call(*p, args, *span, bp, clo)?),
-            Expr::PrimRef(p) => Step::Done(Value::Prim(*p, None)),
-            Expr::Vector(es) => {
-                let mut vs = Vec::with_capacity(es.len());
-                for x in es {
-                    vs.push(self.operand(x, bp, clo)?);
-                }
-                Step::Done(Value::vector(vs))
-            }
-        })
-    }
-
-    fn call_prim(&mut self, p: Prim, mut args: Vec<Value>, span: Span) -> RResult<Value> {
         match args.len() {
             1 => {
                 let a = args.pop().unwrap_or(Value::Unit);
@@ -513,7 +387,7 @@ impl<'p> Machine<'p> {
         }
     }
 
-    fn prim1(&mut self, p: Prim, a: Value, span: Span) -> RResult<Value> {
+    pub(crate) fn prim1(&mut self, p: Prim, a: Value, span: Span) -> RResult<Value> {
         match p {
             Prim::Not => match a {
                 Value::Bool(b) => Ok(Value::Bool(!b)),
@@ -534,7 +408,7 @@ impl<'p> Machine<'p> {
         }
     }
 
-    fn prim2(&mut self, p: Prim, a: Value, b: Value, span: Span) -> RResult<Value> {
+    pub(crate) fn prim2(&mut self, p: Prim, a: Value, b: Value, span: Span) -> RResult<Value> {
         match p {
             Prim::Index => {
                 let Value::Int(i) = b else {
@@ -638,7 +512,7 @@ impl<'p> Machine<'p> {
                     let base = self.stack.len();
                     self.stack.push(acc);
                     self.stack.push(x);
-                    self.run_closure(c, base, span)?
+                    self.call(c.clone(), base, span)?
                 }
                 _ => self.apply_many(f.clone(), vec![acc, x], span)?,
             };
