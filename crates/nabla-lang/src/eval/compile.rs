@@ -201,6 +201,17 @@ impl Cx<'_> {
                     }
                 })
             }
+            Expr::Var(VarRef::Local(i), _) => {
+                let i = *i as usize;
+                Box::new(move |m, bp, _| match m.stack.get(bp + i) {
+                    Some(v) => Ok(Tail::Value(v.clone())),
+                    None => err("internal error: bad local", Span::default()),
+                })
+            }
+            Expr::Lit(l) => {
+                let v = lit(*l);
+                Box::new(move |_, _, _| Ok(Tail::Value(v.clone())))
+            }
             _ => {
                 let v = self.vcode(e);
                 Box::new(move |m, bp, clo| Ok(Tail::Value(v(m, bp, clo)?)))

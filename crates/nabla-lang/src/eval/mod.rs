@@ -1,14 +1,19 @@
-//! The interpreter: a tree-walking evaluator over the core IR with flat
-//! closures and one contiguous value stack for frames.
+//! The interpreter.
 //!
-//! * Variables were resolved to frame slots / captures / globals by the
-//!   desugarer, so the hot loop never looks up a name.
-//! * Calls in tail position (the body of a `let`, a branch of `if`/`case`,
-//!   the callee of an application) reuse the current native frame: a loop
-//!   written with `let rec` runs in constant native stack.
+//! * The core IR is first compiled to Rust closures (`compile.rs`), one per
+//!   node, specialised on operand shapes; variables were already resolved to
+//!   frame slots / captures / globals by the desugarer, so the hot loop never
+//!   looks up a name or dispatches on the IR.
+//! * Frames live on one contiguous value stack; closures are flat (they copy
+//!   the values they capture).
+//! * Calls in tail position (a `let` body, an `if`/`case` branch, the last
+//!   application of a body) go through a trampoline ([`Machine::drive`]), so a
+//!   loop written with `let rec` runs in constant native stack.
 //! * Non-tail calls recurse natively; [`crate::stack::check`] turns
-//!   exhaustion into a clean "stack depth exceeded" error.
+//!   exhaustion of the native stack budget into a clean "stack depth
+//!   exceeded" error.
 //! * Top-level definitions are evaluated on first use and cached.
+//! * All arithmetic on numbers goes through [`arith`].
 
 pub mod arith;
 mod compile;
@@ -145,7 +150,7 @@ impl Machine {
         let base = self.stack.len();
         let comp = Rc::clone(&self.compiled);
         let first = (comp.globals[index])(self, base, None);
-        let r = self.drive(first, base);
+        let r = self.drive(&comp, first, base);
         self.stack.truncate(base);
         match r {
             Ok(v) => {
@@ -165,7 +170,8 @@ impl Machine {
             compile::Tail::Value(v) => Ok(v),
             call => {
                 let base = self.stack.len();
-                self.drive(Ok(call), base)
+                let comp = Rc::clone(&self.compiled);
+                self.drive(&comp, Ok(call), base)
             }
         }
     }
@@ -173,8 +179,12 @@ impl Machine {
     /// The trampoline: runs calls left by tail-position code until a value
     /// results. Each call's frame starts at `base`; the stack is cut back to
     /// `base` before returning.
-    fn drive(&mut self, first: RResult<compile::Tail>, base: usize) -> RResult<Value> {
-        let comp = Rc::clone(&self.compiled);
+    fn drive(
+        &mut self,
+        comp: &compile::Compiled,
+        first: RResult<compile::Tail>,
+        base: usize,
+    ) -> RResult<Value> {
         let mut next = first;
         loop {
             match next {
@@ -220,7 +230,9 @@ impl Machine {
             self.stack.truncate(base);
             return err("stack depth exceeded", span);
         }
+        let comp = Rc::clone(&self.compiled);
         self.drive(
+            &comp,
             Ok(compile::Tail::Call(c, compile::Args::InPlace, span)),
             base,
         )
@@ -239,7 +251,7 @@ impl Machine {
         }
         let comp = Rc::clone(&self.compiled);
         let first = (comp.lambdas[id.0 as usize].body)(self, base, None);
-        self.drive(first, base)
+        self.drive(&comp, first, base)
     }
 
     /// Creates a closure over lambda `id`, capturing from the current frame.

@@ -100,7 +100,16 @@ struct Checker {
     int_literals: Vec<(NodeId, Type)>,
     sums: Vec<(NodeId, Type)>,
     annot_vars: HashMap<String, Type>,
+    /// Work budget of the current group of definitions (see [`Checker::tick`]).
+    fuel: std::cell::Cell<u64>,
+    /// Set when `fuel` ran out.
+    exhausted: std::cell::Cell<bool>,
 }
+
+/// Type nodes a group of definitions may visit. Hindley–Milner types can
+/// grow exponentially (`let f1 x = f0 (f0 x) in …`); past this budget the
+/// definition is rejected instead of exhausting time or memory.
+const TYPE_WORK_BUDGET: u64 = 5_000_000;
 
 /// Checks the definitions of a program (all top-level, mutually visible).
 /// Returns the resolved type of each, or every type error found (at most
@@ -116,6 +125,8 @@ pub fn check_program(defs: &[Def]) -> Result<CheckedProgram, Vec<TypeError>> {
         int_literals: Vec::new(),
         sums: Vec::new(),
         annot_vars: HashMap::new(),
+        fuel: std::cell::Cell::new(TYPE_WORK_BUDGET),
+        exhausted: std::cell::Cell::new(false),
     };
     c.init_prims();
     let mut errors = Vec::new();
@@ -267,7 +278,7 @@ impl Checker {
 
     /// Substitutes all bound variables (unbound ones stay).
     fn zonk(&self, t: &Type) -> Type {
-        if stack::check().is_err() {
+        if !self.tick() {
             return Type::Unit;
         }
         match self.resolve(t) {
@@ -294,7 +305,7 @@ impl Checker {
     // ---- unification ----
 
     fn unify_raw(&mut self, a: &Type, b: &Type) -> Result<(), UnifyError> {
-        if stack::check().is_err() {
+        if !self.tick() {
             return Err(UnifyError::Mismatch);
         }
         let a = self.resolve(a);
@@ -345,7 +356,7 @@ impl Checker {
     }
 
     fn occurs_adjust(&mut self, v: u32, level: u32, t: &Type) -> Result<(), UnifyError> {
-        if stack::check().is_err() {
+        if !self.tick() {
             return Err(UnifyError::Occurs);
         }
         match self.resolve(t) {
@@ -422,7 +433,7 @@ impl Checker {
     }
 
     fn collect_generics(&self, t: &Type, out: &mut Vec<u32>) {
-        if stack::check().is_err() {
+        if !self.tick() {
             return;
         }
         match t {
@@ -455,7 +466,7 @@ impl Checker {
     }
 
     fn subst(&self, t: &Type, map: &HashMap<u32, Type>) -> Type {
-        if stack::check().is_err() {
+        if !self.tick() {
             return Type::Unit;
         }
         match self.resolve(t) {
@@ -576,7 +587,40 @@ impl Checker {
         Ok(())
     }
 
+    /// One unit of type work: false once the stack or the work budget is used up.
+    fn tick(&self) -> bool {
+        if stack::check().is_err() {
+            return false;
+        }
+        let f = self.fuel.get();
+        if f == 0 {
+            self.exhausted.set(true);
+            return false;
+        }
+        self.fuel.set(f - 1);
+        true
+    }
+
     fn check_scc(&mut self, defs: &[Def], scc: &[usize]) -> TResult<()> {
+        self.fuel.set(TYPE_WORK_BUDGET);
+        self.exhausted.set(false);
+        let r = self.check_scc_inner(defs, scc);
+        if self.exhausted.get() {
+            let d = &defs[scc[0]];
+            return Err(TypeError {
+                message: format!(
+                    "the type of `{}` is too large to infer",
+                    d.binding.name.name
+                ),
+                span: d.binding.name.span,
+                label: "types here grow beyond the checker's work budget".into(),
+                secondary: Vec::new(),
+            });
+        }
+        r
+    }
+
+    fn check_scc_inner(&mut self, defs: &[Def], scc: &[usize]) -> TResult<()> {
         self.enter();
         let mut tys = Vec::new();
         for &i in scc {
