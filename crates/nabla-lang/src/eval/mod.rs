@@ -7,7 +7,7 @@
 //! * Frames live on one contiguous value stack; closures are flat (they copy
 //!   the values they capture).
 //! * Calls in tail position (a `let` body, an `if`/`case` branch, the last
-//!   application of a body) go through a trampoline ([`Machine::drive`]), so a
+//!   application of a body) go through a trampoline (`Machine::drive`), so a
 //!   loop written with `let rec` runs in constant native stack.
 //! * Non-tail calls recurse natively; [`crate::stack::check`] turns
 //!   exhaustion of the native stack budget into a clean "stack depth

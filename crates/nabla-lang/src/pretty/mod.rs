@@ -110,3 +110,40 @@ impl TypeNamer {
 pub fn print_type(t: &Type) -> String {
     TypeNamer::new().print(t, &|_| Kind::Any)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn type_printing_parenthesises_only_where_needed() {
+        let r = || Type::Real;
+        let v = |t| Type::Vec(Box::new(t));
+        let sum = |a, b| Type::Sum(Box::new(a), Box::new(b));
+        assert_eq!(
+            print_type(&Type::fun(Type::fun(r(), r()), Type::fun(r(), r()))),
+            "(Real -> Real) -> Real -> Real"
+        );
+        assert_eq!(print_type(&v(v(r()))), "Vec (Vec Real)");
+        assert_eq!(
+            print_type(&sum(sum(Type::Int, r()), Type::Bool)),
+            "Int + Real + Bool"
+        );
+        assert_eq!(
+            print_type(&sum(Type::Int, sum(r(), Type::Bool))),
+            "Int + (Real + Bool)"
+        );
+        assert_eq!(
+            print_type(&v(sum(Type::Unit, Type::Var(7)))),
+            "Vec (() + a)"
+        );
+        assert_eq!(
+            print_type(&Type::Tuple(vec![Type::Var(3), Type::Var(1), Type::Var(3)])),
+            "(a, b, a)"
+        );
+        assert_eq!(
+            print_type(&Type::fun(sum(r(), r()), r())),
+            "Real + Real -> Real"
+        );
+    }
+}

@@ -283,7 +283,8 @@ impl<'a> Parser<'a> {
             self.pos = self.tokens.len().saturating_sub(1);
             return;
         }
-        self.bump();
+        // The failed definition consumed at least its own `def`, so a `def`
+        // here starts the next definition: keep it.
         while !matches!(self.peek(), Tok::Def | Tok::Eof) {
             self.bump();
         }
@@ -814,5 +815,102 @@ impl<'a> Parser<'a> {
             }
             _ => self.error_expected("an expression"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Fully parenthesised rendering of an expression, to check its shape.
+    fn shape(e: &Expr) -> String {
+        match &e.kind {
+            ExprKind::Var(n) => n.clone(),
+            ExprKind::Int(n) => n.to_string(),
+            ExprKind::Real(x) => format!("{x:?}"),
+            ExprKind::Bool(b) => b.to_string(),
+            ExprKind::Unit => "()".into(),
+            ExprKind::App(f, x) => format!("({} {})", shape(f), shape(x)),
+            ExprKind::Binary(op, a, b) => format!("({} {} {})", shape(a), op.symbol(), shape(b)),
+            ExprKind::Neg(a) => format!("(-{})", shape(a)),
+            ExprKind::Index(v, i) => format!("{}[{}]", shape(v), shape(i)),
+            ExprKind::Vector(es) => {
+                format!("[{}]", es.iter().map(shape).collect::<Vec<_>>().join(", "))
+            }
+            ExprKind::Tuple(es) => {
+                format!("<{}>", es.iter().map(shape).collect::<Vec<_>>().join(", "))
+            }
+            ExprKind::Inl(a) => format!("(inl {})", shape(a)),
+            ExprKind::If(c, a, b) => format!("(if {} {} {})", shape(c), shape(a), shape(b)),
+            ExprKind::Let(_, v, b) => format!("(let {} {})", shape(v), shape(b)),
+            other => format!("{other:?}"),
+        }
+    }
+
+    fn parse(src: &str) -> String {
+        match parse_expression(src, 0, &mut IdGen::new()) {
+            Ok(e) => shape(&e),
+            Err(es) => format!("ERR {}", es[0].message),
+        }
+    }
+
+    #[test]
+    fn precedence_and_associativity() {
+        assert_eq!(parse("1 + 2 * 3"), "(1 + (2 * 3))");
+        assert_eq!(parse("1 - 2 - 3"), "((1 - 2) - 3)");
+        assert_eq!(parse("a || b && c"), "(a || (b && c))");
+        assert_eq!(parse("a + 1 < b * 2"), "((a + 1) < (b * 2))");
+        assert_eq!(parse("f x y + g z"), "(((f x) y) + (g z))");
+        assert_eq!(parse("-x * y"), "((-x) * y)");
+        assert_eq!(parse("-x ** 2.0"), "(-(x ** 2.0))");
+        assert_eq!(parse("2.0 ** 3.0 ** 2.0"), "(2.0 ** (3.0 ** 2.0))");
+        assert_eq!(parse("1 + if c then 2 else 3"), "(1 + (if c 2 3))");
+        assert_eq!(parse("not a && b"), "((not a) && b)");
+        assert!(parse("a < b < c").starts_with("ERR comparison operators cannot be chained"));
+    }
+
+    #[test]
+    fn indexing_rule() {
+        assert_eq!(parse("sin x[1]"), "(sin x[1])");
+        assert_eq!(parse("f [1.0, 2.0]"), "(f [1.0, 2.0])");
+        assert_eq!(parse("m[i][j]"), "m[i][j]");
+        assert_eq!(parse("f(x)[0]"), "(f x[0])");
+        assert_eq!(parse("[1, 2][0]"), "[1, 2][0]");
+        assert_eq!(parse("f x [0]"), "((f x) [0])");
+    }
+
+    #[test]
+    fn spans_cover_the_source() {
+        let src = "let x = (1 + 2) in x";
+        let e = parse_expression(src, 0, &mut IdGen::new()).expect("parses");
+        assert_eq!((e.span.start, e.span.end), (0, src.len() as u32));
+        let ExprKind::Let(_, v, _) = &e.kind else {
+            panic!("not a let")
+        };
+        assert_eq!(&src[v.span.start as usize..v.span.end as usize], "(1 + 2)");
+    }
+
+    #[test]
+    fn recovers_at_each_def() {
+        let (prog, errs) = parse_program(
+            "def a = )\ndef b = 1\ndef c = (\ndef d = 2\n",
+            0,
+            &mut IdGen::new(),
+        );
+        assert_eq!(errs.len(), 2);
+        let names: Vec<_> = prog
+            .defs
+            .iter()
+            .map(|d| d.binding.name.name.as_str())
+            .collect();
+        assert_eq!(names, ["b", "d"]);
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_crash() {
+        // On a small (1 MiB) budget, 200 000 parentheses cannot fit.
+        let src = format!("{}1{}", "(".repeat(200_000), ")".repeat(200_000));
+        let r = parse_expression(&src, 0, &mut IdGen::new());
+        assert!(matches!(r, Err(ref es) if es[0].message == "program nested too deeply"));
     }
 }
