@@ -7,7 +7,7 @@
 //! `fn f<S: Scalar>(x: &[S]) -> S` is passed as `|x| f(x)`.
 
 use crate::trace::{self, Entry, Trace};
-use crate::{Dual, Reverse, Scalar};
+use crate::{Dual, Lift, Reverse, Scalar};
 
 /// The derivative of a function of one real, by forward mode.
 ///
@@ -235,23 +235,26 @@ where
         .collect()
 }
 
-/// A vector function written once for every scalar type, so that [`jacobian`] can
-/// run it in whichever mode suits its shape. (A Rust closure has one argument type,
-/// so it cannot be run in both modes; a type with a generic method can.)
+/// A vector function written once for every scalar type built on the level `S` it
+/// is evaluated at, so that [`jacobian`] can run it in whichever mode suits its
+/// shape. (A Rust closure has one argument type, so it cannot run in both modes; a
+/// type with a generic method can.) Values the function captured from level `S`
+/// enter the computation through [`Lift::lift`].
 ///
 /// ```
-/// use nabla::{Scalar, VectorFunction};
+/// use nabla::{Lift, Scalar, VectorFunction};
+/// /// (r cos θ, r sin θ), the same at every level.
 /// struct Polar;
-/// impl VectorFunction for Polar {
-///     fn eval<S: Scalar>(&self, x: &[S]) -> Vec<S> {
+/// impl<S: Scalar> VectorFunction<S> for Polar {
+///     fn eval<T: Lift<S>>(&self, x: &[T]) -> Vec<T> {
 ///         vec![x[0] * x[1].cos(), x[0] * x[1].sin()]
 ///     }
 /// }
 /// assert_eq!(Polar.eval(&[2.0, 0.0]), vec![2.0, 0.0]);
 /// ```
-pub trait VectorFunction {
+pub trait VectorFunction<S: Scalar> {
     /// The function's value at `x`.
-    fn eval<S: Scalar>(&self, x: &[S]) -> Vec<S>;
+    fn eval<T: Lift<S>>(&self, x: &[T]) -> Vec<T>;
 }
 
 /// The Jacobian of `f` at `x` (row `i` is the gradient of output `i`), by forward
@@ -259,20 +262,34 @@ pub trait VectorFunction {
 /// whichever needs fewer passes.
 ///
 /// ```
-/// use nabla::{Scalar, VectorFunction, jacobian};
+/// use nabla::{Lift, Scalar, VectorFunction, grad, jacobian};
 /// struct Polar;
-/// impl VectorFunction for Polar {
-///     fn eval<S: Scalar>(&self, x: &[S]) -> Vec<S> {
+/// impl<S: Scalar> VectorFunction<S> for Polar {
+///     fn eval<T: Lift<S>>(&self, x: &[T]) -> Vec<T> {
 ///         vec![x[0] * x[1].cos(), x[0] * x[1].sin()]
 ///     }
 /// }
 /// let j = jacobian(&Polar, &[2.0, 0.0]);
 /// assert_eq!(j, vec![vec![1.0, 0.0], vec![0.0, 2.0]]);
+///
+/// // Nested, with a captured value of the enclosing level: d/da det J of
+/// // (x, y) ↦ (a·x·y, x + y) at (1, 2) is d/da [a·y − a·x] = y − x = 1.
+/// struct Scaled<S>(S);
+/// impl<S: Scalar> VectorFunction<S> for Scaled<S> {
+///     fn eval<T: Lift<S>>(&self, x: &[T]) -> Vec<T> {
+///         vec![T::lift(self.0) * x[0] * x[1], x[0] + x[1]]
+///     }
+/// }
+/// let g = grad(|a| {
+///     let j = jacobian(&Scaled(a[0]), &[a[0] / a[0], a[0] * 2.0 / a[0]]);
+///     j[0][0] * j[1][1] - j[0][1] * j[1][0]
+/// }, &[3.0]);
+/// assert_eq!(g, vec![1.0]);
 /// ```
 pub fn jacobian<S, F>(f: &F, x: &[S]) -> Vec<Vec<S>>
 where
     S: Scalar,
-    F: VectorFunction + ?Sized,
+    F: VectorFunction<S> + ?Sized,
 {
     // One primal evaluation tells the number of outputs; it costs less than the
     // passes it lets us avoid.

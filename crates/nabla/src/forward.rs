@@ -1,8 +1,8 @@
 //! Forward mode: dual numbers (Krawiec et al. Figure 3, the translation D→ with
 //! Real ↦ Real × Real), generic over the inner scalar so that levels nest.
 
-use crate::Scalar;
 use crate::primitive::{BinaryPrimitive, UnaryPrimitive};
+use crate::{Lift, Scalar};
 
 /// A dual number: a primal value and a tangent (directional derivative).
 ///
@@ -60,6 +60,13 @@ impl<S: Scalar> Dual<S> {
     #[inline(always)]
     pub fn tangent(self) -> S {
         self.tangent
+    }
+}
+
+impl<S: Scalar> Lift<S> for Dual<S> {
+    #[inline(always)]
+    fn lift(value: S) -> Self {
+        Dual::constant(value)
     }
 }
 

@@ -59,4 +59,4 @@ pub use api::{
 pub use forward::Dual;
 pub use primitive::{Binary, BinaryPrimitive, Unary, UnaryPrimitive};
 pub use reverse::Reverse;
-pub use scalar::Scalar;
+pub use scalar::{Lift, Scalar};

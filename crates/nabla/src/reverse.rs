@@ -4,9 +4,9 @@
 
 use std::marker::PhantomData;
 
-use crate::Scalar;
 use crate::primitive::{BinaryPrimitive, UnaryPrimitive};
 use crate::trace::{DeltaId, Trace};
+use crate::{Lift, Scalar};
 
 /// A reverse-mode real: a primal value and its Delta, `Scale c (Var id)` or `Zero`.
 ///
@@ -128,6 +128,13 @@ impl<'t, S: Scalar> Reverse<'t, S> {
                 ..self
             }
         }
+    }
+}
+
+impl<S: Scalar> Lift<S> for Reverse<'_, S> {
+    #[inline(always)]
+    fn lift(value: S) -> Self {
+        Reverse::constant(value)
     }
 }
 

@@ -378,3 +378,31 @@ impl Scalar for f64 {
         MEMORY.with(|memory| f(Some(memory)))
     }
 }
+
+/// A scalar type built on the level `S` — `S` itself, [`Dual<S>`](crate::Dual) or
+/// [`Reverse<'_, S>`](crate::Reverse) — into which values of `S` lift as constants.
+///
+/// Code that must run in whichever mode an operator picks, and that uses values
+/// captured from the level it was called at, lifts them with `T::lift`: the lifted
+/// value carries no perturbation of the new level, which is what keeps nested
+/// derivatives from being confused. See [`VectorFunction`](crate::VectorFunction).
+///
+/// ```
+/// use nabla::{Dual, Lift, Scalar};
+/// fn scaled<S: Scalar, T: Lift<S>>(a: S, x: T) -> T {
+///     T::lift(a) * x
+/// }
+/// assert_eq!(scaled(2.0, 3.0), 6.0);
+/// assert_eq!(scaled(2.0, Dual::new(3.0, 1.0)).tangent(), 2.0);
+/// ```
+pub trait Lift<S: Scalar>: Scalar {
+    /// `value` as a constant of this level.
+    fn lift(value: S) -> Self;
+}
+
+impl<S: Scalar> Lift<S> for S {
+    #[inline(always)]
+    fn lift(value: S) -> S {
+        value
+    }
+}
