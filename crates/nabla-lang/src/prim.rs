@@ -12,42 +12,76 @@
 
 /// A primitive operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[allow(missing_docs)]
 pub enum Prim {
+    /// `+`
     Add,
+    /// binary `-`
     Sub,
+    /// `*`
     Mul,
+    /// `/`
     Div,
+    /// unary `-`
     Neg,
+    /// `**`
     Pow,
+    /// `<`
     Lt,
+    /// `<=`
     Le,
+    /// `>`
     Gt,
+    /// `>=`
     Ge,
+    /// `==`
     Eq,
+    /// `!=`
     Ne,
+    /// `not`
     Not,
+    /// `sin`
     Sin,
+    /// `cos`
     Cos,
+    /// `tan`
     Tan,
+    /// `exp`
     Exp,
+    /// `log` (natural)
     Log,
+    /// `sqrt`
     Sqrt,
+    /// `tanh`
     Tanh,
+    /// `abs`
     Abs,
+    /// `atan2 y x`
     Atan2,
+    /// `min`
     Min,
+    /// `max`
     Max,
+    /// `floor`
     Floor,
+    /// `real` (Int to Real)
     ToReal,
+    /// `fst`
     Fst,
+    /// `snd`
     Snd,
+    /// `build n f`
     Build,
+    /// `v[i]`
     Index,
+    /// `size`
     Size,
+    /// `sum`
     Sum,
+    /// `map`
     Map,
+    /// `fold f init v`
     Fold,
+    /// `zip`
     Zip,
 }
 

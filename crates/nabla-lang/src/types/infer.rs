@@ -393,8 +393,8 @@ impl Checker {
         match self.unify_raw(expected, found) {
             Ok(()) => Ok(()),
             Err(e) => {
-                let (exp, fnd) = self.show2(expected, found);
-                let (exp, fnd) = (describe(&exp), describe(&fnd));
+                let (exp_raw, fnd_raw) = self.show2(expected, found);
+                let (exp, fnd) = (describe(&exp_raw), describe(&fnd_raw));
                 let (message, label) = match e {
                     UnifyError::Occurs => (
                         format!("infinite type: cannot make {exp} equal to {fnd}"),
@@ -402,7 +402,7 @@ impl Checker {
                     ),
                     UnifyError::Mismatch | UnifyError::Kind => (
                         format!("type mismatch: expected {exp}, found {fnd}"),
-                        format!("this has type {fnd}"),
+                        format!("this has type {fnd_raw}"),
                     ),
                 };
                 Err(TypeError {
