@@ -1,0 +1,68 @@
+"""Runs one Python implementation over the workloads: `check` compares each with the
+reference `nabla-bench check` wrote (the oracle, or the hand-written derivative where
+there is none) and exits 1 on any disagreement; `time` measures primal and
+derivative. One JSON object per line on stdout, as nabla-bench prints.
+
+    python run.py check|time --impl jax|autograd|torch --refs DIR --workload ID...
+"""
+
+import argparse
+import importlib
+import sys
+import time
+import traceback
+
+import common
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("command", choices=["check", "time"])
+    ap.add_argument("--impl", required=True)
+    ap.add_argument("--refs", required=True)
+    ap.add_argument("--workload", action="append", required=True)
+    args = ap.parse_args()
+    module = importlib.import_module("impl_" + args.impl)
+    ok = True
+    for workload in args.workload:
+        print(f"{args.command} {workload} {module.NAME}", file=sys.stderr)
+        base = {"kind": args.command, "workload": workload, "impl": module.NAME}
+        try:
+            primal, derivative = module.prepare(workload)
+        except common.Cannot as why:
+            common.emit({**base, "status": "cannot", "why": str(why)})
+            continue
+        if args.command == "check":
+            try:
+                start = time.perf_counter()
+                values, deriv = derivative()
+                err = common.disagreement(values, deriv, common.load_reference(args.refs, workload))
+                good = err < common.TOLERANCE
+                ok &= good
+                meta = common.load_reference(args.refs, workload)[0]
+                common.emit({**base, "status": "ok" if good else "FAIL", "max_error": err,
+                             "reference": meta["source"], "seconds": time.perf_counter() - start})
+            except Exception:  # a crash is a failed check, not a skipped one
+                traceback.print_exc()
+                ok = False
+                common.emit({**base, "status": "FAIL", "why": "raised an exception"})
+        else:
+            # First calls include tracing/JIT compilation: reported separately.
+            start = time.perf_counter()
+            if primal is not None:
+                primal()
+            first_primal = time.perf_counter() - start
+            start = time.perf_counter()
+            derivative()
+            first_derivative = time.perf_counter() - start
+            p = common.measure(primal) if primal is not None else None
+            d = common.measure(derivative)
+            compile_s = max(0.0, first_derivative - d[0]) + (max(0.0, first_primal - p[0]) if p else 0.0)
+            common.emit({**base, "status": "ok", "primal_s": p[0] if p else None, "derivative_s": d[0],
+                         "primal_reps": p[1] if p else None, "derivative_reps": d[1], "batches": d[2],
+                         "compile_s": compile_s})
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
