@@ -21,8 +21,6 @@ pub(crate) type TCode = Box<dyn Fn(&mut Machine, usize, Option<&Rc<Closure>>) ->
 
 /// Arguments of a pending tail call.
 pub(crate) enum Args {
-    /// Already on the stack at the frame base.
-    InPlace,
     One(Value),
     Two(Value, Value),
     Many(Vec<Value>),

@@ -202,7 +202,6 @@ impl Machine {
                         return Err(e);
                     }
                     match args {
-                        compile::Args::InPlace => {}
                         compile::Args::One(x) => {
                             self.stack.truncate(base);
                             self.stack.push(x);
@@ -226,21 +225,25 @@ impl Machine {
 
     /// Calls closure `c` whose arguments are on the stack from `base`.
     pub(crate) fn call(&mut self, c: Rc<Closure>, base: usize, span: Span) -> RResult<Value> {
-        if stack::check().is_err() {
-            self.stack.truncate(base);
-            return err("stack depth exceeded", span);
-        }
-        let comp = Rc::clone(&self.compiled);
-        self.drive(
-            &comp,
-            Ok(compile::Tail::Call(c, compile::Args::InPlace, span)),
-            base,
-        )
+        self.enter(c.lam, base, Some(&c), span)
     }
 
     /// Calls top-level function `id` (no captures) with its arguments on the
     /// stack from `base`.
     pub(crate) fn call_known(&mut self, id: LamId, base: usize, span: Span) -> RResult<Value> {
+        self.enter(id, base, None, span)
+    }
+
+    /// Runs the body of lambda `id` in a frame at `base`, then any tail
+    /// calls it leaves.
+    #[inline]
+    fn enter(
+        &mut self,
+        id: LamId,
+        base: usize,
+        clo: Option<&Rc<Closure>>,
+        span: Span,
+    ) -> RResult<Value> {
         if stack::check().is_err() {
             self.stack.truncate(base);
             return err("stack depth exceeded", span);
@@ -250,8 +253,13 @@ impl Machine {
             return Err(e);
         }
         let comp = Rc::clone(&self.compiled);
-        let first = (comp.lambdas[id.0 as usize].body)(self, base, None);
-        self.drive(&comp, first, base)
+        match (comp.lambdas[id.0 as usize].body)(self, base, clo) {
+            Ok(compile::Tail::Value(v)) => {
+                self.stack.truncate(base);
+                Ok(v)
+            }
+            other => self.drive(&comp, other, base),
+        }
     }
 
     /// Creates a closure over lambda `id`, capturing from the current frame.
