@@ -47,6 +47,19 @@ pub fn int_fast(p: Prim, x: i64, y: i64) -> Option<Value> {
     })
 }
 
+/// A comparison primitive on two numbers of the same type.
+#[inline(always)]
+pub fn compare<T: PartialOrd>(p: Prim, x: T, y: T) -> bool {
+    match p {
+        Prim::Lt => x < y,
+        Prim::Le => x <= y,
+        Prim::Gt => x > y,
+        Prim::Ge => x >= y,
+        Prim::Eq => x == y,
+        _ => x != y,
+    }
+}
+
 /// The Real operations of the hot loop, without any error plumbing.
 #[inline(always)]
 pub fn real_fast(p: Prim, x: f64, y: f64) -> Option<Value> {

@@ -19,6 +19,9 @@ pub(crate) type VCode = Box<dyn Fn(&mut Machine, usize, Option<&Rc<Closure>>) ->
 /// Code in tail position: a value, or a call still to be made.
 pub(crate) type TCode = Box<dyn Fn(&mut Machine, usize, Option<&Rc<Closure>>) -> RResult<Tail>>;
 
+/// Code computing a condition.
+type CondCode = Box<dyn Fn(&mut Machine, usize, Option<&Rc<Closure>>) -> RResult<bool>>;
+
 /// Arguments of a pending tail call.
 pub(crate) enum Args {
     One(Value),
@@ -116,6 +119,31 @@ impl Cx<'_> {
         }
     }
 
+    /// Code for a condition. Comparisons of two numbers, the usual
+    /// condition, yield a `bool` directly, without building a value.
+    fn cond(&self, e: &Expr) -> CondCode {
+        if let Expr::Prim(
+            p @ (Prim::Lt | Prim::Le | Prim::Gt | Prim::Ge | Prim::Eq | Prim::Ne),
+            args,
+            span,
+        ) = e
+            && let [a, b] = args.as_slice()
+        {
+            let (p, span, a, b) = (*p, *span, self.opnd(a), self.opnd(b));
+            return Box::new(move |m, bp, clo| {
+                let x = a.fetch(m, bp, clo)?;
+                let y = b.fetch(m, bp, clo)?;
+                Ok(match (x, y) {
+                    (Value::Int(x), Value::Int(y)) => super::arith::compare(p, x, y),
+                    (Value::Real(x), Value::Real(y)) => super::arith::compare(p, x, y),
+                    (x, y) => Self::truthy(m.prim2(p, x, y, span)?),
+                })
+            });
+        }
+        let c = self.opnd(e);
+        Box::new(move |m, bp, clo| Ok(Self::truthy(c.fetch(m, bp, clo)?)))
+    }
+
     fn truthy(v: Value) -> bool {
         matches!(v, Value::Bool(true))
     }
@@ -124,9 +152,9 @@ impl Cx<'_> {
     fn tcode(&self, e: &Expr) -> TCode {
         match e {
             Expr::If(c, a, b) => {
-                let (c, a, b) = (self.opnd(c), self.tcode(a), self.tcode(b));
+                let (c, a, b) = (self.cond(c), self.tcode(a), self.tcode(b));
                 Box::new(move |m, bp, clo| {
-                    if Self::truthy(c.fetch(m, bp, clo)?) {
+                    if c(m, bp, clo)? {
                         a(m, bp, clo)
                     } else {
                         b(m, bp, clo)
