@@ -8,6 +8,7 @@ derivative. One JSON object per line on stdout, as nabla-bench prints.
 
 import argparse
 import importlib
+import signal
 import sys
 import time
 import traceback
@@ -15,13 +16,28 @@ import traceback
 import common
 
 
+class Timeout(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise Timeout()
+
+
 def main():
+    signal.signal(signal.SIGALRM, _alarm)
     ap = argparse.ArgumentParser()
     ap.add_argument("command", choices=["check", "time"])
     ap.add_argument("--impl", required=True)
     ap.add_argument("--refs", required=True)
     ap.add_argument("--workload", action="append", required=True)
+    ap.add_argument("--quick", action="store_true", help="time: 3 batches instead of 5")
+    ap.add_argument("--limit", type=float, default=0.0,
+                    help="check: seconds one evaluation may take before it is reported as a timeout")
+    ap.add_argument("--reuse", action="append", default=[],
+                    help="time: WORKLOAD=SECONDS, a derivative too slow to repeat; its check run is the measurement")
     args = ap.parse_args()
+    reuse = {k: float(v) for k, v in (r.split("=") for r in args.reuse)}
     module = importlib.import_module("impl_" + args.impl)
     ok = True
     for workload in args.workload:
@@ -35,17 +51,31 @@ def main():
         if args.command == "check":
             try:
                 start = time.perf_counter()
-                values, deriv = derivative()
+                if args.limit:
+                    signal.setitimer(signal.ITIMER_REAL, args.limit)
+                try:
+                    values, deriv = derivative()
+                finally:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
                 err = common.disagreement(values, deriv, common.load_reference(args.refs, workload))
                 good = err < common.TOLERANCE
                 ok &= good
                 meta = common.load_reference(args.refs, workload)[0]
                 common.emit({**base, "status": "ok" if good else "FAIL", "max_error": err,
                              "reference": meta["source"], "seconds": time.perf_counter() - start})
+            except Timeout:
+                common.emit({**base, "status": "timeout", "limit_s": args.limit,
+                             "why": f"one evaluation takes over {args.limit:g} s (not verified, not timed)"})
             except Exception:  # a crash is a failed check, not a skipped one
                 traceback.print_exc()
                 ok = False
                 common.emit({**base, "status": "FAIL", "why": "raised an exception"})
+        elif workload in reuse:
+            # Too slow to repeat: the check run was one call, and is the measurement.
+            p = common.measure(primal, args.quick) if primal is not None else None
+            common.emit({**base, "status": "ok", "primal_s": p[0] if p else None, "derivative_s": reuse[workload],
+                         "primal_reps": p[1] if p else None, "derivative_reps": 1, "batches": 1,
+                         "compile_s": None, "note": "single run (the check)"})
         else:
             # First calls include tracing/JIT compilation: reported separately.
             start = time.perf_counter()
@@ -55,8 +85,8 @@ def main():
             start = time.perf_counter()
             derivative()
             first_derivative = time.perf_counter() - start
-            p = common.measure(primal) if primal is not None else None
-            d = common.measure(derivative)
+            p = common.measure(primal, args.quick) if primal is not None else None
+            d = common.measure(derivative, args.quick)
             compile_s = max(0.0, first_derivative - d[0]) + (max(0.0, first_primal - p[0]) if p else 0.0)
             common.emit({**base, "status": "ok", "primal_s": p[0] if p else None, "derivative_s": d[0],
                          "primal_reps": p[1] if p else None, "derivative_reps": d[1], "batches": d[2],

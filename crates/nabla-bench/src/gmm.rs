@@ -103,6 +103,18 @@ fn logsumexp<S: Scalar>(v: &[S]) -> S {
     max + v.iter().map(|&x| (x - max).exp()).sum::<S>().ln()
 }
 
+/// y += L·z for the strict lower triangle L stored column by column.
+fn lower_times<S: Scalar>(lower: &[S], z: &[S], y: &mut [S]) {
+    let mut l = 0;
+    for (col, &zc) in z.iter().enumerate() {
+        let len = y.len() - col - 1;
+        for (yr, &lv) in y[col + 1..].iter_mut().zip(&lower[l..l + len]) {
+            *yr += lv * zc;
+        }
+        l += len;
+    }
+}
+
 /// The objective L at `params`, written once for every scalar type.
 pub fn objective<S: Scalar>(params: &[S], data: &GmmInput) -> S {
     data_term(params, data, 0..data.n) + param_term(params, data)
@@ -141,13 +153,7 @@ pub fn data_term<S: Scalar>(params: &[S], data: &GmmInput, points: std::ops::Ran
                 y[j] = diag[c * d + j] * diff[j];
             }
             let lower = &params[icf0 + c * icf + d..icf0 + (c + 1) * icf];
-            let mut l = 0;
-            for col in 0..d {
-                for row in col + 1..d {
-                    y[row] += lower[l] * diff[col];
-                    l += 1;
-                }
-            }
+            lower_times(lower, &diff, &mut y);
             let sq: S = y.iter().map(|&v| v * v).sum();
             main[c] = base[c] - sq * 0.5;
         }
@@ -209,6 +215,10 @@ pub fn gradient_nabla(data: &GmmInput) -> (f64, Vec<f64>) {
 /// ∂/∂μ_k = −Σ_i r_ik Q_kᵀ y;
 /// ∂/∂q_kj = Σ_i r_ik (1 − y_j e^{q_kj} z_j) + γ² e^{2q_kj} − m;
 /// ∂/∂L_k[row][col] = −Σ_i r_ik y_row z_col + γ² L_k[row][col].
+///
+/// Two passes: the first computes every main_ik and so r_ik; the second runs
+/// component by component over all points, recomputing z and y, so that one
+/// component's parameters and gradient stay in cache.
 pub fn gradient_manual(data: &GmmInput) -> (f64, Vec<f64>) {
     let (d, k, n) = (data.d, data.k, data.n);
     let (mu0, icf0) = data.offsets();
@@ -221,50 +231,70 @@ pub fn gradient_manual(data: &GmmInput) -> (f64, Vec<f64>) {
     let base: Vec<f64> = (0..k)
         .map(|c| p[c] + p[icf0 + c * icf..icf0 + c * icf + d].iter().sum::<f64>())
         .collect();
-    let mut z = vec![0.0; k * d];
-    let mut y = vec![0.0; k * d];
-    let mut main = vec![0.0; k];
+    let mut z = vec![0.0; d];
+    let mut y = vec![0.0; d];
+    // Q_k (μ_k − x_i) into y, μ_k − x_i into z.
+    let project = |c: usize, i: usize, z: &mut [f64], y: &mut [f64]| {
+        let xi = &data.x[i * d..(i + 1) * d];
+        for j in 0..d {
+            z[j] = p[mu0 + c * d + j] - xi[j];
+            y[j] = diag[c * d + j] * z[j];
+        }
+        lower_times(&p[icf0 + c * icf + d..icf0 + (c + 1) * icf], z, y);
+    };
+    // Pass 1: main_ik, then r_ik in place.
+    let mut r = vec![0.0; n * k];
     let mut value = 0.0;
     for i in 0..n {
-        let xi = &data.x[i * d..(i + 1) * d];
+        let main = &mut r[i * k..(i + 1) * k];
         for c in 0..k {
-            let (zc, yc) = (&mut z[c * d..(c + 1) * d], &mut y[c * d..(c + 1) * d]);
-            for j in 0..d {
-                zc[j] = p[mu0 + c * d + j] - xi[j];
-                yc[j] = diag[c * d + j] * zc[j];
-            }
-            let lower = &p[icf0 + c * icf + d..icf0 + (c + 1) * icf];
-            let mut l = 0;
-            for col in 0..d {
-                for row in col + 1..d {
-                    yc[row] += lower[l] * zc[col];
-                    l += 1;
-                }
-            }
-            main[c] = base[c] - 0.5 * yc.iter().map(|v| v * v).sum::<f64>();
+            project(c, i, &mut z, &mut y);
+            main[c] = base[c] - 0.5 * y.iter().map(|v| v * v).sum::<f64>();
         }
         let max = main.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let sum: f64 = main.iter().map(|m| (m - max).exp()).sum();
         value += max + sum.ln();
-        for c in 0..k {
-            let r = (main[c] - max).exp() / sum;
-            let (zc, yc) = (&z[c * d..(c + 1) * d], &y[c * d..(c + 1) * d]);
-            g[c] += r;
-            let gq = icf0 + c * icf;
+        for m in main.iter_mut() {
+            *m = (*m - max).exp() / sum;
+        }
+    }
+    // Pass 2: per component, accumulate over points.
+    for c in 0..k {
+        let (gq0, gmu0) = (icf0 + c * icf, mu0 + c * d);
+        let lower = &p[gq0 + d..gq0 + icf];
+        let mut g_mu = vec![0.0; d];
+        let mut g_icf = vec![0.0; icf];
+        let mut g_alpha = 0.0;
+        for i in 0..n {
+            let ri = r[i * k + c];
+            g_alpha += ri;
+            project(c, i, &mut z, &mut y);
+            let (g_q, g_l) = g_icf.split_at_mut(d);
             for j in 0..d {
                 // Diagonal part of Qᵀy, and the log-diagonal through exp.
-                g[mu0 + c * d + j] -= r * diag[c * d + j] * yc[j];
-                g[gq + j] += r * (1.0 - yc[j] * diag[c * d + j] * zc[j]);
+                g_mu[j] -= ri * diag[c * d + j] * y[j];
+                g_q[j] += ri * (1.0 - y[j] * diag[c * d + j] * z[j]);
             }
-            let lower = &p[gq + d..gq + icf];
             let mut l = 0;
             for col in 0..d {
-                for row in col + 1..d {
-                    g[mu0 + c * d + col] -= r * lower[l] * yc[row];
-                    g[gq + d + l] -= r * yc[row] * zc[col];
-                    l += 1;
+                let len = d - col - 1;
+                let (lv, gl, below) = (&lower[l..l + len], &mut g_l[l..l + len], &y[col + 1..]);
+                let mut dot = 0.0;
+                let rz = ri * z[col];
+                for ((g, &lv), &yr) in gl.iter_mut().zip(lv).zip(below) {
+                    dot += lv * yr;
+                    *g -= rz * yr;
                 }
+                g_mu[col] -= ri * dot;
+                l += len;
             }
+        }
+        g[c] += g_alpha;
+        for (gm, v) in g[gmu0..gmu0 + d].iter_mut().zip(&g_mu) {
+            *gm += v;
+        }
+        for (gi, v) in g[gq0..gq0 + icf].iter_mut().zip(&g_icf) {
+            *gi += v;
         }
     }
     // −n·logsumexp(α).

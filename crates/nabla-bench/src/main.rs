@@ -106,7 +106,7 @@ fn main() {
                 .filter(|w| timed(w, o.quick) || !o.workloads.is_empty())
             {
                 for imp in IMPLEMENTATIONS.iter().filter(|i| impl_selected(i.name)) {
-                    time(w, imp.name);
+                    time(w, imp.name, o.quick);
                 }
             }
         }
@@ -173,9 +173,9 @@ fn write_reference(dir: &std::path::Path, id: &str, r: &Reference) {
 }
 
 /// Seconds per call by the method of BENCHMARKS.md: repeat until a batch takes
-/// ≥ 0.2 s, then the minimum over 5 batches (3 when one call takes over a second,
-/// to stay in the time budget). Returns (seconds per call, calls per batch, batches).
-fn measure<T>(mut f: impl FnMut() -> T) -> (f64, usize, usize) {
+/// ≥ 0.2 s, then the minimum over 5 batches (3 with `--quick` or when one call takes
+/// over a second, to stay in the time budget). Returns (seconds per call, calls per batch, batches).
+fn measure<T>(quick: bool, mut f: impl FnMut() -> T) -> (f64, usize, usize) {
     let mut reps = 1;
     let first = loop {
         let start = Instant::now();
@@ -191,7 +191,7 @@ fn measure<T>(mut f: impl FnMut() -> T) -> (f64, usize, usize) {
             .ceil()
             .max(reps as f64 * 2.0) as usize;
     };
-    let batches = if first > 1.0 { 3 } else { 5 };
+    let batches = if first > 1.0 || quick { 3 } else { 5 };
     let mut best = first;
     for _ in 1..batches {
         let start = Instant::now();
@@ -203,12 +203,13 @@ fn measure<T>(mut f: impl FnMut() -> T) -> (f64, usize, usize) {
     (best, reps, batches)
 }
 
-fn time(w: &Workload, imp: &str) {
+fn time(w: &Workload, imp: &str, quick: bool) {
     eprintln!("time {} {}", w.id, imp);
     match prepare(imp, w) {
         Support::Runs(runner) => {
-            let primal = runner.primal().map(|_| measure(|| runner.primal()));
-            let derivative: (f64, usize, usize) = measure(|| -> Evaluation { runner.derivative() });
+            let primal = runner.primal().map(|_| measure(quick, || runner.primal()));
+            let derivative: (f64, usize, usize) =
+                measure(quick, || -> Evaluation { runner.derivative() });
             emit(
                 json!({"kind": "time", "workload": w.id, "impl": imp, "status": "ok",
                 "primal_s": primal.map(|p| p.0), "derivative_s": derivative.0,
