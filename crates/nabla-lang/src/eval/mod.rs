@@ -287,6 +287,33 @@ impl Machine {
         self.arities.get(id.0 as usize).copied().unwrap_or(1)
     }
 
+    /// Applies `f` to each argument produced by `args`, collecting results;
+    /// the function value is inspected once, not per element.
+    fn apply_each(
+        &mut self,
+        f: &Value,
+        n: usize,
+        mut arg: impl FnMut(usize) -> Value,
+        span: Span,
+    ) -> RResult<Vec<Value>> {
+        let mut out = Vec::with_capacity(n.min(1 << 20));
+        match f {
+            Value::Closure(c) if c.arity == 1 => {
+                for i in 0..n {
+                    let base = self.stack.len();
+                    self.stack.push(arg(i));
+                    out.push(self.enter(c.lam, base, Some(c), span)?);
+                }
+            }
+            _ => {
+                for i in 0..n {
+                    out.push(self.apply(f.clone(), arg(i), span)?);
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Applies a function value to an argument.
     pub fn apply(&mut self, f: Value, x: Value, span: Span) -> RResult<Value> {
         match f {
@@ -472,10 +499,7 @@ impl Machine {
                         span,
                     );
                 }
-                let mut items = Vec::with_capacity(n.min(1 << 20));
-                for i in 0..n {
-                    items.push(self.apply(b.clone(), Value::Int(i as i64), span)?);
-                }
+                let items = self.apply_each(&b, n, |i| Value::Int(i as i64), span)?;
                 Ok(Value::vector(items))
             }
             Prim::Map => self.map(a, b, span),
@@ -503,21 +527,11 @@ impl Machine {
     }
 
     fn map(&mut self, f: Value, v: Value, span: Span) -> RResult<Value> {
-        let n = v.vec_len().unwrap_or(0);
-        let mut items = Vec::with_capacity(n);
-        match &v {
-            Value::RealVec(xs) => {
-                for x in xs.iter() {
-                    items.push(self.apply(f.clone(), Value::Real(*x), span)?);
-                }
-            }
-            Value::Vec(xs) => {
-                for x in xs.iter() {
-                    items.push(self.apply(f.clone(), x.clone(), span)?);
-                }
-            }
+        let items = match &v {
+            Value::RealVec(xs) => self.apply_each(&f, xs.len(), |i| Value::Real(xs[i]), span)?,
+            Value::Vec(xs) => self.apply_each(&f, xs.len(), |i| xs[i].clone(), span)?,
             _ => return err("internal error: `map` over a non-vector", span),
-        }
+        };
         Ok(Value::vector(items))
     }
 
@@ -532,7 +546,7 @@ impl Machine {
                     let base = self.stack.len();
                     self.stack.push(acc);
                     self.stack.push(x);
-                    self.call(c.clone(), base, span)?
+                    self.enter(c.lam, base, Some(c), span)?
                 }
                 _ => self.apply_many(f.clone(), vec![acc, x], span)?,
             };
