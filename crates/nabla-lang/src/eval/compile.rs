@@ -14,6 +14,8 @@ use crate::prim::Prim;
 use crate::syntax::span::Span;
 use std::rc::Rc;
 
+/// Code computing an `R`.
+pub(crate) type Code<R> = Box<dyn Fn(&mut Machine, usize, Option<&Rc<Closure>>) -> RResult<R>>;
 /// Code computing a value.
 pub(crate) type VCode = Box<dyn Fn(&mut Machine, usize, Option<&Rc<Closure>>) -> RResult<Value>>;
 /// Code in tail position: a value, or a call still to be made.
@@ -33,6 +35,12 @@ pub(crate) enum Args {
 pub(crate) enum Tail {
     Value(Value),
     Call(Rc<Closure>, Args, Span),
+}
+
+impl From<Value> for Tail {
+    fn from(v: Value) -> Tail {
+        Tail::Value(v)
+    }
 }
 
 pub(crate) struct CLambda {
@@ -238,6 +246,7 @@ impl Cx<'_> {
                 let v = lit(*l);
                 Box::new(move |_, _, _| Ok(Tail::Value(v.clone())))
             }
+            Expr::Prim(p, args, span) => self.prim::<Tail>(*p, args, *span),
             _ => {
                 let v = self.vcode(e);
                 Box::new(move |m, bp, clo| Ok(Tail::Value(v(m, bp, clo)?)))
@@ -402,17 +411,19 @@ impl Cx<'_> {
                 let p = *p;
                 Box::new(move |_, _, _| Ok(Value::Prim(p, None)))
             }
-            Expr::Prim(p, args, span) => self.prim(*p, args, *span),
+            Expr::Prim(p, args, span) => self.prim::<Value>(*p, args, *span),
         }
     }
 
-    fn prim(&self, p: Prim, args: &[Expr], span: Span) -> VCode {
+    /// Code for a primitive call, producing a value (`R = Value`) or, in
+    /// tail position, a finished [`Tail`] (`R = Tail`) without a wrapper.
+    fn prim<R: From<Value> + 'static>(&self, p: Prim, args: &[Expr], span: Span) -> Code<R> {
         match args {
             [a] => {
                 let a = self.opnd(a);
                 Box::new(move |m, bp, clo| {
                     let x = a.fetch(m, bp, clo)?;
-                    m.prim1(p, x, span)
+                    m.prim1(p, x, span).map(R::from)
                 })
             }
             [a, b] => {
@@ -424,16 +435,18 @@ impl Cx<'_> {
                     // that no destructor needs to run.
                     match (x, y) {
                         (Value::Int(x), Value::Int(y)) => match super::arith::int_fast(p, x, y) {
-                            Some(v) => Ok(v),
-                            None => m.prim2(p, Value::Int(x), Value::Int(y), span),
+                            Some(v) => Ok(R::from(v)),
+                            None => m.prim2(p, Value::Int(x), Value::Int(y), span).map(R::from),
                         },
                         (Value::Real(x), Value::Real(y)) => {
                             match super::arith::real_fast(p, x, y) {
-                                Some(v) => Ok(v),
-                                None => m.prim2(p, Value::Real(x), Value::Real(y), span),
+                                Some(v) => Ok(R::from(v)),
+                                None => m
+                                    .prim2(p, Value::Real(x), Value::Real(y), span)
+                                    .map(R::from),
                             }
                         }
-                        (x, y) => m.prim2(p, x, y, span),
+                        (x, y) => m.prim2(p, x, y, span).map(R::from),
                     }
                 })
             }
@@ -444,7 +457,7 @@ impl Cx<'_> {
                     for a in &args {
                         vs.push(a.fetch(m, bp, clo)?);
                     }
-                    m.call_prim(p, vs, span)
+                    m.call_prim(p, vs, span).map(R::from)
                 })
             }
         }
