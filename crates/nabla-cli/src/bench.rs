@@ -84,7 +84,7 @@ fn best<F: FnMut() -> Result<(Duration, String), String>>(
 
 /// Runs the benchmark and prints a Markdown table.
 pub(crate) fn run(quick: bool) -> ExitCode {
-    let runs = if quick { 1 } else { 3 };
+    let runs = if quick { 1 } else { 7 };
     println!("best of {runs} run(s) each; times exclude process start-up\n");
     println!("| program | nabla | CPython | CPython / nabla | result (nabla / python) |");
     println!("|---|---:|---:|---:|---|");

@@ -53,7 +53,7 @@ enum Command {
     Repl,
     /// Time three programs in nabla and in CPython (python3) and print a table.
     Bench {
-        /// Run each program once instead of taking the best of three.
+        /// Run each program once instead of taking the best of seven.
         #[arg(long)]
         quick: bool,
     },
