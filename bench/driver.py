@@ -109,7 +109,11 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--out", default=HERE)
+    ap.add_argument("--render", action="store_true",
+                    help="only rewrite results.md and results.png from results.json")
     args = ap.parse_args()
+    if args.render:
+        return render(args)
     quick = ["--quick"] if args.quick else []
     logdir = os.path.join(os.path.dirname(args.refs), "bench-logs")
     os.makedirs(logdir, exist_ok=True)
@@ -202,6 +206,21 @@ def main():
     progress(f"wrote bench/results.md, bench/results.png, bench/results.json in {time.time() - START:.0f} s")
 
 
+def render(args):
+    with open(os.path.join(args.out, "results.json")) as f:
+        raw = json.load(f)
+    info = raw["machine"]
+    args.quick = info["mode"] == "--quick"
+    log = os.devnull
+    quick = ["--quick"] if args.quick else []
+    workloads = [r for r in stream([args.bin, "list"] + quick, log) if r["kind"] == "workload"]
+    rust_impls = [r for r in stream([args.bin, "list"], log) if r["kind"] == "implementation"]
+    checks = {(r["workload"], r["impl"]): r for r in raw["checks"]}
+    times = {(r["workload"], r["impl"]): r for r in raw["times"]}
+    write_markdown(args, info, rust_impls, workloads, checks, times)
+    plot(args, info, workloads, checks, times)
+
+
 def cell_status(check, timing):
     """The text of a row that has no time: why not."""
     if timing and timing.get("status") == "ok":
@@ -266,7 +285,8 @@ def write_markdown(args, info, rust_impls, workloads, checks, times):
         nested = fam in ("saddle", "particle")
         for wid in ids:
             rows = [(i, times.get((wid, i)), checks.get((wid, i))) for i in ORDER
-                    if applicable(times.get((wid, i))) and applicable(checks.get((wid, i)))]
+                    if ((wid, i) in times or (wid, i) in checks)
+                    and applicable(times.get((wid, i))) and applicable(checks.get((wid, i)))]
             ok_times = [t["derivative_s"] for _, t, _ in rows if t and t.get("status") == "ok"]
             fastest = min(ok_times) if ok_times else None
             lines += [f"### {wid}", ""]
@@ -328,7 +348,7 @@ def plot(args, info, workloads, checks, times):
                             transform=ax.get_xaxis_transform())
         ax.set_yscale("log")
         ax.set_xticks(range(len(ids)))
-        ax.set_xticklabels([w.split("_", 1)[1] for w in ids], rotation=30, fontsize=8)
+        ax.set_xticklabels([w.split("_", 1)[-1] for w in ids], rotation=30, fontsize=8)
         ax.set_title(TITLES[fam], fontsize=10)
         ax.grid(axis="y", which="both", alpha=0.3)
         if fam == fams[0]:
