@@ -55,7 +55,8 @@ impl From<Box<RuntimeError>> for Diagnostic {
 pub struct Limits {
     /// Maximum number of function applications (`None`: unlimited).
     pub max_calls: Option<u64>,
-    /// Maximum length of a vector built at run time.
+    /// Maximum length of a vector built at run time (default 2^27, so that
+    /// `build` can never exhaust memory: a bigger request is an error).
     pub max_vector_len: usize,
 }
 
@@ -63,7 +64,7 @@ impl Default for Limits {
     fn default() -> Limits {
         Limits {
             max_calls: None,
-            max_vector_len: 1 << 32,
+            max_vector_len: 1 << 27,
         }
     }
 }
