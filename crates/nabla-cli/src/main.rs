@@ -105,9 +105,12 @@ pub(crate) fn read_source(
             let lossy = String::from_utf8_lossy(e.as_bytes()).into_owned();
             let file = sources_for_errors.add(path, lossy);
             let base = sources_for_errors.file(file).base;
-            let at = base + valid as u32;
-            let d = Diagnostic::error("source file is not valid UTF-8", Span::new(at, at + 1))
-                .with_label("invalid byte sequence here");
+            let at = base.saturating_add(valid as u32);
+            let d = Diagnostic::error(
+                "source file is not valid UTF-8",
+                Span::new(at, at.saturating_add(1)),
+            )
+            .with_label("invalid byte sequence here");
             Err(d.render(sources_for_errors))
         }
     }

@@ -205,7 +205,10 @@ pub fn lex(text: &str, base: u32) -> (Vec<Token>, Vec<LexError>) {
     let mut lexer = Tok::lexer(text);
     while let Some(result) = lexer.next() {
         let r = lexer.span();
-        let span = Span::new(base + r.start as u32, base + r.end as u32);
+        let span = Span::new(
+            base.saturating_add(r.start as u32),
+            base.saturating_add(r.end as u32),
+        );
         match result {
             Ok(kind) => tokens.push(Token { kind, span }),
             Err(()) => {
@@ -224,7 +227,7 @@ pub fn lex(text: &str, base: u32) -> (Vec<Token>, Vec<LexError>) {
             }
         }
     }
-    let end = base + text.len() as u32;
+    let end = base.saturating_add(text.len() as u32);
     tokens.push(Token {
         kind: Tok::Eof,
         span: Span::new(end, end),
