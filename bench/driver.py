@@ -203,7 +203,7 @@ def main():
         json.dump(raw, f, indent=1)
     write_markdown(args, info, rust_impls, workloads, checks, times)
     plot(args, info, workloads, checks, times)
-    progress(f"wrote bench/results.md, bench/results.png, bench/results.json in {time.time() - START:.0f} s")
+    progress(f"wrote results.md, results.png, results.json in {args.out} in {time.time() - START:.0f} s")
 
 
 def render(args):

@@ -65,7 +65,11 @@ struct Miss<M>(std::marker::PhantomData<M>);
 impl<M: GradMode> ScalarFn<f64> for Miss<M> {
     fn eval<T: Scalar, L: Fn(f64) -> T>(&self, w: &[T], _lift: L) -> T {
         let field = Potential { w: w[0] };
-        naive_euler(|x| M::gradient(&field, x).iter().map(|&g| -g).collect())
+        naive_euler(|x| {
+            let mut a = M::gradient(&field, x);
+            a.iter_mut().for_each(|g| *g = -*g);
+            a
+        })
     }
 }
 
