@@ -61,6 +61,11 @@ enum Opnd {
     Local(usize),
     Capture(usize),
     Lit(Value),
+    /// A binary primitive on a frame slot and a literal (`n - 1`, `i + 1`),
+    /// computed inline.
+    LocalLit(Prim, usize, Value, Span),
+    /// A binary primitive on two frame slots (`x * x`), computed inline.
+    LocalLocal(Prim, usize, usize, Span),
     Code(VCode),
 }
 
@@ -77,6 +82,40 @@ impl Opnd {
                 None => err("internal error: bad capture", Span::default()),
             },
             Opnd::Lit(v) => Ok(v.clone()),
+            Opnd::LocalLit(p, i, k, span) => {
+                let x = match m.stack.get(bp + i) {
+                    Some(v) => v.clone(),
+                    None => return err("internal error: bad local", *span),
+                };
+                match (x, k) {
+                    (Value::Int(x), Value::Int(y)) => match super::arith::int_fast(*p, x, *y) {
+                        Some(v) => Ok(v),
+                        None => m.prim2(*p, Value::Int(x), Value::Int(*y), *span),
+                    },
+                    (Value::Real(x), Value::Real(y)) => match super::arith::real_fast(*p, x, *y) {
+                        Some(v) => Ok(v),
+                        None => m.prim2(*p, Value::Real(x), Value::Real(*y), *span),
+                    },
+                    (x, k) => m.prim2(*p, x, k.clone(), *span),
+                }
+            }
+            Opnd::LocalLocal(p, i, j, span) => {
+                let (x, y) = match (m.stack.get(bp + i), m.stack.get(bp + j)) {
+                    (Some(x), Some(y)) => (x.clone(), y.clone()),
+                    _ => return err("internal error: bad local", *span),
+                };
+                match (x, y) {
+                    (Value::Int(x), Value::Int(y)) => match super::arith::int_fast(*p, x, y) {
+                        Some(v) => Ok(v),
+                        None => m.prim2(*p, Value::Int(x), Value::Int(y), *span),
+                    },
+                    (Value::Real(x), Value::Real(y)) => match super::arith::real_fast(*p, x, y) {
+                        Some(v) => Ok(v),
+                        None => m.prim2(*p, Value::Real(x), Value::Real(y), *span),
+                    },
+                    (x, y) => m.prim2(*p, x, y, *span),
+                }
+            }
             Opnd::Code(c) => c(m, bp, clo),
         }
     }
@@ -123,6 +162,16 @@ impl Cx<'_> {
             Expr::Var(VarRef::Local(i), _) => Opnd::Local(*i as usize),
             Expr::Var(VarRef::Capture(i), _) => Opnd::Capture(*i as usize),
             Expr::Lit(l) => Opnd::Lit(lit(*l)),
+            Expr::Prim(p, args, span) => match args.as_slice() {
+                [Expr::Var(VarRef::Local(i), _), Expr::Lit(l)] => {
+                    Opnd::LocalLit(*p, *i as usize, lit(*l), *span)
+                }
+                [
+                    Expr::Var(VarRef::Local(i), _),
+                    Expr::Var(VarRef::Local(j), _),
+                ] => Opnd::LocalLocal(*p, *i as usize, *j as usize, *span),
+                _ => Opnd::Code(self.vcode(e)),
+            },
             _ => Opnd::Code(self.vcode(e)),
         }
     }
