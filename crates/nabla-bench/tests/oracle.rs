@@ -47,3 +47,16 @@ fn every_implementation_agrees_with_the_oracle_on_the_smallest_inputs() {
     // gmm, ba, lstm × (nabla, manual) + ba × nabla-fwd + 8 nested × (nabla, manual).
     assert_eq!(checked, 3 * 2 + 1 + 8 * 2);
 }
+
+#[test]
+fn the_gate_rejects_a_derivative_off_by_one_part_in_a_million() {
+    let w = nabla_bench::registry::workload("gmm_test").expect("gmm_test");
+    let reference = oracle_reference(w).expect("oracle");
+    let Support::Runs(runner) = nabla_bench::registry::prepare("nabla", w) else {
+        panic!("nabla runs gmm_test")
+    };
+    let mut eval = runner.derivative();
+    assert!(passes(disagreement(&eval, &reference)));
+    eval.derivative[3] += 1e-6;
+    assert!(!passes(disagreement(&eval, &reference)));
+}
