@@ -101,6 +101,7 @@ def machine(args, torch_status):
         "rustc": cmd(["rustc", "-V"]), "python": platform.python_version(), "versions": versions,
         "commit": cmd(["git", "rev-parse", "--short", "HEAD"]),
         "mode": "--quick" if args.quick else "full", "torch": torch_status,
+        "load": open("/proc/loadavg").read().split()[0],
     }
 
 
@@ -250,7 +251,9 @@ def write_markdown(args, info, rust_impls, workloads, checks, times):
     lines = [
         "# nabla benchmark results", "",
         f"Run: `bench/run{' --quick' if args.quick else ''}` on {info['date']}, commit {info['commit']}, "
-        f"{info['elapsed_s'] / 60:.1f} minutes in all.", "",
+        f"{info['elapsed_s'] / 60:.1f} minutes in all."
+        + (f" Load average at the end: {info['load']} (the machine's 2 cores are shared with other work, "
+           "so times can vary by tens of percent between runs)." if info.get("load") else ""), "",
         f"Machine: {info['cpu']}, {info['cores']} cores (shared; every implementation runs on one thread), "
         f"{info['memory']} RAM, {info['os']}; {info['rustc']}; Python {info['python']} with "
         + ", ".join(f"{k} {v}" for k, v in info["versions"].items()) + ".", "",
