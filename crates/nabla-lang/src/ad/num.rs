@@ -94,6 +94,16 @@ pub struct Entry {
     weights: [Num; 2],
 }
 
+impl Entry {
+    /// `w · Var parent`
+    fn one(parent: u32, w: Num) -> Entry {
+        Entry {
+            parents: [parent, NO_PARENT],
+            weights: [w, Num::ZERO],
+        }
+    }
+}
+
 /// The trace of a reverse level: its Deltas, in creation order (an entry's
 /// parents always precede it).
 pub type Trace = Vec<Entry>;
@@ -258,8 +268,16 @@ impl Num {
 
     /// A built-in function of one real, at every level `x` carries.
     pub fn unary(op: Unary, x: Num) -> Num {
-        let Some(level) = x.level() else {
-            return Num::Real(op.eval(x.value()));
+        let level = match x {
+            Num::Real(a) => return Num::Real(op.eval(a)),
+            // The common case, on f64 throughout.
+            Num::Reverse { primal, level, id } => {
+                let v = op.eval(primal);
+                let w = op.derivative(primal, v);
+                let id = record(level, Entry::one(id, Num::Real(w)));
+                return Num::Reverse { primal: v, level, id };
+            }
+            Num::Tagged(ref n) => n.level,
         };
         let (x, dx) = x.split(level);
         let v = Num::unary(op, x.clone());
@@ -270,13 +288,7 @@ impl Num {
             }
             Some(Perturbation::Delta(id)) => {
                 let w = op.derivative(x, v.clone());
-                let id = record(
-                    level,
-                    Entry {
-                        parents: [id, NO_PARENT],
-                        weights: [w, Num::ZERO],
-                    },
-                );
+                let id = record(level, Entry::one(id, w));
                 Num::reverse(level, v, id)
             }
             None => v,
@@ -285,8 +297,36 @@ impl Num {
 
     /// A built-in function of two reals, at the innermost level either carries.
     pub fn binary(op: Binary, x: Num, y: Num) -> Num {
-        if let (Num::Real(a), Num::Real(b)) = (&x, &y) {
-            return Num::Real(op.eval(*a, *b));
+        // The common cases, on f64 throughout: constants, and one reverse
+        // level over plain reals.
+        match (&x, &y) {
+            (Num::Real(a), Num::Real(b)) => return Num::Real(op.eval(*a, *b)),
+            (&Num::Reverse { primal: a, level, id }, &Num::Real(b)) => {
+                let v = op.eval(a, b);
+                let w = op.partial_x(a, b, v);
+                let id = record(level, Entry::one(id, Num::Real(w)));
+                return Num::Reverse { primal: v, level, id };
+            }
+            (&Num::Real(a), &Num::Reverse { primal: b, level, id }) => {
+                let v = op.eval(a, b);
+                let w = op.partial_y(a, b, v);
+                let id = record(level, Entry::one(id, Num::Real(w)));
+                return Num::Reverse { primal: v, level, id };
+            }
+            (
+                &Num::Reverse { primal: a, level, id: i },
+                &Num::Reverse { primal: b, level: l2, id: j },
+            ) if level == l2 => {
+                let v = op.eval(a, b);
+                let (wx, wy) = (op.partial_x(a, b, v), op.partial_y(a, b, v));
+                let entry = Entry {
+                    parents: [i, j],
+                    weights: [Num::Real(wx), Num::Real(wy)],
+                };
+                let id = record(level, entry);
+                return Num::Reverse { primal: v, level, id };
+            }
+            _ => {}
         }
         let Some(level) = x.level().max(y.level()) else {
             return Num::Real(op.eval(x.value(), y.value()));
@@ -421,9 +461,13 @@ pub fn backpropagate(trace: &[Entry], seeds: impl IntoIterator<Item = (u32, Num)
         let entry = &trace[id];
         for k in 0..2 {
             let p = entry.parents[k] as usize;
-            if p < id {
-                let term = entry.weights[k].clone() * a.clone();
-                accumulate(&mut adjoint[p], term);
+            if p >= id {
+                continue;
+            }
+            match (&entry.weights[k], &a, &mut adjoint[p]) {
+                // The common case, on f64 throughout.
+                (Num::Real(w), Num::Real(a), Num::Real(acc)) => *acc += w * a,
+                (w, a, acc) => accumulate(acc, w.clone() * a.clone()),
             }
         }
     }
