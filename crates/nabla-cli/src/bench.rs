@@ -41,7 +41,7 @@ const AD_CASES: &[AdCase] = &[
         source: include_str!("../bench/ad/chain.nabla"),
     },
     AdCase {
-        name: "Rosenbrock, n = 10^4 (vectors)",
+        name: "Rosenbrock, n = 10^5 (vectors)",
         source: include_str!("../bench/ad/rosenbrock.nabla"),
     },
     AdCase {

@@ -12,7 +12,7 @@
 //! * A **reverse** level's perturbation is the id of a Delta in that level's
 //!   trace (Krawiec et al. §5.3): every operation appends one flattened
 //!   `Let id = Σ weightᵢ · Var parentᵢ` entry, and the backward pass is one
-//!   sweep over the trace ([`backpropagate`]).
+//!   sweep over the trace ([`Trace::backpropagate`]).
 //!
 //! Levels are numbered by nesting depth: the operator called innermost has
 //! the highest number. An operation on reals of different levels works at the
@@ -28,6 +28,7 @@
 //! the [`nabla::Number`] trait, so that the derivatives of derivatives come
 //! from the same rules.
 
+use super::trace::{NO_PARENT, Trace};
 use nabla::{Binary, Number, Unary};
 use std::cell::RefCell;
 use std::ops::{Add, Div, Mul, Neg, Sub};
@@ -83,31 +84,6 @@ pub enum Mode {
     Reverse,
 }
 
-const NO_PARENT: u32 = u32::MAX;
-
-/// One flattened Delta of a reverse level: `Let id = w₀·Var p₀ + w₁·Var p₁`,
-/// where a missing term has parent [`NO_PARENT`]. Inputs are entries with no
-/// terms. The weights are reals of the enclosing levels.
-#[derive(Clone, Debug)]
-pub struct Entry {
-    parents: [u32; 2],
-    weights: [Num; 2],
-}
-
-impl Entry {
-    /// `w · Var parent`
-    fn one(parent: u32, w: Num) -> Entry {
-        Entry {
-            parents: [parent, NO_PARENT],
-            weights: [w, Num::ZERO],
-        }
-    }
-}
-
-/// The trace of a reverse level: its Deltas, in creation order (an entry's
-/// parents always precede it).
-pub type Trace = Vec<Entry>;
-
 struct ActiveLevel {
     mode: Mode,
     trace: Trace,
@@ -135,7 +111,11 @@ impl LevelGuard {
             let level = Level::try_from(levels.len()).map_err(|_| TooDeep)?;
             levels.push(ActiveLevel {
                 mode,
-                trace: Trace::new(),
+                trace: if mode == Mode::Reverse {
+                    Trace::new()
+                } else {
+                    Trace::default()
+                },
             });
             Ok(LevelGuard { level, mode })
         })
@@ -149,13 +129,7 @@ impl LevelGuard {
     /// A fresh input of this (reverse) level with primal `x`.
     pub fn input(&self, x: Num) -> Num {
         debug_assert_eq!(self.mode, Mode::Reverse);
-        let id = record(
-            self.level,
-            Entry {
-                parents: [NO_PARENT; 2],
-                weights: [Num::ZERO, Num::ZERO],
-            },
-        );
+        let id = with_trace(self.level, Trace::push_input);
         Num::reverse(self.level, x, id)
     }
 
@@ -184,18 +158,23 @@ impl Drop for LevelGuard {
     }
 }
 
-/// Appends `entry` to the trace of reverse level `level`; returns its id.
-fn record(level: Level, entry: Entry) -> u32 {
+/// Runs `f` on the trace of reverse level `level` (to append a Delta).
+#[inline]
+fn with_trace(level: Level, f: impl FnOnce(&mut Trace) -> u32) -> u32 {
     LEVELS.with_borrow_mut(|levels| match levels.get_mut(level as usize) {
         Some(l) => {
             debug_assert_eq!(l.mode, Mode::Reverse);
-            let id = u32::try_from(l.trace.len()).unwrap_or(NO_PARENT - 1);
-            l.trace.push(entry);
-            id
+            f(&mut l.trace)
         }
         // Unreachable while reals never outlive their level (see the module docs).
         None => NO_PARENT - 1,
     })
+}
+
+/// Records `w · Var parent` with a plain weight at `level`.
+#[inline]
+fn record_plain(level: Level, parents: [u32; 2], weights: [f64; 2]) -> u32 {
+    with_trace(level, |t| t.push_plain(parents, weights))
 }
 
 impl Num {
@@ -274,7 +253,7 @@ impl Num {
             Num::Reverse { primal, level, id } => {
                 let v = op.eval(primal);
                 let w = op.derivative(primal, v);
-                let id = record(level, Entry::one(id, Num::Real(w)));
+                let id = record_plain(level, [id, NO_PARENT], [w, 0.0]);
                 return Num::Reverse { primal: v, level, id };
             }
             Num::Tagged(ref n) => n.level,
@@ -288,7 +267,7 @@ impl Num {
             }
             Some(Perturbation::Delta(id)) => {
                 let w = op.derivative(x, v.clone());
-                let id = record(level, Entry::one(id, w));
+                let id = with_trace(level, |t| t.push([(id, w), (NO_PARENT, Num::ZERO)]));
                 Num::reverse(level, v, id)
             }
             None => v,
@@ -304,13 +283,13 @@ impl Num {
             (&Num::Reverse { primal: a, level, id }, &Num::Real(b)) => {
                 let v = op.eval(a, b);
                 let w = op.partial_x(a, b, v);
-                let id = record(level, Entry::one(id, Num::Real(w)));
+                let id = record_plain(level, [id, NO_PARENT], [w, 0.0]);
                 return Num::Reverse { primal: v, level, id };
             }
             (&Num::Real(a), &Num::Reverse { primal: b, level, id }) => {
                 let v = op.eval(a, b);
                 let w = op.partial_y(a, b, v);
-                let id = record(level, Entry::one(id, Num::Real(w)));
+                let id = record_plain(level, [id, NO_PARENT], [w, 0.0]);
                 return Num::Reverse { primal: v, level, id };
             }
             (
@@ -318,12 +297,8 @@ impl Num {
                 &Num::Reverse { primal: b, level: l2, id: j },
             ) if level == l2 => {
                 let v = op.eval(a, b);
-                let (wx, wy) = (op.partial_x(a, b, v), op.partial_y(a, b, v));
-                let entry = Entry {
-                    parents: [i, j],
-                    weights: [Num::Real(wx), Num::Real(wy)],
-                };
-                let id = record(level, entry);
+                let weights = [op.partial_x(a, b, v), op.partial_y(a, b, v)];
+                let id = record_plain(level, [i, j], weights);
                 return Num::Reverse { primal: v, level, id };
             }
             _ => {}
@@ -358,19 +333,15 @@ impl Num {
             }
             (dx, dy) => {
                 // One Delta entry with a term per perturbed operand.
-                let mut entry = Entry {
-                    parents: [NO_PARENT; 2],
-                    weights: [Num::ZERO, Num::ZERO],
+                let tx = match dx {
+                    Some(Perturbation::Delta(id)) => (id, px(&x, &y, &v)),
+                    _ => (NO_PARENT, Num::ZERO),
                 };
-                if let Some(Perturbation::Delta(id)) = dx {
-                    entry.parents[0] = id;
-                    entry.weights[0] = px(&x, &y, &v);
-                }
-                if let Some(Perturbation::Delta(id)) = dy {
-                    entry.parents[1] = id;
-                    entry.weights[1] = py(&x, &y, &v);
-                }
-                let id = record(level, entry);
+                let ty = match dy {
+                    Some(Perturbation::Delta(id)) => (id, py(&x, &y, &v)),
+                    _ => (NO_PARENT, Num::ZERO),
+                };
+                let id = with_trace(level, |t| t.push([tx, ty]));
                 Num::reverse(level, v, id)
             }
         }
@@ -433,53 +404,5 @@ impl PartialEq<f64> for Num {
 impl PartialOrd<f64> for Num {
     fn partial_cmp(&self, other: &f64) -> Option<std::cmp::Ordering> {
         self.value().partial_cmp(other)
-    }
-}
-
-/// The backward pass of a reverse level (Krawiec et al. §5.3, Figure 11's
-/// `eval` on the flattened trace): one sweep from the last Delta to the
-/// first, each entry passing its adjoint to its parents. `seeds` are the
-/// cotangents of the output Deltas; returns the adjoint of every entry
-/// (those of the inputs come first, in the order they were created).
-///
-/// The arithmetic is that of the enclosing levels, so the sweep is itself
-/// differentiable (reverse over reverse). An adjoint that is still the
-/// constant 0 passes nothing on.
-pub fn backpropagate(trace: &[Entry], seeds: impl IntoIterator<Item = (u32, Num)>) -> Vec<Num> {
-    let mut adjoint = vec![Num::ZERO; trace.len()];
-    for (id, ct) in seeds {
-        if let Some(a) = adjoint.get_mut(id as usize) {
-            accumulate(a, ct);
-        }
-    }
-    for id in (0..trace.len()).rev() {
-        let a = &adjoint[id];
-        if a.is_zero() {
-            continue;
-        }
-        let a = a.clone();
-        let entry = &trace[id];
-        for k in 0..2 {
-            let p = entry.parents[k] as usize;
-            if p >= id {
-                continue;
-            }
-            match (&entry.weights[k], &a, &mut adjoint[p]) {
-                // The common case, on f64 throughout.
-                (Num::Real(w), Num::Real(a), Num::Real(acc)) => *acc += w * a,
-                (w, a, acc) => accumulate(acc, w.clone() * a.clone()),
-            }
-        }
-    }
-    adjoint
-}
-
-/// `*acc += term`, keeping a constant-0 accumulator structural.
-fn accumulate(acc: &mut Num, term: Num) {
-    if acc.is_zero() {
-        *acc = term;
-    } else {
-        let old = std::mem::replace(acc, Num::ZERO);
-        *acc = old + term;
     }
 }

@@ -5,7 +5,8 @@
 //! interpreter, they apply to any function — closures, recursive functions,
 //! partial applications, functions that differentiate — and nest freely.
 
-use super::num::{LevelGuard, Mode, Num, Perturbation, Trace, backpropagate};
+use super::num::{LevelGuard, Mode, Num, Perturbation};
+use super::trace::Trace;
 use super::structure::{
     gradient, seed_inputs, seed_tangents, seeds, split_forward, split_reverse,
 };
@@ -120,7 +121,8 @@ impl Machine {
             Some(Perturbation::Delta(id)) => Some((id, Num::Real(1.0))),
             _ => None,
         };
-        let adjoints = backpropagate(&trace, seed);
+        let adjoints = trace.backpropagate(seed.into_iter().collect());
+        trace.recycle();
         let grad = gradient(x, &adjoints).or_else(|m| err(m, span))?;
         Ok((Value::from(value), grad))
     }
@@ -147,7 +149,7 @@ impl Machine {
     /// Applies a pullback to a cotangent: one backward sweep.
     pub(crate) fn apply_pullback(&mut self, pb: &Pullback, ct: &Value, span: Span) -> RResult<Value> {
         let seeds = seeds(&pb.output, ct, &pb.output_ids).or_else(|m| err(m, span))?;
-        let adjoints = backpropagate(&pb.trace, seeds);
+        let adjoints = pb.trace.backpropagate(seeds);
         gradient(&pb.input, &adjoints).or_else(|m| err(m, span))
     }
 

@@ -34,8 +34,17 @@ pub fn binary(p: Prim, a: &Value, b: &Value) -> Result<Value, ArithError> {
     }
 }
 
+/// A real binary primitive on two Reals of which at least one is tagged
+/// by a derivative level; `None` for any other primitive or operands.
+#[inline]
+pub fn tagged_fast(p: Prim, a: &Value, b: &Value) -> Option<Value> {
+    if !(a.is_tagged() || b.is_tagged()) {
+        return None;
+    }
+    tagged_binary(p, a.as_num()?, b.as_num()?).ok()
+}
+
 /// A binary primitive on Reals of which at least one is tagged.
-#[cold]
 fn tagged_binary(p: Prim, x: Num, y: Num) -> Result<Value, ArithError> {
     Ok(match p {
         // Comparisons look at plain values only.

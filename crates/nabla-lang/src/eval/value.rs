@@ -118,6 +118,12 @@ impl Value {
         }
     }
 
+    /// True for a Real tagged by an active derivative level.
+    #[inline]
+    pub fn is_tagged(&self) -> bool {
+        matches!(self, Value::Reverse { .. } | Value::Tagged(_))
+    }
+
     /// The length of a vector value.
     pub fn vec_len(&self) -> Option<usize> {
         match self {
