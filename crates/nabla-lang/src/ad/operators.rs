@@ -28,6 +28,14 @@ pub struct Pullback {
     output_ids: Vec<Option<u32>>,
 }
 
+impl Pullback {
+    /// The number of Deltas recorded by the forward evaluation (inputs
+    /// included): linear in the number of operations the function ran.
+    pub fn trace_len(&self) -> usize {
+        self.trace.len()
+    }
+}
+
 fn level(mode: Mode, span: Span) -> RResult<LevelGuard> {
     LevelGuard::enter(mode).or_else(|_| err("derivatives are nested too deeply", span))
 }
