@@ -26,6 +26,7 @@ thread_local! {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StackExhausted;
 
+#[inline(always)]
 fn here() -> usize {
     let marker = 0u8;
     std::hint::black_box(&marker) as *const u8 as usize
@@ -34,19 +35,56 @@ fn here() -> usize {
 /// Fails once the current thread has used more native stack than its budget.
 #[inline]
 pub fn check() -> Result<(), StackExhausted> {
+    let (base, budget) = bounds();
+    if base.abs_diff(here()) > budget {
+        Err(StackExhausted)
+    } else {
+        Ok(())
+    }
+}
+
+/// The stack base and budget [`check`] uses on the current thread (the
+/// base is recorded now if no check has run on it yet).
+#[inline]
+fn bounds() -> (usize, usize) {
     let now = here();
-    let (base, budget) = BASE.with(|b| match b.get() {
+    BASE.with(|b| match b.get() {
         Some(v) => v,
         None => {
             let v = (now, DEFAULT_BUDGET);
             b.set(Some(v));
             v
         }
-    });
-    if base.abs_diff(now) > budget {
-        Err(StackExhausted)
-    } else {
-        Ok(())
+    })
+}
+
+/// The test of [`check`] with this thread's bounds read once, for a caller
+/// that checks on every call (the interpreter): [`Guard::exceeded`] reads
+/// no thread-local and makes a single comparison.
+#[derive(Clone, Copy, Debug)]
+pub struct Guard {
+    /// Lowest allowed address.
+    lo: usize,
+    /// Width of the allowed range (the highest allowed address is `lo + span`).
+    span: usize,
+}
+
+impl Guard {
+    /// The guard of the current thread; it must only be used on this thread.
+    pub fn current() -> Guard {
+        let (base, budget) = bounds();
+        let lo = base.saturating_sub(budget);
+        Guard {
+            lo,
+            span: base.saturating_add(budget) - lo,
+        }
+    }
+
+    /// True once the current thread has used more native stack than its
+    /// budget, in either direction from the base (the same test as [`check`]).
+    #[inline(always)]
+    pub fn exceeded(self) -> bool {
+        here().wrapping_sub(self.lo) > self.span
     }
 }
 

@@ -83,6 +83,30 @@ pub fn int_fast(p: Prim, x: i64, y: i64) -> Option<Value> {
     })
 }
 
+/// `+ - *` on Ints when they cannot fail (the arithmetic of [`int_fast`]),
+/// as a plain number.
+#[inline(always)]
+pub fn int_arith(p: Prim, a: i64, b: i64) -> Option<i64> {
+    match p {
+        Prim::Add => a.checked_add(b),
+        Prim::Sub => a.checked_sub(b),
+        Prim::Mul => a.checked_mul(b),
+        _ => None,
+    }
+}
+
+/// `+ - * /` on Reals (the arithmetic of [`real_fast`]), as a plain number.
+#[inline(always)]
+pub fn real_arith(p: Prim, a: f64, b: f64) -> Option<f64> {
+    match p {
+        Prim::Add => Some(a + b),
+        Prim::Sub => Some(a - b),
+        Prim::Mul => Some(a * b),
+        Prim::Div => Some(a / b),
+        _ => None,
+    }
+}
+
 /// A comparison primitive on two numbers of the same type.
 #[inline(always)]
 pub fn compare<T: PartialOrd>(p: Prim, x: T, y: T) -> bool {

@@ -1,19 +1,24 @@
 //! The interpreter.
 //!
 //! * The core IR is first compiled to Rust closures (`compile.rs`), one per
-//!   node, specialised on operand shapes; variables were already resolved to
-//!   frame slots / captures / globals by the desugarer, so the hot loop never
-//!   looks up a name or dispatches on the IR.
+//!   node, instantiated for the kinds of their operands; variables were
+//!   already resolved to frame slots / captures / globals by the desugarer,
+//!   so the hot loop never looks up a name or dispatches on the IR.
 //! * Frames live on one contiguous value stack; closures are flat (they copy
-//!   the values they capture).
+//!   the values they capture). The compiled program is passed to the code
+//!   by reference, so a call costs no reference count.
 //! * Calls in tail position (a `let` body, an `if`/`case` branch, the last
-//!   application of a body) go through a trampoline (`Machine::drive`), so a
-//!   loop written with `let rec` runs in constant native stack.
-//! * Non-tail calls recurse natively; [`crate::stack::check`] turns
-//!   exhaustion of the native stack budget into a clean "stack depth
-//!   exceeded" error.
-//! * Top-level definitions are evaluated on first use and cached.
-//! * All arithmetic on numbers goes through [`arith`].
+//!   application of a body) write their arguments over the caller's frame
+//!   and return to a trampoline (`Machine::drive`), so a loop written with
+//!   `let rec` runs in constant native stack.
+//! * Non-tail calls recurse natively; every one goes through
+//!   `Machine::enter`, which counts it against [`Limits::max_calls`] and
+//!   checks the native stack budget ([`crate::stack::Guard`]), turning its
+//!   exhaustion into a clean "stack depth exceeded" error.
+//! * Top-level definitions are evaluated on first use and cached; a call of
+//!   a top-level function by name jumps straight to its code.
+//! * All arithmetic on numbers goes through [`arith`] (the compiled code
+//!   inlines the Int and Real cases that cannot fail).
 
 pub mod arith;
 mod compile;
@@ -27,6 +32,7 @@ use crate::prim::Prim;
 use crate::stack;
 use crate::syntax::span::Span;
 use arith::ArithError;
+use std::mem::ManuallyDrop;
 use std::rc::Rc;
 
 /// A run-time error.
@@ -85,7 +91,9 @@ pub struct Machine {
     globals: Vec<GlobalState>,
     calls_left: u64,
     limits: Limits,
-    arities: Vec<u32>,
+    /// This thread's native stack guard, read once: the machine is `!Send`,
+    /// so it runs on the thread that created it.
+    guard: stack::Guard,
 }
 
 #[cold]
@@ -94,6 +102,13 @@ pub(crate) fn err<T>(message: impl Into<String>, span: Span) -> RResult<T> {
         message: message.into(),
         span,
     }))
+}
+
+/// Drops a value that may own memory (out of line: the interpreter's
+/// loops mostly drop numbers, which need nothing).
+#[inline(never)]
+pub(crate) fn drop_value(v: Value) {
+    drop(v);
 }
 
 #[cold]
@@ -124,7 +139,7 @@ impl Machine {
             globals: prog.globals.iter().map(|_| GlobalState::Pending).collect(),
             calls_left: limits.max_calls.unwrap_or(u64::MAX),
             limits,
-            arities: prog.lambdas.iter().map(|l| l.arity).collect(),
+            guard: stack::Guard::current(),
         }
     }
 
@@ -144,15 +159,14 @@ impl Machine {
             Some(GlobalState::Pending) => {}
             None => return err("internal error: unknown global", use_site),
         }
-        if stack::check().is_err() {
+        if self.stack_exhausted() {
             return err("stack depth exceeded", use_site);
         }
         self.globals[index] = GlobalState::Running;
         let base = self.stack.len();
         let comp = Rc::clone(&self.compiled);
-        let first = (comp.globals[index])(self, base, None);
-        let r = self.drive(&comp, first, base);
-        self.stack.truncate(base);
+        let first = (comp.globals[index])(self, &comp, base, None);
+        let r = self.drive(&comp, first, None, None, base);
         match r {
             Ok(v) => {
                 self.globals[index] = GlobalState::Done(v.clone());
@@ -165,130 +179,166 @@ impl Machine {
         }
     }
 
-    /// Finishes code in tail position that was run for its value.
-    pub(crate) fn finish(&mut self, r: RResult<compile::Tail>) -> RResult<Value> {
-        match r? {
-            compile::Tail::Value(v) => Ok(v),
-            call => {
-                let base = self.stack.len();
-                let comp = Rc::clone(&self.compiled);
-                self.drive(&comp, Ok(call), base)
+    /// True once this thread has used up its native stack budget.
+    #[inline(always)]
+    fn stack_exhausted(&self) -> bool {
+        self.guard.exceeded()
+    }
+
+    /// Cuts the value stack back to `len` values. Numbers need no
+    /// destructor, so only other values leave the loop.
+    #[inline(always)]
+    pub(crate) fn cut(&mut self, len: usize) {
+        while self.stack.len() > len {
+            if let Some(v) = self.stack.pop() {
+                let v = ManuallyDrop::new(v);
+                if !v.is_scalar() {
+                    drop_value(ManuallyDrop::into_inner(v));
+                }
             }
         }
     }
 
     /// The trampoline: runs calls left by tail-position code until a value
-    /// results. Each call's frame starts at `base`; the stack is cut back to
-    /// `base` before returning.
+    /// results. Every call's frame starts at `base` (tail-position code
+    /// leaves the arguments there); the stack is cut back to `base` before
+    /// returning. `lam` and `clo` are the lambda and closure whose body
+    /// produced `first` (`None` for the body of a global).
     fn drive(
         &mut self,
         comp: &compile::Compiled,
         first: RResult<compile::Tail>,
+        lam: Option<LamId>,
+        clo: Option<&Rc<Closure>>,
         base: usize,
     ) -> RResult<Value> {
         let mut next = first;
+        let mut lam = lam;
+        // The running closure: borrowed from the caller until a tail call
+        // to another closure, then owned.
+        let mut borrowed = clo;
+        let mut owned: Option<Rc<Closure>> = None;
         loop {
-            match next {
+            let span = match next {
                 Err(e) => {
-                    self.stack.truncate(base);
+                    self.cut(base);
                     return Err(e);
                 }
                 Ok(compile::Tail::Value(v)) => {
-                    self.stack.truncate(base);
+                    self.cut(base);
                     return Ok(v);
                 }
-                Ok(compile::Tail::Call(c, args, span)) => {
-                    if let Err(e) = self.count_call(span) {
-                        self.stack.truncate(base);
-                        return Err(e);
-                    }
-                    match args {
-                        compile::Args::One(x) => {
-                            self.stack.truncate(base);
-                            self.stack.push(x);
+                Ok(compile::Tail::Call(callee, span)) => {
+                    match callee {
+                        compile::Callee::Same => {}
+                        compile::Callee::Known(id) => {
+                            lam = Some(id);
+                            borrowed = None;
+                            owned = None;
                         }
-                        compile::Args::Two(x, y) => {
-                            self.stack.truncate(base);
-                            self.stack.push(x);
-                            self.stack.push(y);
-                        }
-                        compile::Args::Many(xs) => {
-                            self.stack.truncate(base);
-                            self.stack.extend(xs);
+                        compile::Callee::Closure(k) => {
+                            lam = Some(k.lam);
+                            borrowed = None;
+                            owned = Some(k);
                         }
                     }
-                    let lam = &comp.lambdas[c.lam.0 as usize];
-                    next = (lam.body)(self, base, Some(&c));
+                    span
                 }
+            };
+            if let Err(e) = self.count_call(span) {
+                self.cut(base);
+                return Err(e);
             }
+            let Some(callee) = lam.and_then(|id| comp.lambdas.get(id.0 as usize)) else {
+                self.cut(base);
+                return err("internal error: tail call outside a function", span);
+            };
+            let clo = if owned.is_some() {
+                owned.as_ref()
+            } else {
+                borrowed
+            };
+            next = match &callee.body {
+                compile::Body::Tail(code) => code(self, comp, base, clo),
+                compile::Body::Value(code) => code(self, comp, base, clo).map(compile::Tail::Value),
+            };
         }
     }
 
-    /// Calls closure `c` whose arguments are on the stack from `base`.
-    pub(crate) fn call(&mut self, c: Rc<Closure>, base: usize, span: Span) -> RResult<Value> {
-        self.enter(c.lam, base, Some(&c), span)
-    }
-
-    /// Calls top-level function `id` (no captures) with its arguments on the
-    /// stack from `base`.
-    pub(crate) fn call_known(&mut self, id: LamId, base: usize, span: Span) -> RResult<Value> {
-        self.enter(id, base, None, span)
-    }
-
-    /// Runs the body of lambda `id` in a frame at `base`, then any tail
-    /// calls it leaves.
-    #[inline]
-    fn enter(
+    /// Runs the body of lambda `id` (closure `clo`) in a frame at `base`,
+    /// where the caller has pushed the arguments, then any tail calls it
+    /// leaves. Every non-tail call goes through here: it counts the call
+    /// and checks the native stack budget.
+    #[inline(always)]
+    pub(crate) fn enter(
         &mut self,
+        comp: &compile::Compiled,
         id: LamId,
         base: usize,
         clo: Option<&Rc<Closure>>,
         span: Span,
     ) -> RResult<Value> {
-        if stack::check().is_err() {
-            self.stack.truncate(base);
-            return err("stack depth exceeded", span);
+        if self.calls_left == 0 || self.stack_exhausted() {
+            return self.refuse_call(base, span);
         }
-        if let Err(e) = self.count_call(span) {
-            self.stack.truncate(base);
-            return Err(e);
-        }
-        let comp = Rc::clone(&self.compiled);
-        match (comp.lambdas[id.0 as usize].body)(self, base, clo) {
-            Ok(compile::Tail::Value(v)) => {
-                self.stack.truncate(base);
-                Ok(v)
+        self.calls_left -= 1;
+        let Some(lam) = comp.lambdas.get(id.0 as usize) else {
+            return self.refuse_call(base, span);
+        };
+        match &lam.body {
+            compile::Body::Value(code) => {
+                let r = code(self, comp, base, clo);
+                self.cut(base);
+                r
             }
-            other => self.drive(&comp, other, base),
+            compile::Body::Tail(code) => match code(self, comp, base, clo) {
+                Ok(compile::Tail::Value(v)) => {
+                    self.cut(base);
+                    Ok(v)
+                }
+                other => self.drive(comp, other, Some(id), clo, base),
+            },
+        }
+    }
+
+    /// The error for a call that [`Machine::enter`] does not make.
+    #[cold]
+    #[inline(never)]
+    fn refuse_call(&mut self, base: usize, span: Span) -> RResult<Value> {
+        self.cut(base);
+        if self.stack_exhausted() {
+            err("stack depth exceeded", span)
+        } else if self.calls_left == 0 {
+            err("evaluation step limit exceeded", span)
+        } else {
+            err("internal error: unknown function", span)
         }
     }
 
     /// Creates a closure over lambda `id`, capturing from the current frame.
     pub(crate) fn make_closure(
         &mut self,
+        comp: &compile::Compiled,
         id: LamId,
         bp: usize,
         clo: Option<&Rc<Closure>>,
     ) -> RResult<Value> {
-        let comp = Rc::clone(&self.compiled);
-        let lam = &comp.lambdas[id.0 as usize];
+        let Some(lam) = comp.lambdas.get(id.0 as usize) else {
+            return err("internal error: unknown function", Span::default());
+        };
         let mut caps = Vec::with_capacity(lam.captures.len());
         for r in &lam.captures {
             caps.push(self.read(*r, bp, clo, lam.span)?);
         }
-        let arity = self.arity_of(id);
         Ok(Value::Closure(Rc::new(Closure {
             lam: id,
-            arity,
+            arity: lam.arity,
             captures: caps.into_boxed_slice(),
         })))
     }
 
-    fn arity_of(&self, id: LamId) -> u32 {
-        self.arities.get(id.0 as usize).copied().unwrap_or(1)
-    }
-
-    /// Applies `f` to each argument produced by `args`, collecting results;
+    /// Applies `f` to each argument produced by `arg`, collecting the
+    /// results into a vector (contiguous reals when they are all Reals);
     /// the function value is inspected once, not per element.
     fn apply_each(
         &mut self,
@@ -296,32 +346,46 @@ impl Machine {
         n: usize,
         mut arg: impl FnMut(usize) -> Value,
         span: Span,
-    ) -> RResult<Vec<Value>> {
-        let mut out = Vec::with_capacity(n.min(1 << 20));
-        match f {
-            Value::Closure(c) if c.arity == 1 => {
-                for i in 0..n {
+    ) -> RResult<Value> {
+        let comp = Rc::clone(&self.compiled);
+        let mut reals: Vec<f64> = Vec::with_capacity(n.min(1 << 20));
+        let mut values: Option<Vec<Value>> = None;
+        for i in 0..n {
+            let v = match f {
+                Value::Closure(c) if c.arity == 1 => {
                     let base = self.stack.len();
                     self.stack.push(arg(i));
-                    out.push(self.enter(c.lam, base, Some(c), span)?);
+                    self.enter(&comp, c.lam, base, Some(c), span)?
                 }
-            }
-            _ => {
-                for i in 0..n {
-                    out.push(self.apply(f.clone(), arg(i), span)?);
+                _ => self.apply(f.clone(), arg(i), span)?,
+            };
+            match (&mut values, v) {
+                (None, Value::Real(x)) => reals.push(x),
+                (None, v) => {
+                    // The first result that is not a plain Real.
+                    let mut vs = Vec::with_capacity(n.min(1 << 20));
+                    vs.extend(std::mem::take(&mut reals).into_iter().map(Value::Real));
+                    vs.push(v);
+                    values = Some(vs);
                 }
+                (Some(vs), v) => vs.push(v),
             }
         }
-        Ok(out)
+        Ok(match values {
+            Some(vs) => Value::Vec(Rc::new(vs)),
+            None if n == 0 => Value::Vec(Rc::new(Vec::new())),
+            None => Value::RealVec(Rc::new(reals)),
+        })
     }
 
     /// Applies a function value to an argument.
     pub fn apply(&mut self, f: Value, x: Value, span: Span) -> RResult<Value> {
         match f {
             Value::Closure(c) if c.arity == 1 => {
+                let comp = Rc::clone(&self.compiled);
                 let base = self.stack.len();
                 self.stack.push(x);
-                self.call(c, base, span)
+                self.enter(&comp, c.lam, base, Some(&c), span)
             }
             other => self.apply_many(other, vec![x], span),
         }
@@ -331,6 +395,7 @@ impl Machine {
     /// too few arguments give a partial application, too many apply the
     /// result to the rest).
     pub fn apply_many(&mut self, mut f: Value, mut args: Vec<Value>, span: Span) -> RResult<Value> {
+        let comp = Rc::clone(&self.compiled);
         loop {
             if args.is_empty() {
                 return Ok(f);
@@ -344,7 +409,7 @@ impl Machine {
                     let rest = args.split_off(k);
                     let base = self.stack.len();
                     self.stack.extend(args);
-                    f = self.call(c, base, span)?;
+                    f = self.enter(&comp, c.lam, base, Some(&c), span)?;
                     args = rest;
                 }
                 Value::Partial(p) => {
@@ -507,8 +572,7 @@ impl Machine {
                         span,
                     );
                 }
-                let items = self.apply_each(&b, n, |i| Value::Int(i as i64), span)?;
-                Ok(Value::vector(items))
+                self.apply_each(&b, n, |i| Value::Int(i as i64), span)
             }
             Prim::Map => self.map(a, b, span),
             Prim::Zip => {
@@ -536,16 +600,16 @@ impl Machine {
     }
 
     fn map(&mut self, f: Value, v: Value, span: Span) -> RResult<Value> {
-        let items = match &v {
-            Value::RealVec(xs) => self.apply_each(&f, xs.len(), |i| Value::Real(xs[i]), span)?,
-            Value::Vec(xs) => self.apply_each(&f, xs.len(), |i| xs[i].clone(), span)?,
-            _ => return err("internal error: `map` over a non-vector", span),
-        };
-        Ok(Value::vector(items))
+        match &v {
+            Value::RealVec(xs) => self.apply_each(&f, xs.len(), |i| Value::Real(xs[i]), span),
+            Value::Vec(xs) => self.apply_each(&f, xs.len(), |i| xs[i].clone(), span),
+            _ => err("internal error: `map` over a non-vector", span),
+        }
     }
 
     fn fold(&mut self, f: Value, init: Value, v: Value, span: Span) -> RResult<Value> {
         let n = v.vec_len().unwrap_or(0);
+        let comp = Rc::clone(&self.compiled);
         let mut acc = init;
         for i in 0..n {
             let x = v.vec_get(i).unwrap_or(Value::Unit);
@@ -555,7 +619,7 @@ impl Machine {
                     let base = self.stack.len();
                     self.stack.push(acc);
                     self.stack.push(x);
-                    self.enter(c.lam, base, Some(c), span)?
+                    self.enter(&comp, c.lam, base, Some(c), span)?
                 }
                 _ => self.apply_many(f.clone(), vec![acc, x], span)?,
             };

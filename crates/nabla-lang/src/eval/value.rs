@@ -118,6 +118,15 @@ impl Value {
         }
     }
 
+    /// True for the variants that own no memory (no destructor to run).
+    #[inline(always)]
+    pub fn is_scalar(&self) -> bool {
+        matches!(
+            self,
+            Value::Unit | Value::Bool(_) | Value::Int(_) | Value::Real(_) | Value::Reverse { .. }
+        )
+    }
+
     /// True for a Real tagged by an active derivative level.
     #[inline]
     pub fn is_tagged(&self) -> bool {
