@@ -4,7 +4,7 @@ looking at the hand-derived table. Sums (inl/inr) have no JAX counterpart and
 are checked by taking the branch by hand; operators that JAX lacks under the
 nabla name are spelled with JAX's (diff = jvp with tangent 1, grad, vjp, ...).
 
-    staging/.venv/bin/python staging/compute/jax_checks.py
+    tests/ad-oracle/.venv/bin/python tests/ad-oracle/jax_checks.py
 
 Each line reports `exact` (bit-for-bit equal to the table), `close` (within
 1e-12 relative: the last bits depend on the evaluation order; see NOTES.md) or
@@ -228,7 +228,7 @@ KNOWN = {
 
 
 def table_md():
-    """The per-case table of staging/NOTES.md."""
+    """The per-case table of tests/ad-oracle/NOTES.md."""
     rows = ["| case | expected | derivation | second route |", "|---|---|---|---|"]
     for c in C.CASES:
         if c["error"] is not None:

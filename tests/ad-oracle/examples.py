@@ -1,13 +1,13 @@
-"""Expected outputs of staging/examples/*.nabla, computed independently of nabla.
+"""Expected outputs of examples/*.nabla, computed independently of nabla.
 
-    staging/.venv/bin/python staging/compute/examples.py          # check the .out files
-    staging/.venv/bin/python staging/compute/examples.py --write  # (re)write them
+    tests/ad-oracle/.venv/bin/python tests/ad-oracle/examples.py          # check the .out files
+    tests/ad-oracle/.venv/bin/python tests/ad-oracle/examples.py --write  # (re)write them
     ... --quick   skips the slow (3 min) op-by-op JAX route for rosenbrock
 
 Each example is computed by at least two routes (a hand derivation in exact
 rational arithmetic or closed form, JAX in float64, and for the order-sensitive
 ones the tape/dual emulations of tape.py); the script stops if the routes that
-must agree bit for bit do not. See staging/NOTES.md for the derivations.
+must agree bit for bit do not. See tests/ad-oracle/NOTES.md for the derivations.
 """
 import sys
 from fractions import Fraction as Fr
@@ -22,7 +22,7 @@ sys.path.insert(0, str(HERE))
 import tape  # noqa: E402
 from fmt import Inl, Inr, show  # noqa: E402
 
-EX = HERE.parent / "examples"
+EX = HERE.parents[1] / "examples"
 OUT = {}
 REPORT = []
 

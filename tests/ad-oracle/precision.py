@@ -1,9 +1,9 @@
 """Full-precision reference values for the expected results whose last digits
-depend on rounding or evaluation order (quoted in staging/NOTES.md), computed
+depend on rounding or evaluation order (quoted in tests/ad-oracle/NOTES.md), computed
 with exact rationals (at the binary values of the decimal inputs) and mpmath at
 40 significant digits.
 
-    staging/.venv/bin/python staging/compute/precision.py
+    tests/ad-oracle/.venv/bin/python tests/ad-oracle/precision.py
 """
 import math
 from fractions import Fraction as Fr

@@ -3,7 +3,7 @@ Delta-tape emulation (tape.py), op-by-op JAX, jax.jit (XLA's compiled code) and
 the correctly rounded gradient? At 300 random points. Explains why
 examples.py uses op-by-op JAX as a route and not jax.jit (see NOTES.md).
 
-    staging/.venv/bin/python staging/compute/jit_rounding.py
+    tests/ad-oracle/.venv/bin/python tests/ad-oracle/jit_rounding.py
 """
 import random
 import sys

@@ -1,11 +1,11 @@
-"""Run the hand-differentiated versions of the examples (staging/compute/hand/)
+"""Run the hand-differentiated versions of the examples (tests/ad-oracle/hand/)
 with the existing interpreter, which has no AD operators yet, and compare their
-output with the expected staging/examples/*.out: `identical`, or `close` with
+output with the expected examples/*.out: `identical`, or `close` with
 the largest relative difference of any number. Also checks that the
 interpreter's libm values equal Python's `math` at every point where the
 expected values use them.
 
-    python3 staging/compute/check_hand.py [path/to/nabla]
+    python3 tests/ad-oracle/check_hand.py [path/to/nabla]
 """
 import re
 import subprocess
@@ -43,7 +43,7 @@ def main():
     worst = 0.0
     for p in sorted((HERE / "hand").glob("*.nabla")):
         got = subprocess.run([NABLA, "run", str(p)], capture_output=True, text=True, check=True).stdout
-        want = (HERE.parent / "examples" / f"{p.stem}.out").read_text()
+        want = (HERE.parents[1] / "examples" / f"{p.stem}.out").read_text()
         if got == want:
             print(f"identical  {p.stem}: {got.strip()}")
             continue
