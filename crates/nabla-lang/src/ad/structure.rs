@@ -76,14 +76,16 @@ fn map_children(v: &Value, mut f: impl FnMut(&Value) -> ShapeResult<Value>) -> S
         Value::Tuple(xs) => Value::Tuple(Rc::new(xs.iter().map(f).collect::<ShapeResult<_>>()?)),
         Value::Inl(x) => Value::Inl(Rc::new(f(x)?)),
         Value::Inr(x) => Value::Inr(Rc::new(f(x)?)),
-        Value::RealVec(_) | Value::Vec(_) => Value::vector(
-            elements(v)
-                .iter()
-                .map(f)
-                .collect::<ShapeResult<Vec<_>>>()?,
-        ),
+        Value::RealVec(_) | Value::Vec(_) => {
+            Value::vector(elements(v).iter().map(f).collect::<ShapeResult<Vec<_>>>()?)
+        }
         Value::Unit | Value::Bool(_) | Value::Int(_) => v.clone(),
-        _ => return Err(format!("cannot differentiate with respect to {}", describe(v))),
+        _ => {
+            return Err(format!(
+                "cannot differentiate with respect to {}",
+                describe(v)
+            ));
+        }
     })
 }
 
@@ -139,7 +141,10 @@ fn zip_shapes(
     let (primal, other) = role.names();
     if let Some(x) = a.as_num() {
         let Some(y) = b.as_num() else {
-            return Err(format!("{other} has {} where {primal} has a Real", describe(b)));
+            return Err(format!(
+                "{other} has {} where {primal} has a Real",
+                describe(b)
+            ));
         };
         return Ok(Value::from(leaf(x, y)?));
     }
