@@ -1,4 +1,5 @@
 //! `nabla bench`: the interpreter against CPython on the same three programs,
+//! and the cost of `grad` against the function itself on four programs, each
 //! measured in the same run.
 
 use std::process::{Command, ExitCode};
@@ -27,6 +28,81 @@ const CASES: &[Case] = &[
         python: include_str!("../bench/vecmap.py"),
     },
 ];
+
+/// A differentiable program: it defines `f` and an input `x`.
+struct AdCase {
+    name: &'static str,
+    source: &'static str,
+}
+
+const AD_CASES: &[AdCase] = &[
+    AdCase {
+        name: "sharing chain y + y, 10^6 steps",
+        source: include_str!("../bench/ad/chain.nabla"),
+    },
+    AdCase {
+        name: "Rosenbrock, n = 10^5 (vectors)",
+        source: include_str!("../bench/ad/rosenbrock.nabla"),
+    },
+    AdCase {
+        name: "MLP 8-32-1 loss, 64 samples",
+        source: include_str!("../bench/ad/mlp.nabla"),
+    },
+    AdCase {
+        name: "saddle point, grad through nested grad loops",
+        source: include_str!("../bench/ad/saddle.nabla"),
+    },
+];
+
+/// Times `expr` evaluated in the context of `source` (parse, check and
+/// compile included, which the caller cancels out with a baseline).
+fn time_expr(source: &'static str, expr: &'static str) -> Result<(Duration, String), String> {
+    let r = nabla_lang::stack::run_with_stack(move || {
+        let mut s = nabla_lang::driver::Session::new();
+        if let Err(ds) = s.load("bench.nabla", source) {
+            return (Duration::ZERO, Err(s.render(&ds)));
+        }
+        let start = Instant::now();
+        let out = s.eval_expr("<bench>", expr).map_err(|ds| s.render(&ds));
+        (start.elapsed(), out)
+    });
+    match r {
+        Some((d, Ok(v))) => Ok((d, v)),
+        Some((_, Err(e))) => Err(e),
+        None => Err("evaluator thread failed".into()),
+    }
+}
+
+/// The differentiation table: `f x` and `grad f x`, each less the time of
+/// evaluating `x` alone (which also covers checking and compiling).
+fn run_ad(runs: usize) -> bool {
+    println!("\n| program | f x | grad f x | grad / f |");
+    println!("|---|---:|---:|---:|");
+    let mut ok = true;
+    for c in AD_CASES {
+        let base = best(runs, || time_expr(c.source, "x"));
+        let primal = best(runs, || time_expr(c.source, "f x"));
+        let grad = best(runs, || time_expr(c.source, "grad f x"));
+        match (base, primal, grad) {
+            (Ok((b, _)), Ok((p, _)), Ok((g, _))) => {
+                let (p, g) = (p.saturating_sub(b), g.saturating_sub(b));
+                println!(
+                    "| {} | {:.4} s | {:.4} s | {:.2} |",
+                    c.name,
+                    p.as_secs_f64(),
+                    g.as_secs_f64(),
+                    g.as_secs_f64() / p.as_secs_f64()
+                );
+            }
+            (b, p, g) => {
+                ok = false;
+                let e = [b.err(), p.err(), g.err()].into_iter().flatten().next();
+                println!("| {} | error: {} | - | - |", c.name, e.unwrap_or_default());
+            }
+        }
+    }
+    ok
+}
 
 fn time_nabla(src: &'static str) -> Result<(Duration, String), String> {
     let r = nabla_lang::stack::run_with_stack(move || {
@@ -106,6 +182,7 @@ pub(crate) fn run(quick: bool) -> ExitCode {
             }
         }
     }
+    failed |= !run_ad(runs);
     if failed {
         ExitCode::from(1)
     } else {

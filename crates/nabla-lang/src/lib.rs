@@ -20,6 +20,7 @@
 //! ```
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod ad;
 pub mod core;
 pub mod diagnostic;
 pub mod driver;

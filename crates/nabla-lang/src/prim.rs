@@ -8,7 +8,11 @@
 //! Type signatures are written in surface type syntax with one convention
 //! that only this table uses: the type variable `n` ranges over the numeric
 //! types `Int` and `Real`, and `e` over the types with equality (`Int`,
-//! `Real`, `Bool`); any other lowercase name is an ordinary type variable.
+//! `Real`, `Bool`); `s` and `t` range over the first-order types (no
+//! functions: what the differentiation operators accept and return); any
+//! other lowercase name is an ordinary type variable.
+
+use nabla::{Binary, Unary};
 
 /// A primitive operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -83,15 +87,54 @@ pub enum Prim {
     Fold,
     /// `zip`
     Zip,
+    /// `diff f x`: forward-mode derivative of `f : Real -> T`
+    Diff,
+    /// `grad f x`: reverse-mode gradient
+    Grad,
+    /// `value_and_grad f x`
+    ValueAndGrad,
+    /// `jvp f x dx`: value and directional derivative (forward mode)
+    Jvp,
+    /// `vjp f x`: value and pullback (reverse mode)
+    Vjp,
+    /// `jacobian f x`
+    Jacobian,
+    /// `hessian f x`
+    Hessian,
 }
 
-/// How a primitive acts on reals, for the primitives that are real functions.
+/// How a primitive acts on reals, for the primitives that are real functions:
+/// by an entry of the nabla library's derivative table, which gives both the
+/// value and the derivative rule.
 #[derive(Clone, Copy, Debug)]
 pub enum RealFn {
     /// `Real -> Real`
-    Unary(fn(f64) -> f64),
+    Unary(Unary),
     /// `Real -> Real -> Real`
-    Binary(fn(f64, f64) -> f64),
+    Binary(Binary),
+    /// `min`/`max`: selects an argument (the first on a tie), so the
+    /// derivative is that of the argument selected.
+    Select(Selection),
+}
+
+/// Which argument `min`/`max` select.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Selection {
+    /// The smaller (`min`).
+    Min,
+    /// The larger (`max`).
+    Max,
+}
+
+impl Selection {
+    /// True if the second argument is selected (never on a tie or NaN).
+    #[inline]
+    pub fn takes_second(self, x: f64, y: f64) -> bool {
+        match self {
+            Selection::Min => y < x,
+            Selection::Max => y > x,
+        }
+    }
 }
 
 /// One row of the primitive table.
@@ -129,10 +172,6 @@ const fn row(
     }
 }
 
-fn f64_floor(x: f64) -> f64 {
-    x.floor()
-}
-
 /// The table.
 pub static PRIMS: &[PrimInfo] = &[
     row(
@@ -141,7 +180,7 @@ pub static PRIMS: &[PrimInfo] = &[
         false,
         2,
         "n -> n -> n",
-        Some(RealFn::Binary(|a, b| a + b)),
+        Some(RealFn::Binary(Binary::Add)),
     ),
     row(
         Prim::Sub,
@@ -149,7 +188,7 @@ pub static PRIMS: &[PrimInfo] = &[
         false,
         2,
         "n -> n -> n",
-        Some(RealFn::Binary(|a, b| a - b)),
+        Some(RealFn::Binary(Binary::Sub)),
     ),
     row(
         Prim::Mul,
@@ -157,7 +196,7 @@ pub static PRIMS: &[PrimInfo] = &[
         false,
         2,
         "n -> n -> n",
-        Some(RealFn::Binary(|a, b| a * b)),
+        Some(RealFn::Binary(Binary::Mul)),
     ),
     row(
         Prim::Div,
@@ -165,7 +204,7 @@ pub static PRIMS: &[PrimInfo] = &[
         false,
         2,
         "n -> n -> n",
-        Some(RealFn::Binary(|a, b| a / b)),
+        Some(RealFn::Binary(Binary::Div)),
     ),
     row(
         Prim::Neg,
@@ -173,7 +212,7 @@ pub static PRIMS: &[PrimInfo] = &[
         false,
         1,
         "n -> n",
-        Some(RealFn::Unary(|a| -a)),
+        Some(RealFn::Unary(Unary::Neg)),
     ),
     row(
         Prim::Pow,
@@ -181,7 +220,7 @@ pub static PRIMS: &[PrimInfo] = &[
         false,
         2,
         "Real -> Real -> Real",
-        Some(RealFn::Binary(f64::powf)),
+        Some(RealFn::Binary(Binary::Powf)),
     ),
     row(Prim::Lt, "<", false, 2, "n -> n -> Bool", None),
     row(Prim::Le, "<=", false, 2, "n -> n -> Bool", None),
@@ -196,7 +235,7 @@ pub static PRIMS: &[PrimInfo] = &[
         true,
         1,
         "Real -> Real",
-        Some(RealFn::Unary(f64::sin)),
+        Some(RealFn::Unary(Unary::Sin)),
     ),
     row(
         Prim::Cos,
@@ -204,7 +243,7 @@ pub static PRIMS: &[PrimInfo] = &[
         true,
         1,
         "Real -> Real",
-        Some(RealFn::Unary(f64::cos)),
+        Some(RealFn::Unary(Unary::Cos)),
     ),
     row(
         Prim::Tan,
@@ -212,7 +251,7 @@ pub static PRIMS: &[PrimInfo] = &[
         true,
         1,
         "Real -> Real",
-        Some(RealFn::Unary(f64::tan)),
+        Some(RealFn::Unary(Unary::Tan)),
     ),
     row(
         Prim::Exp,
@@ -220,7 +259,7 @@ pub static PRIMS: &[PrimInfo] = &[
         true,
         1,
         "Real -> Real",
-        Some(RealFn::Unary(f64::exp)),
+        Some(RealFn::Unary(Unary::Exp)),
     ),
     row(
         Prim::Log,
@@ -228,7 +267,7 @@ pub static PRIMS: &[PrimInfo] = &[
         true,
         1,
         "Real -> Real",
-        Some(RealFn::Unary(f64::ln)),
+        Some(RealFn::Unary(Unary::Ln)),
     ),
     row(
         Prim::Sqrt,
@@ -236,7 +275,7 @@ pub static PRIMS: &[PrimInfo] = &[
         true,
         1,
         "Real -> Real",
-        Some(RealFn::Unary(f64::sqrt)),
+        Some(RealFn::Unary(Unary::Sqrt)),
     ),
     row(
         Prim::Tanh,
@@ -244,7 +283,7 @@ pub static PRIMS: &[PrimInfo] = &[
         true,
         1,
         "Real -> Real",
-        Some(RealFn::Unary(f64::tanh)),
+        Some(RealFn::Unary(Unary::Tanh)),
     ),
     row(
         Prim::Abs,
@@ -252,7 +291,7 @@ pub static PRIMS: &[PrimInfo] = &[
         true,
         1,
         "Real -> Real",
-        Some(RealFn::Unary(f64::abs)),
+        Some(RealFn::Unary(Unary::Abs)),
     ),
     row(
         Prim::Atan2,
@@ -260,7 +299,7 @@ pub static PRIMS: &[PrimInfo] = &[
         true,
         2,
         "Real -> Real -> Real",
-        Some(RealFn::Binary(f64::atan2)),
+        Some(RealFn::Binary(Binary::Atan2)),
     ),
     row(
         Prim::Min,
@@ -268,7 +307,7 @@ pub static PRIMS: &[PrimInfo] = &[
         true,
         2,
         "Real -> Real -> Real",
-        Some(RealFn::Binary(f64::min)),
+        Some(RealFn::Select(Selection::Min)),
     ),
     row(
         Prim::Max,
@@ -276,7 +315,7 @@ pub static PRIMS: &[PrimInfo] = &[
         true,
         2,
         "Real -> Real -> Real",
-        Some(RealFn::Binary(f64::max)),
+        Some(RealFn::Select(Selection::Max)),
     ),
     row(
         Prim::Floor,
@@ -284,7 +323,7 @@ pub static PRIMS: &[PrimInfo] = &[
         true,
         1,
         "Real -> Real",
-        Some(RealFn::Unary(f64_floor)),
+        Some(RealFn::Unary(Unary::Floor)),
     ),
     row(Prim::ToReal, "real", true, 1, "Int -> Real", None),
     row(Prim::Fst, "fst", true, 1, "(a, b) -> a", None),
@@ -326,13 +365,55 @@ pub static PRIMS: &[PrimInfo] = &[
         "Vec a -> Vec b -> Vec (a, b)",
         None,
     ),
+    row(Prim::Diff, "diff", true, 2, "(Real -> t) -> Real -> t", None),
+    row(Prim::Grad, "grad", true, 2, "(s -> Real) -> s -> s", None),
+    row(
+        Prim::ValueAndGrad,
+        "value_and_grad",
+        true,
+        2,
+        "(s -> Real) -> s -> (Real, s)",
+        None,
+    ),
+    row(Prim::Jvp, "jvp", true, 3, "(s -> t) -> s -> s -> (t, t)", None),
+    row(Prim::Vjp, "vjp", true, 2, "(s -> t) -> s -> (t, t -> s)", None),
+    row(
+        Prim::Jacobian,
+        "jacobian",
+        true,
+        2,
+        "(Vec Real -> Vec Real) -> Vec Real -> Vec (Vec Real)",
+        None,
+    ),
+    row(
+        Prim::Hessian,
+        "hessian",
+        true,
+        2,
+        "(Vec Real -> Real) -> Vec Real -> Vec (Vec Real)",
+        None,
+    ),
 ];
 
 impl Prim {
     /// This primitive's row of [`PRIMS`].
     pub fn info(self) -> &'static PrimInfo {
-        // Every variant has exactly one row (checked by a unit test).
-        PRIMS.iter().find(|p| p.prim == self).unwrap_or(&PRIMS[0])
+        // Rows are in variant order (checked by a unit test).
+        &PRIMS[self as usize]
+    }
+
+    /// True for the differentiation operators.
+    pub fn is_derivative(self) -> bool {
+        matches!(
+            self,
+            Prim::Diff
+                | Prim::Grad
+                | Prim::ValueAndGrad
+                | Prim::Jvp
+                | Prim::Vjp
+                | Prim::Jacobian
+                | Prim::Hessian
+        )
     }
 
     /// Number of arguments the interpreter passes (one more than the surface
@@ -370,6 +451,7 @@ mod tests {
                 p.sig
             );
             assert_eq!(p.prim.info().name, p.name);
+            assert_eq!(p.prim.info().prim, p.prim, "rows must be in variant order");
         }
     }
 }

@@ -57,6 +57,6 @@ pub use api::{
     jacobian_reverse, jvp, value_and_grad, vjp,
 };
 pub use forward::Dual;
-pub use primitive::{Binary, BinaryPrimitive, Unary, UnaryPrimitive};
+pub use primitive::{Binary, BinaryPrimitive, Number, Unary, UnaryPrimitive};
 pub use reverse::Reverse;
 pub use scalar::{Lift, Scalar};

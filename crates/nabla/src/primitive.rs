@@ -28,7 +28,99 @@
 //! - `min`/`max` (see [`Scalar::min`]) take the derivative of the argument they return;
 //!   on a tie they return (and differentiate) the first argument.
 
+use std::ops::{Add, Div, Mul, Neg, Sub};
+
 use crate::Scalar;
+
+/// The arithmetic the derivative column of the table is written in.
+///
+/// Every [`Scalar`] is a `Number`. The trait exists so that number types which are
+/// not `Copy` — such as the nabla language interpreter's dynamically nested reals —
+/// evaluate the very same derivative rules instead of restating them. A `Number` is
+/// cloned where a rule uses a value twice (free for `Copy` types).
+///
+/// ```
+/// use nabla::{Number, Unary};
+/// // The table at a user-defined number type: here plain f64 through the blanket impl.
+/// fn slope<N: Number>(x: N) -> N {
+///     let v = x.clone().apply(Unary::Tanh);
+///     Unary::Tanh.derivative(x, v)
+/// }
+/// assert_eq!(slope(0.0), 1.0);
+/// ```
+pub trait Number:
+    Clone
+    + Neg<Output = Self>
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Mul<Output = Self>
+    + Div<Output = Self>
+    + Add<f64, Output = Self>
+    + Sub<f64, Output = Self>
+    + Mul<f64, Output = Self>
+    + PartialEq<f64>
+    + PartialOrd<f64>
+{
+    /// The constant `c` (no perturbation).
+    fn constant(c: f64) -> Self;
+    /// The built-in one-argument primitive `op` applied to `self`.
+    fn apply(self, op: Unary) -> Self;
+    /// The built-in two-argument primitive `op` applied to `self` and `other`.
+    fn apply2(self, op: Binary, other: Self) -> Self;
+}
+
+impl<S: Scalar> Number for S {
+    #[inline(always)]
+    fn constant(c: f64) -> S {
+        S::from(c)
+    }
+    #[inline(always)]
+    fn apply(self, op: Unary) -> S {
+        self.unary(op)
+    }
+    #[inline(always)]
+    fn apply2(self, op: Binary, other: S) -> S {
+        self.binary(op, other)
+    }
+}
+
+// The table's vocabulary, so that its rules read as formulas.
+#[inline(always)]
+fn recip<N: Number>(x: N) -> N {
+    x.apply(Unary::Recip)
+}
+#[inline(always)]
+fn sqrt<N: Number>(x: N) -> N {
+    x.apply(Unary::Sqrt)
+}
+#[inline(always)]
+fn sin<N: Number>(x: N) -> N {
+    x.apply(Unary::Sin)
+}
+#[inline(always)]
+fn cos<N: Number>(x: N) -> N {
+    x.apply(Unary::Cos)
+}
+#[inline(always)]
+fn sinh<N: Number>(x: N) -> N {
+    x.apply(Unary::Sinh)
+}
+#[inline(always)]
+fn cosh<N: Number>(x: N) -> N {
+    x.apply(Unary::Cosh)
+}
+#[inline(always)]
+fn ln<N: Number>(x: N) -> N {
+    x.apply(Unary::Ln)
+}
+#[inline(always)]
+fn powi<N: Number>(x: N, n: i32) -> N {
+    x.apply(Unary::Powi(n))
+}
+#[inline(always)]
+fn powf<N: Number>(x: N, y: N) -> N {
+    x.apply2(Binary::Powf, y)
+}
 
 /// A user-defined differentiable function of one real.
 ///
@@ -180,7 +272,8 @@ impl Unary {
         }
     }
 
-    /// The derivative column: f'(x) given x and v = f(x), at any [`Scalar`] type.
+    /// The derivative column: f'(x) given x and v = f(x), at any [`Number`] type
+    /// (every [`Scalar`] is one).
     ///
     /// ```
     /// use nabla::Unary;
@@ -188,38 +281,38 @@ impl Unary {
     /// assert_eq!(Unary::Sin.derivative(0.0_f64, 0.0), 1.0);
     /// ```
     #[inline]
-    pub fn derivative<S: Scalar>(self, x: S, v: S) -> S {
-        let one = S::one();
+    pub fn derivative<N: Number>(self, x: N, v: N) -> N {
+        let one = || N::constant(1.0);
         match self {
-            Unary::Neg => -one,
-            Unary::Recip => -(v * v),
-            Unary::Sin => x.cos(),
-            Unary::Cos => -x.sin(),
-            Unary::Tan => v * v + 1.0,
-            Unary::Asin => (one - x * x).sqrt().recip(),
-            Unary::Acos => -(one - x * x).sqrt().recip(),
-            Unary::Atan => (x * x + 1.0).recip(),
-            Unary::Sinh => x.cosh(),
-            Unary::Cosh => x.sinh(),
-            Unary::Tanh => one - v * v,
+            Unary::Neg => -one(),
+            Unary::Recip => -(v.clone() * v),
+            Unary::Sin => cos(x),
+            Unary::Cos => -sin(x),
+            Unary::Tan => v.clone() * v + 1.0,
+            Unary::Asin => recip(sqrt(one() - x.clone() * x)),
+            Unary::Acos => -recip(sqrt(one() - x.clone() * x)),
+            Unary::Atan => recip(x.clone() * x + 1.0),
+            Unary::Sinh => cosh(x),
+            Unary::Cosh => sinh(x),
+            Unary::Tanh => one() - v.clone() * v,
             Unary::Exp => v,
-            Unary::Ln => x.recip(),
-            Unary::Log1p => (x + 1.0).recip(),
+            Unary::Ln => recip(x),
+            Unary::Log1p => recip(x + 1.0),
             Unary::ExpM1 => v + 1.0,
-            Unary::Sqrt => (v * 2.0).recip(),
-            Unary::Cbrt => (v * v * 3.0).recip(),
+            Unary::Sqrt => recip(v * 2.0),
+            Unary::Cbrt => recip(v.clone() * v * 3.0),
             Unary::Abs => {
                 if x > 0.0 {
-                    one
+                    one()
                 } else if x < 0.0 {
-                    -one
+                    -one()
                 } else {
-                    S::zero()
+                    N::constant(0.0)
                 }
             }
-            Unary::Floor | Unary::Ceil | Unary::Round | Unary::Trunc => S::zero(),
-            Unary::Powi(0) => S::zero(),
-            Unary::Powi(n) => x.powi(n - 1) * f64::from(n),
+            Unary::Floor | Unary::Ceil | Unary::Round | Unary::Trunc => N::constant(0.0),
+            Unary::Powi(0) => N::constant(0.0),
+            Unary::Powi(n) => powi(x, n - 1) * f64::from(n),
         }
     }
 }
@@ -278,27 +371,27 @@ impl Binary {
         }
     }
 
-    /// ∂f/∂x at (x, y) given v = f(x, y), at any [`Scalar`] type.
+    /// ∂f/∂x at (x, y) given v = f(x, y), at any [`Number`] type.
     #[inline]
-    pub fn partial_x<S: Scalar>(self, x: S, y: S, v: S) -> S {
+    pub fn partial_x<N: Number>(self, x: N, y: N, v: N) -> N {
         match self {
-            Binary::Add | Binary::Sub => S::one(),
+            Binary::Add | Binary::Sub => N::constant(1.0),
             Binary::Mul => y,
-            Binary::Div => y.recip(),
+            Binary::Div => recip(y),
             Binary::Powf => {
                 if y == 0.0 {
-                    S::zero()
+                    N::constant(0.0)
                 } else {
-                    y * x.powf(y - 1.0)
+                    y.clone() * powf(x, y - 1.0)
                 }
             }
             Binary::Atan2 => {
-                let r2 = x * x + y * y;
-                if r2 == 0.0 { S::zero() } else { y / r2 }
+                let r2 = x.clone() * x + y.clone() * y.clone();
+                if r2 == 0.0 { N::constant(0.0) } else { y / r2 }
             }
             Binary::Hypot => {
                 if v == 0.0 {
-                    S::zero()
+                    N::constant(0.0)
                 } else {
                     x / v
                 }
@@ -306,28 +399,28 @@ impl Binary {
         }
     }
 
-    /// ∂f/∂y at (x, y) given v = f(x, y), at any [`Scalar`] type.
+    /// ∂f/∂y at (x, y) given v = f(x, y), at any [`Number`] type.
     #[inline]
-    pub fn partial_y<S: Scalar>(self, x: S, y: S, v: S) -> S {
+    pub fn partial_y<N: Number>(self, x: N, y: N, v: N) -> N {
         match self {
-            Binary::Add => S::one(),
-            Binary::Sub => -S::one(),
+            Binary::Add => N::constant(1.0),
+            Binary::Sub => -N::constant(1.0),
             Binary::Mul => x,
             Binary::Div => -(v / y),
             Binary::Powf => {
                 if x == 0.0 {
-                    S::zero()
+                    N::constant(0.0)
                 } else {
-                    v * x.ln()
+                    v * ln(x)
                 }
             }
             Binary::Atan2 => {
-                let r2 = x * x + y * y;
-                if r2 == 0.0 { S::zero() } else { -(x / r2) }
+                let r2 = x.clone() * x.clone() + y.clone() * y;
+                if r2 == 0.0 { N::constant(0.0) } else { -(x / r2) }
             }
             Binary::Hypot => {
                 if v == 0.0 {
-                    S::zero()
+                    N::constant(0.0)
                 } else {
                     y / v
                 }

@@ -1,7 +1,8 @@
-//! All arithmetic on run-time numbers goes through this module, so that
-//! attaching AD annotations to Reals later changes one place.
+//! All arithmetic on run-time numbers goes through this module: plain Ints
+//! and Reals here, Reals tagged by active derivatives in [`crate::ad::num`].
 
 use super::value::Value;
+use crate::ad::Num;
 use crate::prim::{Prim, RealFn};
 
 /// Why an arithmetic operation failed.
@@ -26,8 +27,43 @@ pub fn binary(p: Prim, a: &Value, b: &Value) -> Result<Value, ArithError> {
             Prim::Ne => Ok(Value::Bool(x != y)),
             _ => Err(ArithError::BadOperands),
         },
-        _ => Err(ArithError::BadOperands),
+        _ => match (a.as_num(), b.as_num()) {
+            (Some(x), Some(y)) => tagged_binary(p, x, y),
+            _ => Err(ArithError::BadOperands),
+        },
     }
+}
+
+/// A real binary primitive on two Reals of which at least one is tagged
+/// by a derivative level; `None` for any other primitive or operands.
+#[inline]
+pub fn tagged_fast(p: Prim, a: &Value, b: &Value) -> Option<Value> {
+    if !(a.is_tagged() || b.is_tagged()) {
+        return None;
+    }
+    tagged_binary(p, a.as_num()?, b.as_num()?).ok()
+}
+
+/// A binary primitive on Reals of which at least one is tagged.
+fn tagged_binary(p: Prim, x: Num, y: Num) -> Result<Value, ArithError> {
+    Ok(match p {
+        // Comparisons look at plain values only.
+        Prim::Lt | Prim::Le | Prim::Gt | Prim::Ge | Prim::Eq | Prim::Ne => {
+            Value::Bool(compare(p, x.value(), y.value()))
+        }
+        _ => Value::from(match p.info().real {
+            Some(RealFn::Binary(op)) => Num::binary(op, x, y),
+            // `min`/`max` return the selected argument itself, tags and all.
+            Some(RealFn::Select(s)) => {
+                if s.takes_second(x.value(), y.value()) {
+                    y
+                } else {
+                    x
+                }
+            }
+            _ => return Err(ArithError::BadOperands),
+        }),
+    })
 }
 
 /// The common Int operations that cannot fail, without any error plumbing.
@@ -112,7 +148,8 @@ fn real_binary(p: Prim, x: f64, y: f64) -> Result<Value, ArithError> {
         Prim::Eq => Value::Bool(x == y),
         Prim::Ne => Value::Bool(x != y),
         _ => match p.info().real {
-            Some(RealFn::Binary(f)) => Value::Real(f(x, y)),
+            Some(RealFn::Binary(op)) => Value::Real(op.eval(x, y)),
+            Some(RealFn::Select(s)) => Value::Real(if s.takes_second(x, y) { y } else { x }),
             _ => return Err(ArithError::BadOperands),
         },
     })
@@ -125,10 +162,13 @@ pub fn unary(p: Prim, a: &Value) -> Result<Value, ArithError> {
         (Prim::Neg, Value::Int(x)) => Ok(Value::Int(x.checked_neg().ok_or(ArithError::Overflow)?)),
         (Prim::ToReal, Value::Int(x)) => Ok(Value::Real(*x as f64)),
         (_, Value::Real(x)) => match p.info().real {
-            Some(RealFn::Unary(f)) => Ok(Value::Real(f(*x))),
+            Some(RealFn::Unary(op)) => Ok(Value::Real(op.eval(*x))),
             _ => Err(ArithError::BadOperands),
         },
-        _ => Err(ArithError::BadOperands),
+        (_, a) => match (p.info().real, a.as_num()) {
+            (Some(RealFn::Unary(op)), Some(x)) => Ok(Value::from(Num::unary(op, x))),
+            _ => Err(ArithError::BadOperands),
+        },
     }
 }
 

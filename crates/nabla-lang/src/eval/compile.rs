@@ -495,7 +495,11 @@ impl Cx<'_> {
                                     .map(R::from),
                             }
                         }
-                        (x, y) => m.prim2(p, x, y, span).map(R::from),
+                        // Reals tagged by a derivative: straight to the AD arithmetic.
+                        (x, y) => match super::arith::tagged_fast(p, &x, &y) {
+                            Some(v) => Ok(R::from(v)),
+                            None => m.prim2(p, x, y, span).map(R::from),
+                        },
                     }
                 })
             }

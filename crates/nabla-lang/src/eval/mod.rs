@@ -76,7 +76,7 @@ enum GlobalState {
 }
 
 /// Errors are boxed so that `Result<Value, _>` stays two words.
-pub(crate) type RResult<T> = Result<T, Box<RuntimeError>>;
+pub type RResult<T> = Result<T, Box<RuntimeError>>;
 
 /// Evaluates core programs (compiled to closures first, see `compile.rs`).
 pub struct Machine {
@@ -354,6 +354,12 @@ impl Machine {
                     args = all;
                     f = Value::Closure(p.closure.clone());
                 }
+                Value::Pullback(pb) => {
+                    let rest = args.split_off(1);
+                    let ct = args.pop().unwrap_or(Value::Unit);
+                    f = self.apply_pullback(&pb, &ct, span)?;
+                    args = rest;
+                }
                 Value::Prim(p, pargs) => {
                     let rest = args.split_off(1);
                     let x = args.pop().unwrap_or(Value::Unit);
@@ -419,6 +425,7 @@ impl Machine {
                 let a = args.pop().unwrap_or(Value::Unit);
                 self.prim2(p, a, b, span)
             }
+            _ if p.is_derivative() => self.differentiate(p, args, span),
             3 if p == Prim::Fold => {
                 let v = args.pop().unwrap_or(Value::Unit);
                 let init = args.pop().unwrap_or(Value::Unit);
@@ -522,7 +529,8 @@ impl Machine {
                 }
                 Ok(Value::Vec(Rc::new(items)))
             }
-            Prim::Fold => Ok(Value::Prim(p, Some(Rc::new(vec![a, b])))),
+            Prim::Fold | Prim::Jvp => Ok(Value::Prim(p, Some(Rc::new(vec![a, b])))),
+            _ if p.is_derivative() => self.differentiate(p, vec![a, b], span),
             _ => arith::binary(p, &a, &b).map_err(|e| arith_err(e, p, span)),
         }
     }

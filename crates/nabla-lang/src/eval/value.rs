@@ -1,5 +1,6 @@
 //! Run-time values.
 
+use crate::ad::{Level, Node, Pullback};
 use crate::core::LamId;
 use crate::prim::Prim;
 use std::rc::Rc;
@@ -18,8 +19,20 @@ pub enum Value {
     Bool(bool),
     /// An Int.
     Int(i64),
-    /// A Real. (The differentiation operators will attach an AD annotation here.)
+    /// A Real that no active derivative perturbs.
     Real(f64),
+    /// A Real tagged by an active reverse derivative level, with a plain
+    /// primal (the common case of [`crate::ad::Num`], unboxed).
+    Reverse {
+        /// The primal value.
+        primal: f64,
+        /// The level.
+        level: Level,
+        /// Its Delta in the level's trace.
+        id: u32,
+    },
+    /// Any other Real tagged by an active derivative level.
+    Tagged(Rc<Node>),
     /// A tuple.
     Tuple(Rc<Vec<Value>>),
     /// `inl v`
@@ -36,6 +49,8 @@ pub enum Value {
     Partial(Rc<Partial>),
     /// A primitive with the arguments it has been applied to so far (if any).
     Prim(Prim, Option<Rc<Vec<Value>>>),
+    /// The pullback returned by `vjp`.
+    Pullback(Rc<Pullback>),
 }
 
 impl Clone for Value {
@@ -47,6 +62,12 @@ impl Clone for Value {
             Value::Bool(b) => Value::Bool(*b),
             Value::Int(n) => Value::Int(*n),
             Value::Real(x) => Value::Real(*x),
+            Value::Reverse { primal, level, id } => Value::Reverse {
+                primal: *primal,
+                level: *level,
+                id: *id,
+            },
+            Value::Tagged(n) => Value::Tagged(Rc::clone(n)),
             Value::Tuple(v) => Value::Tuple(Rc::clone(v)),
             Value::Inl(v) => Value::Inl(Rc::clone(v)),
             Value::Inr(v) => Value::Inr(Rc::clone(v)),
@@ -55,6 +76,7 @@ impl Clone for Value {
             Value::Closure(c) => Value::Closure(Rc::clone(c)),
             Value::Partial(p) => Value::Partial(Rc::clone(p)),
             Value::Prim(p, a) => Value::Prim(*p, a.clone()),
+            Value::Pullback(p) => Value::Pullback(Rc::clone(p)),
         }
     }
 }
@@ -94,6 +116,12 @@ impl Value {
         } else {
             Value::Vec(Rc::new(items))
         }
+    }
+
+    /// True for a Real tagged by an active derivative level.
+    #[inline]
+    pub fn is_tagged(&self) -> bool {
+        matches!(self, Value::Reverse { .. } | Value::Tagged(_))
     }
 
     /// The length of a vector value.

@@ -51,7 +51,7 @@ impl TypeNamer {
         }
         match t {
             Type::Var(v) => match kind_of(*v) {
-                Kind::Any => out.push_str(&self.name(*v)),
+                Kind::Any | Kind::Data => out.push_str(&self.name(*v)),
                 Kind::Num => out.push_str("{number}"),
                 Kind::Eq => out.push_str("{comparable}"),
             },

@@ -57,6 +57,10 @@ fn go(v: &Value, out: &mut String, arg: bool) {
             let _ = write!(out, "{n}");
         }
         Value::Real(x) => out.push_str(&format_real(*x)),
+        // Tagged reals never reach the output of a well-typed program (the
+        // derivative operators return plain data); print the value if one does.
+        Value::Reverse { primal, .. } => out.push_str(&format_real(*primal)),
+        Value::Tagged(n) => out.push_str(&format_real(crate::ad::Num::Tagged(n.clone()).value())),
         Value::Tuple(vs) => {
             out.push('(');
             for (i, x) in vs.iter().enumerate() {
@@ -101,6 +105,8 @@ fn go(v: &Value, out: &mut String, arg: bool) {
             }
             out.push(']');
         }
-        Value::Closure(_) | Value::Partial(_) | Value::Prim(..) => out.push_str("<function>"),
+        Value::Closure(_) | Value::Partial(_) | Value::Prim(..) | Value::Pullback(_) => {
+            out.push_str("<function>")
+        }
     }
 }

@@ -78,6 +78,7 @@ enum UnifyError {
     Mismatch,
     Occurs,
     Kind,
+    NotData,
 }
 
 type TResult<T> = Result<T, TypeError>;
@@ -165,7 +166,7 @@ pub fn check_program(defs: &[Def]) -> Result<CheckedProgram, Vec<TypeError>> {
     }
     // Default every still-open numeric variable to Int.
     for v in 0..c.vars.len() {
-        if c.vars[v].link.is_none() && c.vars[v].kind != Kind::Any {
+        if c.vars[v].link.is_none() && matches!(c.vars[v].kind, Kind::Num | Kind::Eq) {
             c.vars[v].link = Some(Type::Int);
         }
     }
@@ -226,6 +227,7 @@ impl Checker {
                     let kind = match n {
                         "n" => Kind::Num,
                         "e" => Kind::Eq,
+                        "s" | "t" => Kind::Data,
                         _ => Kind::Any,
                     };
                     if let Some(t) = names.get(n) {
@@ -346,6 +348,10 @@ impl Checker {
             Kind::Any => true,
             Kind::Num => matches!(t, Type::Int | Type::Real),
             Kind::Eq => matches!(t, Type::Int | Type::Real | Type::Bool),
+            Kind::Data => {
+                self.constrain_data(t)?;
+                true
+            }
         };
         if !ok {
             return Err(UnifyError::Kind);
@@ -353,6 +359,29 @@ impl Checker {
         self.occurs_adjust(v, info.level, t)?;
         self.vars[v as usize].link = Some(t.clone());
         Ok(())
+    }
+
+    /// Requires `t` to be first-order data: no function types inside; its
+    /// variables become [`Kind::Data`] (or stay a stronger kind).
+    fn constrain_data(&mut self, t: &Type) -> Result<(), UnifyError> {
+        if !self.tick() {
+            return Err(UnifyError::Occurs);
+        }
+        match self.resolve(t) {
+            Type::Var(w) => {
+                let info = &mut self.vars[w as usize];
+                info.kind = info.kind.max(Kind::Data);
+                Ok(())
+            }
+            Type::Fun(..) => Err(UnifyError::NotData),
+            Type::Tuple(ts) => ts.iter().try_for_each(|t| self.constrain_data(t)),
+            Type::Sum(a, b) => {
+                self.constrain_data(&a)?;
+                self.constrain_data(&b)
+            }
+            Type::Vec(a) => self.constrain_data(&a),
+            _ => Ok(()),
+        }
     }
 
     fn occurs_adjust(&mut self, v: u32, level: u32, t: &Type) -> Result<(), UnifyError> {
@@ -400,6 +429,13 @@ impl Checker {
                         format!("infinite type: cannot make {exp} equal to {fnd}"),
                         "this would need an infinitely nested type".into(),
                     ),
+                    UnifyError::NotData => (
+                        format!(
+                            "type mismatch: derivatives take and return first-order data (reals, \
+                             tuples, sums, vectors; no functions), found {fnd}"
+                        ),
+                        format!("this has type {fnd_raw}"),
+                    ),
                     UnifyError::Mismatch | UnifyError::Kind => (
                         format!("type mismatch: expected {exp}, found {fnd}"),
                         format!("this has type {fnd_raw}"),
@@ -439,7 +475,10 @@ impl Checker {
         match t {
             Type::Var(v) => {
                 let info = &self.vars[*v as usize];
-                if info.level > self.level && info.kind == Kind::Any && !out.contains(v) {
+                if info.level > self.level
+                    && matches!(info.kind, Kind::Any | Kind::Data)
+                    && !out.contains(v)
+                {
                     out.push(*v);
                 }
             }

@@ -13,6 +13,10 @@
 //! one numeric type its uses in the whole program agree on, defaulting to
 //! `Int` when nothing decides. Integer literals have a fresh `Num` variable as
 //! their type, which is how `2 * x` works for `x : Real`.
+//!
+//! The differentiation operators constrain their input and output types to
+//! first-order data ([`Kind::Data`]); unlike the numeric kinds this one is
+//! generalized, so `def g f x = grad f x` stays polymorphic.
 
 pub mod infer;
 
@@ -46,6 +50,9 @@ pub enum Type {
 pub enum Kind {
     /// Any type.
     Any,
+    /// A first-order type: no functions anywhere inside (what the
+    /// differentiation operators take and return).
+    Data,
     /// `Int`, `Real` or `Bool` (operands of `==`, `!=`).
     Eq,
     /// `Int` or `Real` (operands of arithmetic and ordering).

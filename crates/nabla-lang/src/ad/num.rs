@@ -1,0 +1,408 @@
+//! Reals that carry perturbations of any number of nested derivative levels.
+//!
+//! A real at run time is a plain `f64` (a constant as far as every active
+//! derivative is concerned) or a *tagged* real: a primal value plus the
+//! perturbation of one *level* — one active call of a differentiation
+//! operator. The primal is itself a real of the enclosing levels, so a value
+//! inside three nested derivatives is a tower of three tags (Pearlmutter &
+//! Siskind's tagged dual numbers, extended with reverse levels).
+//!
+//! * A **forward** level's perturbation is a tangent (Krawiec et al. Figure 3:
+//!   the dual number (x, dx)), itself a real of the enclosing levels.
+//! * A **reverse** level's perturbation is the id of a Delta in that level's
+//!   trace (Krawiec et al. §5.3): every operation appends one flattened
+//!   `Let id = Σ weightᵢ · Var parentᵢ` entry, and the backward pass is one
+//!   sweep over the trace ([`Trace::backpropagate`]).
+//!
+//! Levels are numbered by nesting depth: the operator called innermost has
+//! the highest number. An operation on reals of different levels works at the
+//! highest one and treats the others as constants of it — which is what makes
+//! perturbation confusion impossible: an outer variable captured by an inner
+//! function has a lower level, so the inner derivative cannot see its
+//! perturbation. A level's reals never outlive it, because the operators only
+//! take and return first-order data (the type checker enforces this), so the
+//! depth numbers of live reals always name active levels.
+//!
+//! The derivative rules are not restated here: they are the nabla library's
+//! table ([`nabla::Unary`], [`nabla::Binary`]), evaluated at [`Num`] through
+//! the [`nabla::Number`] trait, so that the derivatives of derivatives come
+//! from the same rules.
+
+use super::trace::{NO_PARENT, Trace};
+use nabla::{Binary, Number, Unary};
+use std::cell::RefCell;
+use std::ops::{Add, Div, Mul, Neg, Sub};
+use std::rc::Rc;
+
+/// The depth of a derivative level (0 = outermost).
+pub type Level = u16;
+
+/// A tagged real in general form: a primal one level down and the
+/// perturbation of `level`.
+#[derive(Debug)]
+pub struct Node {
+    level: Level,
+    primal: Num,
+    perturbation: Perturbation,
+}
+
+/// What a level attaches to a real.
+#[derive(Clone, Debug)]
+pub enum Perturbation {
+    /// Forward level: the tangent, a real of the enclosing levels.
+    Tangent(Num),
+    /// Reverse level: the id of the real's Delta in the level's trace.
+    Delta(u32),
+}
+
+/// Any run-time real: a constant or a real tagged with a level's perturbation.
+/// (The same three forms are variants of [`Value`](crate::eval::Value).)
+#[derive(Clone, Debug)]
+pub enum Num {
+    /// A plain real, constant for every level.
+    Real(f64),
+    /// The common tagged case, stored without allocation: a reverse-level
+    /// real whose primal is a plain `f64`.
+    Reverse {
+        /// The primal value.
+        primal: f64,
+        /// The reverse level.
+        level: Level,
+        /// Its Delta's id in that level's trace.
+        id: u32,
+    },
+    /// Any other tagged real.
+    Tagged(Rc<Node>),
+}
+
+/// The two kinds of derivative level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Dual numbers.
+    Forward,
+    /// Delta trace.
+    Reverse,
+}
+
+struct ActiveLevel {
+    mode: Mode,
+    trace: Trace,
+}
+
+thread_local! {
+    /// The active derivative levels, outermost first.
+    static LEVELS: RefCell<Vec<ActiveLevel>> = const { RefCell::new(Vec::new()) };
+}
+
+/// An active derivative level; dropping it (also on an error) ends the level.
+pub struct LevelGuard {
+    level: Level,
+    mode: Mode,
+}
+
+/// Why a level could not be started.
+#[derive(Clone, Copy, Debug)]
+pub struct TooDeep;
+
+impl LevelGuard {
+    /// Starts a new innermost level.
+    pub fn enter(mode: Mode) -> Result<LevelGuard, TooDeep> {
+        LEVELS.with_borrow_mut(|levels| {
+            let level = Level::try_from(levels.len()).map_err(|_| TooDeep)?;
+            levels.push(ActiveLevel {
+                mode,
+                trace: if mode == Mode::Reverse {
+                    Trace::new()
+                } else {
+                    Trace::default()
+                },
+            });
+            Ok(LevelGuard { level, mode })
+        })
+    }
+
+    /// This level's number.
+    pub fn level(&self) -> Level {
+        self.level
+    }
+
+    /// A fresh input of this (reverse) level with primal `x`.
+    pub fn input(&self, x: Num) -> Num {
+        debug_assert_eq!(self.mode, Mode::Reverse);
+        let id = with_trace(self.level, Trace::push_input);
+        Num::reverse(self.level, x, id)
+    }
+
+    /// `x` perturbed by tangent `dx` at this (forward) level.
+    pub fn dual(&self, x: Num, dx: Num) -> Num {
+        debug_assert_eq!(self.mode, Mode::Forward);
+        Num::forward(self.level, x, dx)
+    }
+
+    /// Ends the level, returning its trace (empty for a forward level).
+    pub fn finish(self) -> Trace {
+        let trace = LEVELS.with_borrow_mut(|levels| {
+            levels
+                .get_mut(self.level as usize)
+                .map(|l| std::mem::take(&mut l.trace))
+                .unwrap_or_default()
+        });
+        drop(self);
+        trace
+    }
+}
+
+impl Drop for LevelGuard {
+    fn drop(&mut self) {
+        LEVELS.with_borrow_mut(|levels| levels.truncate(self.level as usize));
+    }
+}
+
+/// Runs `f` on the trace of reverse level `level` (to append a Delta).
+#[inline]
+fn with_trace(level: Level, f: impl FnOnce(&mut Trace) -> u32) -> u32 {
+    LEVELS.with_borrow_mut(|levels| match levels.get_mut(level as usize) {
+        Some(l) => {
+            debug_assert_eq!(l.mode, Mode::Reverse);
+            f(&mut l.trace)
+        }
+        // Unreachable while reals never outlive their level (see the module docs).
+        None => NO_PARENT - 1,
+    })
+}
+
+/// Records `w · Var parent` with a plain weight at `level`.
+#[inline]
+fn record_plain(level: Level, parents: [u32; 2], weights: [f64; 2]) -> u32 {
+    with_trace(level, |t| t.push_plain(parents, weights))
+}
+
+impl Num {
+    /// The constant 0.
+    pub const ZERO: Num = Num::Real(0.0);
+
+    /// The plain value: every perturbation stripped.
+    pub fn value(&self) -> f64 {
+        match self {
+            Num::Real(x) => *x,
+            Num::Reverse { primal, .. } => *primal,
+            Num::Tagged(n) => n.primal.value(),
+        }
+    }
+
+    /// True for the constant 0 (a structural zero: multiplying a partial
+    /// derivative by it is skipped, so an infinite partial cannot make NaN).
+    pub fn is_zero(&self) -> bool {
+        matches!(self, Num::Real(x) if *x == 0.0)
+    }
+
+    fn level(&self) -> Option<Level> {
+        match self {
+            Num::Real(_) => None,
+            Num::Reverse { level, .. } => Some(*level),
+            Num::Tagged(n) => Some(n.level),
+        }
+    }
+
+    /// This real seen at `level`: its primal one level down and its
+    /// perturbation there, or itself and `None` if it is constant at `level`.
+    pub fn split(self, level: Level) -> (Num, Option<Perturbation>) {
+        if self.level() != Some(level) {
+            return (self, None);
+        }
+        match self {
+            Num::Reverse { primal, id, .. } => (Num::Real(primal), Some(Perturbation::Delta(id))),
+            Num::Tagged(n) => match Rc::try_unwrap(n) {
+                Ok(n) => (n.primal, Some(n.perturbation)),
+                Err(n) => (n.primal.clone(), Some(n.perturbation.clone())),
+            },
+            Num::Real(_) => (self, None),
+        }
+    }
+
+    /// The reverse-level real with primal `primal` and Delta `id`.
+    fn reverse(level: Level, primal: Num, id: u32) -> Num {
+        match primal {
+            Num::Real(primal) => Num::Reverse { primal, level, id },
+            primal => Num::Tagged(Rc::new(Node {
+                level,
+                primal,
+                perturbation: Perturbation::Delta(id),
+            })),
+        }
+    }
+
+    /// The forward-level real (primal, tangent); a constant if the tangent
+    /// is the constant 0.
+    fn forward(level: Level, primal: Num, tangent: Num) -> Num {
+        if tangent.is_zero() {
+            return primal;
+        }
+        Num::Tagged(Rc::new(Node {
+            level,
+            primal,
+            perturbation: Perturbation::Tangent(tangent),
+        }))
+    }
+
+    /// A built-in function of one real, at every level `x` carries.
+    pub fn unary(op: Unary, x: Num) -> Num {
+        let level = match x {
+            Num::Real(a) => return Num::Real(op.eval(a)),
+            // The common case, on f64 throughout.
+            Num::Reverse { primal, level, id } => {
+                let v = op.eval(primal);
+                let w = op.derivative(primal, v);
+                let id = record_plain(level, [id, NO_PARENT], [w, 0.0]);
+                return Num::Reverse { primal: v, level, id };
+            }
+            Num::Tagged(ref n) => n.level,
+        };
+        let (x, dx) = x.split(level);
+        let v = Num::unary(op, x.clone());
+        match dx {
+            Some(Perturbation::Tangent(t)) => {
+                let t = t * op.derivative(x, v.clone());
+                Num::forward(level, v, t)
+            }
+            Some(Perturbation::Delta(id)) => {
+                let w = op.derivative(x, v.clone());
+                let id = with_trace(level, |t| t.push([(id, w), (NO_PARENT, Num::ZERO)]));
+                Num::reverse(level, v, id)
+            }
+            None => v,
+        }
+    }
+
+    /// A built-in function of two reals, at the innermost level either carries.
+    pub fn binary(op: Binary, x: Num, y: Num) -> Num {
+        // The common cases, on f64 throughout: constants, and one reverse
+        // level over plain reals.
+        match (&x, &y) {
+            (Num::Real(a), Num::Real(b)) => return Num::Real(op.eval(*a, *b)),
+            (&Num::Reverse { primal: a, level, id }, &Num::Real(b)) => {
+                let v = op.eval(a, b);
+                let w = op.partial_x(a, b, v);
+                let id = record_plain(level, [id, NO_PARENT], [w, 0.0]);
+                return Num::Reverse { primal: v, level, id };
+            }
+            (&Num::Real(a), &Num::Reverse { primal: b, level, id }) => {
+                let v = op.eval(a, b);
+                let w = op.partial_y(a, b, v);
+                let id = record_plain(level, [id, NO_PARENT], [w, 0.0]);
+                return Num::Reverse { primal: v, level, id };
+            }
+            (
+                &Num::Reverse { primal: a, level, id: i },
+                &Num::Reverse { primal: b, level: l2, id: j },
+            ) if level == l2 => {
+                let v = op.eval(a, b);
+                let weights = [op.partial_x(a, b, v), op.partial_y(a, b, v)];
+                let id = record_plain(level, [i, j], weights);
+                return Num::Reverse { primal: v, level, id };
+            }
+            _ => {}
+        }
+        let Some(level) = x.level().max(y.level()) else {
+            return Num::Real(op.eval(x.value(), y.value()));
+        };
+        let (x, dx) = x.split(level);
+        let (y, dy) = y.split(level);
+        let v = Num::binary(op, x.clone(), y.clone());
+        // Each partial is formed only for an operand perturbed at this level.
+        let px = |x: &Num, y: &Num, v: &Num| op.partial_x(x.clone(), y.clone(), v.clone());
+        let py = |x: &Num, y: &Num, v: &Num| op.partial_y(x.clone(), y.clone(), v.clone());
+        match (dx, dy) {
+            (None, None) => v,
+            (dx @ (None | Some(Perturbation::Tangent(_))), dy @ (None | Some(Perturbation::Tangent(_)))) => {
+                // Figure 3: tangent = ∂ₓf · dx + ∂ᵧf · dy.
+                let tx = match dx {
+                    Some(Perturbation::Tangent(tx)) => Some(tx * px(&x, &y, &v)),
+                    _ => None,
+                };
+                let ty = match dy {
+                    Some(Perturbation::Tangent(ty)) => Some(ty * py(&x, &y, &v)),
+                    _ => None,
+                };
+                let t = match (tx, ty) {
+                    (Some(a), Some(b)) => a + b,
+                    (Some(t), None) | (None, Some(t)) => t,
+                    (None, None) => Num::ZERO,
+                };
+                Num::forward(level, v, t)
+            }
+            (dx, dy) => {
+                // One Delta entry with a term per perturbed operand.
+                let tx = match dx {
+                    Some(Perturbation::Delta(id)) => (id, px(&x, &y, &v)),
+                    _ => (NO_PARENT, Num::ZERO),
+                };
+                let ty = match dy {
+                    Some(Perturbation::Delta(id)) => (id, py(&x, &y, &v)),
+                    _ => (NO_PARENT, Num::ZERO),
+                };
+                let id = with_trace(level, |t| t.push([tx, ty]));
+                Num::reverse(level, v, id)
+            }
+        }
+    }
+}
+
+// ---- the arithmetic the derivative table is written in ----
+
+impl Number for Num {
+    fn constant(c: f64) -> Num {
+        Num::Real(c)
+    }
+    fn apply(self, op: Unary) -> Num {
+        Num::unary(op, self)
+    }
+    fn apply2(self, op: Binary, other: Num) -> Num {
+        Num::binary(op, self, other)
+    }
+}
+
+macro_rules! binary_ops {
+    ($($tr:ident $method:ident $op:ident;)*) => {$(
+        impl $tr for Num {
+            type Output = Num;
+            #[inline]
+            fn $method(self, other: Num) -> Num {
+                Num::binary(Binary::$op, self, other)
+            }
+        }
+        impl $tr<f64> for Num {
+            type Output = Num;
+            #[inline]
+            fn $method(self, other: f64) -> Num {
+                Num::binary(Binary::$op, self, Num::Real(other))
+            }
+        }
+    )*};
+}
+
+binary_ops! {
+    Add add Add;
+    Sub sub Sub;
+    Mul mul Mul;
+    Div div Div;
+}
+
+impl Neg for Num {
+    type Output = Num;
+    fn neg(self) -> Num {
+        Num::unary(Unary::Neg, self)
+    }
+}
+
+impl PartialEq<f64> for Num {
+    fn eq(&self, other: &f64) -> bool {
+        self.value() == *other
+    }
+}
+
+impl PartialOrd<f64> for Num {
+    fn partial_cmp(&self, other: &f64) -> Option<std::cmp::Ordering> {
+        self.value().partial_cmp(other)
+    }
+}

@@ -1,0 +1,211 @@
+//! Derivatives of functions between first-order data (Krawiec et al. §9).
+//!
+//! An operator's input and output may be any first-order value: reals, Ints,
+//! Bools, `()`, tuples, sums and vectors, nested to any depth. A tangent or
+//! cotangent has the shape of its primal: its real leaves are the derivative,
+//! its Int and Bool leaves are carried unchanged, a sum keeps the primal's
+//! constructor and a vector its length. Every walk here visits the real
+//! leaves in the same order (left to right, depth first), which is how the
+//! i-th input of a reverse level is matched with the i-th leaf of the input.
+
+use super::num::{LevelGuard, Num, Perturbation};
+use crate::eval::Value;
+use crate::stack;
+use std::rc::Rc;
+
+/// A mismatch between a value and the (co)tangent given for it, or data
+/// that cannot be differentiated.
+pub type ShapeResult<T> = Result<T, String>;
+
+fn deep() -> ShapeResult<()> {
+    stack::check().map_err(|_| "stack depth exceeded".to_string())
+}
+
+fn describe(v: &Value) -> &'static str {
+    match v {
+        Value::Unit => "()",
+        Value::Bool(_) => "a Bool",
+        Value::Int(_) => "an Int",
+        Value::Real(_) | Value::Reverse { .. } | Value::Tagged(_) => "a Real",
+        Value::Tuple(_) => "a tuple",
+        Value::Inl(_) => "an `inl`",
+        Value::Inr(_) => "an `inr`",
+        Value::RealVec(_) | Value::Vec(_) => "a vector",
+        _ => "a function",
+    }
+}
+
+impl Value {
+    /// This value as a real, if it is one.
+    pub fn as_num(&self) -> Option<Num> {
+        match self {
+            Value::Real(x) => Some(Num::Real(*x)),
+            Value::Reverse { primal, level, id } => Some(Num::Reverse {
+                primal: *primal,
+                level: *level,
+                id: *id,
+            }),
+            Value::Tagged(n) => Some(Num::Tagged(n.clone())),
+            _ => None,
+        }
+    }
+}
+
+impl From<Num> for Value {
+    fn from(n: Num) -> Value {
+        match n {
+            Num::Real(x) => Value::Real(x),
+            Num::Reverse { primal, level, id } => Value::Reverse { primal, level, id },
+            Num::Tagged(n) => Value::Tagged(n),
+        }
+    }
+}
+
+/// The elements of a vector value (reals as `Value::Real`).
+fn elements(v: &Value) -> Vec<Value> {
+    match v {
+        Value::RealVec(xs) => xs.iter().map(|x| Value::Real(*x)).collect(),
+        Value::Vec(xs) => xs.as_ref().clone(),
+        _ => Vec::new(),
+    }
+}
+
+/// Rebuilds `v` (a tuple, sum or vector) with its children mapped by `f`.
+fn map_children(v: &Value, mut f: impl FnMut(&Value) -> ShapeResult<Value>) -> ShapeResult<Value> {
+    Ok(match v {
+        Value::Tuple(xs) => Value::Tuple(Rc::new(xs.iter().map(f).collect::<ShapeResult<_>>()?)),
+        Value::Inl(x) => Value::Inl(Rc::new(f(x)?)),
+        Value::Inr(x) => Value::Inr(Rc::new(f(x)?)),
+        Value::RealVec(_) | Value::Vec(_) => Value::vector(
+            elements(v)
+                .iter()
+                .map(f)
+                .collect::<ShapeResult<Vec<_>>>()?,
+        ),
+        Value::Unit | Value::Bool(_) | Value::Int(_) => v.clone(),
+        _ => return Err(format!("cannot differentiate with respect to {}", describe(v))),
+    })
+}
+
+/// `x` with every real leaf replaced by `leaf(real)`.
+pub fn map_reals(x: &Value, leaf: &mut impl FnMut(Num) -> Num) -> ShapeResult<Value> {
+    deep()?;
+    match x.as_num() {
+        Some(n) => Ok(Value::from(leaf(n))),
+        None => map_children(x, |c| map_reals(c, leaf)),
+    }
+}
+
+/// The input of reverse level `g`: every real leaf of `x` becomes a fresh
+/// input Delta (ids 0, 1, … in leaf order).
+pub fn seed_inputs(x: &Value, g: &LevelGuard) -> ShapeResult<Value> {
+    map_reals(x, &mut |n| g.input(n))
+}
+
+/// The input of forward level `g`: each real leaf of `x` paired with the
+/// corresponding leaf of the tangent `dx`, which must have the same shape.
+pub fn seed_tangents(x: &Value, dx: &Value, g: &LevelGuard) -> ShapeResult<Value> {
+    zip_shapes(x, dx, &mut |a, b| Ok(g.dual(a, b)))
+}
+
+/// Walks `a` and `b` (same shape required: same sum constructors, same
+/// vector lengths), combining real leaves with `leaf`; other leaves come
+/// from `a`.
+fn zip_shapes(
+    a: &Value,
+    b: &Value,
+    leaf: &mut impl FnMut(Num, Num) -> ShapeResult<Num>,
+) -> ShapeResult<Value> {
+    deep()?;
+    if let Some(x) = a.as_num() {
+        let Some(y) = b.as_num() else {
+            return Err(format!("expected a Real, found {}", describe(b)));
+        };
+        return Ok(Value::from(leaf(x, y)?));
+    }
+    match (a, b) {
+        (Value::Tuple(xs), Value::Tuple(ys)) if xs.len() == ys.len() => Ok(Value::Tuple(Rc::new(
+            xs.iter()
+                .zip(ys.iter())
+                .map(|(x, y)| zip_shapes(x, y, leaf))
+                .collect::<ShapeResult<_>>()?,
+        ))),
+        (Value::Inl(x), Value::Inl(y)) => Ok(Value::Inl(Rc::new(zip_shapes(x, y, leaf)?))),
+        (Value::Inr(x), Value::Inr(y)) => Ok(Value::Inr(Rc::new(zip_shapes(x, y, leaf)?))),
+        (Value::Inl(_), Value::Inr(_)) | (Value::Inr(_), Value::Inl(_)) => Err(format!(
+            "the point is {} but its (co)tangent is {}: they must use the same constructor",
+            describe(a),
+            describe(b)
+        )),
+        (Value::RealVec(_) | Value::Vec(_), Value::RealVec(_) | Value::Vec(_)) => {
+            let (xs, ys) = (elements(a), elements(b));
+            if xs.len() != ys.len() {
+                return Err(format!(
+                    "length mismatch: the point is a vector of length {} but its (co)tangent has length {}",
+                    xs.len(),
+                    ys.len()
+                ));
+            }
+            Ok(Value::vector(
+                xs.iter()
+                    .zip(&ys)
+                    .map(|(x, y)| zip_shapes(x, y, leaf))
+                    .collect::<ShapeResult<_>>()?,
+            ))
+        }
+        (Value::Unit | Value::Bool(_) | Value::Int(_), _) => Ok(a.clone()),
+        _ => Err(format!(
+            "shape mismatch: expected {}, found {}",
+            describe(a),
+            describe(b)
+        )),
+    }
+}
+
+/// Splits the output `y` of forward level `level` into its primal and its
+/// tangent (the constant 0 where a leaf does not depend on the input).
+pub fn split_forward(y: &Value, level: u16) -> ShapeResult<(Value, Value)> {
+    let primal = map_reals(y, &mut |n| n.split(level).0)?;
+    let tangent = map_reals(y, &mut |n| match n.split(level).1 {
+        Some(Perturbation::Tangent(t)) => t,
+        _ => Num::ZERO,
+    })?;
+    Ok((primal, tangent))
+}
+
+/// Splits the output `y` of reverse level `level` into its primal and the
+/// Delta id of each real leaf (`None` for a leaf that does not depend on the
+/// input), in leaf order.
+pub fn split_reverse(y: &Value, level: u16) -> ShapeResult<(Value, Vec<Option<u32>>)> {
+    let mut ids = Vec::new();
+    let primal = map_reals(y, &mut |n| {
+        let (p, d) = n.split(level);
+        ids.push(match d {
+            Some(Perturbation::Delta(id)) => Some(id),
+            _ => None,
+        });
+        p
+    })?;
+    Ok((primal, ids))
+}
+
+/// Pairs the cotangent `ct` (shaped like the primal output `y`) with the
+/// output Deltas `ids`: the seeds of the backward pass.
+pub fn seeds(y: &Value, ct: &Value, ids: &[Option<u32>]) -> ShapeResult<Vec<(u32, Num)>> {
+    let mut out = Vec::new();
+    let mut next = ids.iter();
+    zip_shapes(y, ct, &mut |_, c| {
+        if let Some(Some(id)) = next.next() {
+            out.push((*id, c));
+        }
+        Ok(Num::ZERO)
+    })?;
+    Ok(out)
+}
+
+/// The gradient: `x`'s shape with its i-th real leaf replaced by
+/// `adjoints[i]` (Int and Bool leaves carried unchanged).
+pub fn gradient(x: &Value, adjoints: &[Num]) -> ShapeResult<Value> {
+    let mut next = adjoints.iter();
+    map_reals(x, &mut |_| next.next().cloned().unwrap_or(Num::ZERO))
+}

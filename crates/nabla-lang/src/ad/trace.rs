@@ -1,0 +1,228 @@
+//! The Delta trace of a reverse level and its backward pass (Krawiec et al.
+//! §5.3: Delta terms flattened into one array, each operation's Delta
+//! `Let`-bound to a fresh id and referred to by `Var id`).
+//!
+//! Entry `id` stands for `Let id = w₀ · Var p₀ + w₁ · Var p₁` (a missing term
+//! has parent [`NO_PARENT`]; inputs have no terms). Parents always precede
+//! their entry, so one sweep from the last entry to the first evaluates the
+//! whole trace in linear time, however much it shares.
+
+use super::num::Num;
+
+/// The parent of a missing term.
+pub const NO_PARENT: u32 = u32::MAX;
+
+/// Marks a term whose weight is not a plain `f64`: the weight field then
+/// holds the index of the weight in [`Trace::tagged_weights`].
+const TAGGED: u32 = 1 << 31;
+
+/// One Delta, in 24 bytes: parents and weights of its two terms.
+///
+/// Weights are reals of the enclosing levels. Almost always they are plain
+/// `f64` (always, at the outermost level); the rare tagged weight is stored
+/// aside, flagged by the top bit of its parent id, so that entries stay
+/// small, copyable and free to drop.
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    parents: [u32; 2],
+    weights: [f64; 2],
+}
+
+/// The trace of one reverse level.
+#[derive(Debug, Default)]
+pub struct Trace {
+    entries: Vec<Entry>,
+    tagged_weights: Vec<Num>,
+    /// The inputs are entries `0..inputs`.
+    inputs: usize,
+}
+
+/// Buffers of finished traces, kept per thread so that a loop calling
+/// `grad` does not ask the operating system for fresh memory each time.
+struct Spare {
+    entries: Vec<Entry>,
+    adjoints: Vec<f64>,
+}
+
+thread_local! {
+    static SPARE: std::cell::RefCell<Spare> = const {
+        std::cell::RefCell::new(Spare { entries: Vec::new(), adjoints: Vec::new() })
+    };
+}
+
+/// Buffers bigger than this are returned to the allocator, not kept.
+const MAX_SPARE_BYTES: usize = 256 << 20;
+
+impl Trace {
+    /// An empty trace, reusing this thread's spare buffer if there is one.
+    pub fn new() -> Trace {
+        let entries = SPARE.with_borrow_mut(|s| std::mem::take(&mut s.entries));
+        Trace {
+            entries,
+            tagged_weights: Vec::new(),
+            inputs: 0,
+        }
+    }
+
+    /// Gives this trace's buffer back for the next one.
+    pub fn recycle(mut self) {
+        if self.entries.capacity() * size_of::<Entry>() <= MAX_SPARE_BYTES {
+            self.entries.clear();
+            SPARE.with_borrow_mut(|s| {
+                if self.entries.capacity() > s.entries.capacity() {
+                    s.entries = std::mem::take(&mut self.entries);
+                }
+            });
+        }
+    }
+
+    /// The number of entries (Deltas).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True if nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn next_id(&self) -> u32 {
+        // Ids must stay below the flag bit. 2^31 entries would need 48 GiB,
+        // so allocation fails long before this saturates.
+        u32::try_from(self.entries.len()).map_or(TAGGED - 1, |id| id.min(TAGGED - 1))
+    }
+
+    /// Appends an input (a Delta with no terms); returns its id.
+    pub fn push_input(&mut self) -> u32 {
+        debug_assert_eq!(self.inputs, self.entries.len(), "inputs come first");
+        self.inputs += 1;
+        self.push_plain([NO_PARENT; 2], [0.0; 2])
+    }
+
+    /// Appends `w₀·Var p₀ + w₁·Var p₁` with plain weights; returns its id.
+    #[inline]
+    pub fn push_plain(&mut self, parents: [u32; 2], weights: [f64; 2]) -> u32 {
+        let id = self.next_id();
+        self.entries.push(Entry { parents, weights });
+        id
+    }
+
+    /// Appends `w₀·Var p₀ + w₁·Var p₁` with weights of any level.
+    pub fn push(&mut self, terms: [(u32, Num); 2]) -> u32 {
+        let mut entry = Entry {
+            parents: [NO_PARENT; 2],
+            weights: [0.0; 2],
+        };
+        for (k, (parent, w)) in terms.into_iter().enumerate() {
+            if parent == NO_PARENT {
+                continue;
+            }
+            match w {
+                Num::Real(w) => {
+                    entry.parents[k] = parent;
+                    entry.weights[k] = w;
+                }
+                w => {
+                    entry.parents[k] = parent | TAGGED;
+                    entry.weights[k] = f64::from_bits(self.tagged_weights.len() as u64);
+                    self.tagged_weights.push(w);
+                }
+            }
+        }
+        let id = self.next_id();
+        self.entries.push(entry);
+        id
+    }
+
+    /// The backward pass (Figure 11's `eval`, on the flattened trace): one
+    /// sweep from the last Delta to the first, each passing its adjoint to
+    /// its parents. `seeds` are the cotangents of the output Deltas; returns
+    /// the adjoints of the inputs, in creation order.
+    ///
+    /// The arithmetic is that of the enclosing levels, so the sweep is itself
+    /// differentiable (reverse over reverse). An adjoint that is still the
+    /// constant 0 passes nothing on. When every weight and seed is a plain
+    /// `f64`, the sweep runs on `f64` alone.
+    pub fn backpropagate(&self, seeds: Vec<(u32, Num)>) -> Vec<Num> {
+        let plain_seeds = seeds.iter().all(|(_, ct)| matches!(ct, Num::Real(_)));
+        if plain_seeds && self.tagged_weights.is_empty() {
+            let mut adjoint = SPARE.with_borrow_mut(|s| std::mem::take(&mut s.adjoints));
+            adjoint.clear();
+            adjoint.resize(self.entries.len(), 0.0);
+            for (id, ct) in seeds {
+                if let (Some(a), Num::Real(ct)) = (adjoint.get_mut(id as usize), ct) {
+                    *a += ct;
+                }
+            }
+            self.sweep_plain(&mut adjoint);
+            let inputs = adjoint[..self.inputs].iter().map(|a| Num::Real(*a)).collect();
+            if adjoint.capacity() * size_of::<f64>() <= MAX_SPARE_BYTES {
+                SPARE.with_borrow_mut(|s| s.adjoints = adjoint);
+            }
+            return inputs;
+        }
+        let mut adjoint = vec![Num::ZERO; self.entries.len()];
+        for (id, ct) in seeds {
+            if let Some(a) = adjoint.get_mut(id as usize) {
+                accumulate(a, ct);
+            }
+        }
+        self.sweep(&mut adjoint);
+        adjoint.truncate(self.inputs);
+        adjoint
+    }
+
+    fn sweep_plain(&self, adjoint: &mut [f64]) {
+        for id in (0..self.entries.len()).rev() {
+            let a = adjoint[id];
+            if a == 0.0 {
+                continue;
+            }
+            let e = self.entries[id];
+            for k in 0..2 {
+                if let Some(p) = adjoint.get_mut(e.parents[k] as usize) {
+                    *p += e.weights[k] * a;
+                }
+            }
+        }
+    }
+
+    fn sweep(&self, adjoint: &mut [Num]) {
+        for id in (0..self.entries.len()).rev() {
+            if adjoint[id].is_zero() {
+                continue;
+            }
+            let a = adjoint[id].clone();
+            let e = self.entries[id];
+            for k in 0..2 {
+                let parent = e.parents[k];
+                if parent == NO_PARENT {
+                    continue;
+                }
+                let p = (parent & !TAGGED) as usize;
+                let w = if parent & TAGGED == 0 {
+                    Num::Real(e.weights[k])
+                } else {
+                    let i = e.weights[k].to_bits() as usize;
+                    self.tagged_weights.get(i).cloned().unwrap_or(Num::ZERO)
+                };
+                if let Some(acc) = adjoint.get_mut(p) {
+                    match (&w, &a, &mut *acc) {
+                        (Num::Real(w), Num::Real(a), Num::Real(acc)) => *acc += w * a,
+                        _ => accumulate(acc, w * a.clone()),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `*acc += term`, keeping a constant-0 accumulator structural.
+fn accumulate(acc: &mut Num, term: Num) {
+    if acc.is_zero() {
+        *acc = term;
+    } else {
+        let old = std::mem::replace(acc, Num::ZERO);
+        *acc = old + term;
+    }
+}
