@@ -37,7 +37,7 @@ use std::time::Instant;
 use value::{Val, dot, parse};
 
 /// Programs per test in a plain `cargo test` run.
-const DEFAULT_CASES: u32 = 150;
+const DEFAULT_CASES: u32 = 800;
 /// The fixed proptest seed (programs are the same in every run).
 const DEFAULT_SEED: u64 = 20_240_601;
 
@@ -53,8 +53,18 @@ const SAME_TOL: f64 = 1e-12;
 const OPTIONS: Options = Options {
     nested_ad: true,
     depth: 5,
-    budget: 24,
+    budget: 40,
 };
+
+/// [`OPTIONS`], with `NABLA_AD_DEPTH` and `NABLA_AD_BUDGET` (bigger
+/// programs for longer runs) applied.
+fn options(nested_ad: bool) -> Options {
+    Options {
+        nested_ad,
+        depth: env_u64("NABLA_AD_DEPTH").map_or(OPTIONS.depth, |d| d as u32),
+        budget: env_u64("NABLA_AD_BUDGET").map_or(OPTIONS.budget, |b| b as i32),
+    }
+}
 
 fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
@@ -120,20 +130,45 @@ impl Loaded {
     }
 }
 
-/// `s0 ± h·e_i` for each Real leaf `i`, and the actual steps.
-fn fd_points(s0: &Val) -> (Vec<Val>, Vec<f64>) {
+/// The four points `s0 + h·dir`, `s0 - h·dir`, `s0 + h/2·dir`, `s0 - h/2·dir`.
+fn stencil(s0: &Val, dir: &[f64]) -> Vec<Val> {
     let xs = s0.reals();
-    let mut pts = Vec::new();
-    let mut steps = Vec::new();
-    for i in 0..xs.len() {
-        let (mut p, mut m) = (xs.clone(), xs.clone());
-        p[i] += H;
-        m[i] -= H;
-        steps.push(p[i] - m[i]);
-        pts.push(s0.with_reals(&p));
-        pts.push(s0.with_reals(&m));
-    }
-    (pts, steps)
+    [H, -H, H / 2.0, -H / 2.0]
+        .iter()
+        .map(|h| s0.with_reals(&xs.iter().zip(dir).map(|(x, d)| x + h * d).collect::<Vec<_>>()))
+        .collect()
+}
+
+/// The stencils of all the coordinate directions of `s0`, one after another.
+fn coordinate_stencils(s0: &Val) -> Vec<Val> {
+    let n = s0.reals().len();
+    (0..n)
+        .flat_map(|i| {
+            let e: Vec<f64> = (0..n).map(|j| if i == j { 1.0 } else { 0.0 }).collect();
+            stencil(s0, &e)
+        })
+        .collect()
+}
+
+/// The directional derivative from the values `v` of a function at a
+/// [`stencil`]: the central differences `D(h)` and `D(h/2)` extrapolated
+/// (Richardson: `(4 D(h/2) - D(h)) / 3`, truncation error O(h⁴)), and the
+/// plain `D(h)` (truncation error O(h²)).
+fn central(v: [f64; 4]) -> (f64, f64) {
+    let d1 = (v[0] - v[1]) / (2.0 * H);
+    let d2 = (v[2] - v[3]) / H;
+    ((4.0 * d2 - d1) / 3.0, d1)
+}
+
+/// Compares a derivative with its finite-difference estimate (see
+/// [`central`]); returns the estimate and the error on failure.
+fn fd_agrees(ad: f64, v: [f64; 4], st: &mut Stats) -> Result<(), (f64, f64)> {
+    let (fd, plain) = central(v);
+    let err = (ad - fd).abs() / (1.0 + fd.abs());
+    st.comparisons += 1;
+    st.max_fd_err = st.max_fd_err.max(err);
+    st.max_fd_plain_err = st.max_fd_plain_err.max((ad - plain).abs() / (1.0 + plain.abs()));
+    if err <= FD_TOL { Ok(()) } else { Err((fd, err)) }
 }
 
 fn real_of(v: &Val) -> Result<f64, String> {
@@ -174,8 +209,16 @@ struct Stats {
     with_nested_ad: u32,
     /// Scalar comparisons made.
     comparisons: u64,
-    /// Largest observed `|ad - fd| / (1 + |fd|)`.
+    /// Largest observed `|ad - fd| / (1 + |fd|)`, with the extrapolated
+    /// finite difference (the one checked).
     max_fd_err: f64,
+    /// The same with the plain central difference `D(h)` (for information).
+    max_fd_plain_err: f64,
+    /// Gradient components checked, and how many of them were not 0.
+    grad_components: u64,
+    grad_nonzero: u64,
+    /// Programs whose gradient is not all zero.
+    grad_programs_nonzero: u32,
     /// Largest observed forward/reverse relative discrepancy.
     max_fr_err: f64,
 }
@@ -209,7 +252,7 @@ fn check_runs(l: &mut Loaded, _rng: &mut Rng, st: &mut Stats) -> Result<(), Stri
     if !has_type(&gx, &l.prog.t_ty) || !all_finite(&gx) {
         return Err(format!("g s0 = {gx:?}, expected a finite {:?}", l.prog.t_ty));
     }
-    let (pts, _) = fd_points(&s0);
+    let pts = coordinate_stencils(&s0);
     for (p, v) in pts.iter().zip(l.eval_many("f", &pts)?) {
         let y = real_of(&v)?;
         if !y.is_finite() || !l.prog.f_iv.contains(y) {
@@ -228,18 +271,21 @@ fn check_grad(l: &mut Loaded, _rng: &mut Rng, st: &mut Stats) -> Result<(), Stri
     if !s0.same_shape(&grad) {
         return Err(format!("grad f s0 = {} does not have the shape of s0", grad.source()));
     }
-    let (pts, steps) = fd_points(&s0);
+    let pts = coordinate_stencils(&s0);
     let vals = l.eval_many("f", &pts)?;
     let ad = grad.reals();
+    st.grad_components += ad.len() as u64;
+    st.grad_nonzero += ad.iter().filter(|x| **x != 0.0).count() as u64;
+    st.grad_programs_nonzero += u32::from(ad.iter().any(|x| *x != 0.0));
     let mut report = Vec::new();
-    for (i, step) in steps.iter().enumerate() {
-        let fd = (real_of(&vals[2 * i])? - real_of(&vals[2 * i + 1])?) / step;
-        let err = (ad[i] - fd).abs() / (1.0 + fd.abs());
-        st.max_fd_err = st.max_fd_err.max(err);
-        st.comparisons += 1;
-        if !(err <= FD_TOL) {
+    for i in 0..ad.len() {
+        let mut v = [0.0; 4];
+        for (k, x) in v.iter_mut().enumerate() {
+            *x = real_of(&vals[4 * i + k])?;
+        }
+        if let Err((fd, err)) = fd_agrees(ad[i], v, st) {
             report.push(format!(
-                "  component {i}: grad = {:e}, central difference = {fd:e} (h = {H:e}), error {err:.2e} > {FD_TOL:e}",
+                "  component {i}: grad = {:e}, finite difference = {fd:e} (h = {H:e}), error {err:.2e} > {FD_TOL:e}",
                 ad[i]
             ));
         }
@@ -283,10 +329,23 @@ fn pair(v: Val, what: &str) -> Result<(Val, Val), String> {
     }
 }
 
-/// Checks `a == b` relative to `scale` (the sum of the absolute terms).
+fn norm(xs: &[f64]) -> f64 {
+    xs.iter().map(|x| x * x).sum::<f64>().sqrt()
+}
+
+/// The scale against which `dt · (J ds)` and `(Jᵀ dt) · ds` are compared:
+/// the larger of the two values, of the sums of the absolute terms of the
+/// two dot products, and of `|dt| |ds|`. The last one is a floor for when
+/// the Jacobian cancels to (nearly) zero while its intermediate derivatives
+/// do not (`4x / (-0.4x)`): both modes then give rounding noise of the
+/// size of those intermediate derivatives, not of the result.
+fn fr_scale(a: f64, b: f64, terms: f64, dt: &[f64], ds: &[f64]) -> f64 {
+    a.abs().max(b.abs()).max(terms).max(norm(dt) * norm(ds))
+}
+
+/// Checks `a == b` relative to `scale` (see [`fr_scale`]).
 fn agree(a: f64, b: f64, scale: f64, st: &mut Stats) -> bool {
     st.comparisons += 1;
-    let scale = scale.max(a.abs()).max(b.abs());
     if scale == 0.0 {
         return a == b;
     }
@@ -310,7 +369,8 @@ fn check_fwd_rev(l: &mut Loaded, rng: &mut Rng, st: &mut Stats) -> Result<(), St
     let grad = l.eval(&format!("grad f {src}"))?;
     let (gd, gscale) = dot(&grad.reals(), &ds.reals());
     let jf = real_of(&jf)?;
-    if !close(real_of(&y)?, fx, SAME_TOL) || !agree(jf, gd, gscale, st) {
+    let scale = fr_scale(jf, gd, gscale, &[1.0], &ds.reals());
+    if !close(real_of(&y)?, fx, SAME_TOL) || !agree(jf, gd, scale, st) {
         return Err(format!(
             "for f with ds = {dsrc}: jvp f s0 ds = ({}, {jf:e}) but f s0 = {fx:e} and grad f s0 · ds = {gd:e} (grad = {})",
             y.source(),
@@ -331,7 +391,7 @@ fn check_fwd_rev(l: &mut Loaded, rng: &mut Rng, st: &mut Stats) -> Result<(), St
             t0.source()
         ));
     }
-    let (y2, _) = pair(l.eval(&format!("vjp g {src}"))?, "vjp g")?;
+    let y2 = l.eval(&format!("fst (vjp g {src})"))?;
     let same_value = |a: &Val| a.reals().iter().zip(t0.reals()).all(|(x, y)| close(*x, y, SAME_TOL));
     if !same_value(&y) || !same_value(&y2) || !t0.same_shape(&y2) {
         return Err(format!(
@@ -351,45 +411,40 @@ fn check_fwd_rev(l: &mut Loaded, rng: &mut Rng, st: &mut Stats) -> Result<(), St
     }
     let (lhs, s1) = dot(&dt.reals(), &jds.reals());
     let (rhs, s2) = dot(&ct.reals(), &ds.reals());
-    if !agree(lhs, rhs, s1.max(s2), st) {
+    let scale = fr_scale(lhs, rhs, s1.max(s2), &dt.reals(), &ds.reals());
+    if !agree(lhs, rhs, scale, st) {
         return Err(format!(
             "forward and reverse mode disagree for g:\n  ds = {dsrc}\n  dt = {}\n  J ds  = {} (from jvp)\n  Jᵀ dt = {} (from vjp)\n  dt · (J ds) = {lhs:e}\n  (Jᵀ dt) · ds = {rhs:e}\n  relative difference {:.2e} > {FR_TOL:e}",
             dt.source(),
             jds.source(),
             ct.source(),
-            (lhs - rhs).abs() / s1.max(s2).max(lhs.abs()).max(rhs.abs())
+            (lhs - rhs).abs() / scale
         ));
     }
 
-    // J ds against a central difference of g along ds.
-    let x0 = s0.reals();
-    let dsr = ds.reals();
-    let p: Vec<f64> = x0.iter().zip(&dsr).map(|(x, d)| x + H * d).collect();
-    let q: Vec<f64> = x0.iter().zip(&dsr).map(|(x, d)| x - H * d).collect();
-    let vals = l.eval_many("g", &[s0.with_reals(&p), s0.with_reals(&q)])?;
-    if !t0.same_shape(&vals[0]) || !t0.same_shape(&vals[1]) {
+    if let Ty::Vec(_) = l.prog.s_ty {
+        check_hessian(l, &ds, st)?;
+        if let Ty::Vec(_) = l.prog.t_ty {
+            check_jacobian(l, &ds, &dt, &jds, &ct, st)?;
+        }
+    }
+
+    // J ds against finite differences of g along ds.
+    let vals = l.eval_many("g", &stencil(&s0, &ds.reals()))?;
+    if let Some(v) = vals.iter().find(|v| !t0.same_shape(v)) {
         return Err(format!(
-            "g changes shape near s0: {} / {} / {}",
-            vals[0].source(),
+            "g changes shape near s0: g s0 = {}, nearby {}",
             t0.source(),
-            vals[1].source()
+            v.source()
         ));
     }
+    let vals: Vec<Vec<f64>> = vals.iter().map(Val::reals).collect();
     let mut report = Vec::new();
-    for (k, ((a, b), j)) in vals[0]
-        .reals()
-        .iter()
-        .zip(vals[1].reals())
-        .zip(jds.reals())
-        .enumerate()
-    {
-        let fd = (a - b) / (2.0 * H);
-        let err = (j - fd).abs() / (1.0 + fd.abs());
-        st.max_fd_err = st.max_fd_err.max(err);
-        st.comparisons += 1;
-        if !(err <= FD_TOL) {
+    for (k, j) in jds.reals().iter().enumerate() {
+        let v = [vals[0][k], vals[1][k], vals[2][k], vals[3][k]];
+        if let Err((fd, err)) = fd_agrees(*j, v, st) {
             report.push(format!(
-                "  output real {k}: jvp = {j:e}, central difference = {fd:e}, error {err:.2e}"
+                "  output real {k}: jvp = {j:e}, finite difference = {fd:e}, error {err:.2e}"
             ));
         }
     }
@@ -398,6 +453,106 @@ fn check_fwd_rev(l: &mut Loaded, rng: &mut Rng, st: &mut Stats) -> Result<(), St
             "jvp g s0 ds = {} disagrees with finite differences along ds = {dsrc}:\n{}",
             jds.source(),
             report.join("\n")
+        ));
+    }
+    Ok(())
+}
+
+/// A matrix printed as a vector of vectors of reals.
+fn matrix(v: &Val, rows: usize, cols: usize, what: &str) -> Result<Vec<Vec<f64>>, String> {
+    let bad = || format!("{what} = {} is not a {rows}×{cols} matrix", v.source());
+    let Val::Vec(rs) = v else { return Err(bad()) };
+    if rs.len() != rows {
+        return Err(bad());
+    }
+    rs.iter()
+        .map(|r| match r {
+            Val::Vec(xs) if xs.len() == cols && has_type(r, &Ty::Vec(cols)) => Ok(r.reals()),
+            _ => Err(bad()),
+        })
+        .collect()
+}
+
+/// `M x` and, per row, the sum of the absolute terms.
+fn mat_vec(m: &[Vec<f64>], x: &[f64]) -> (Vec<f64>, Vec<f64>) {
+    m.iter().map(|row| dot(row, x)).unzip()
+}
+
+/// Compares two vectors componentwise, each relative to its terms and to
+/// `floor` (see [`fr_scale`]). Returns the first disagreeing component.
+fn agree_vec(a: &[f64], b: &[f64], terms: &[f64], floor: f64, st: &mut Stats) -> Option<usize> {
+    (0..a.len()).find(|&i| !agree(a[i], b[i], terms[i].max(floor), st))
+}
+
+/// For `f : Vec Real -> Real`: `hessian f s0` times `ds` against
+/// forward-over-reverse (`jvp (grad f)`) and against a central difference
+/// of `grad f` along `ds`; and the Hessian is symmetric.
+fn check_hessian(l: &mut Loaded, ds: &Val, st: &mut Stats) -> Result<(), String> {
+    let s0 = l.prog.s0.clone();
+    let (src, dsrc) = (s0.source(), ds.source());
+    let n = s0.reals().len();
+    let h = matrix(&l.eval(&format!("hessian f {src}"))?, n, n, "hessian f s0")?;
+    let dsr = ds.reals();
+    let (hds, terms) = mat_vec(&h, &dsr);
+    let (_, fwd) = pair(l.eval(&format!("jvp (grad f) {src} {dsrc}"))?, "jvp (grad f)")?;
+    let fwd = fwd.reals();
+    if fwd.len() != n {
+        return Err(format!("jvp (grad f) s0 ds has {} reals, not {n}", fwd.len()));
+    }
+    let floor = norm(&dsr);
+    if let Some(i) = agree_vec(&hds, &fwd, &terms, floor, st) {
+        return Err(format!(
+            "(hessian f s0 · ds)[{i}] = {:e} but snd (jvp (grad f) s0 ds)[{i}] = {:e}\n  ds = {dsrc}\n  hessian = {h:?}",
+            hds[i], fwd[i]
+        ));
+    }
+    for i in 0..n {
+        for j in 0..i {
+            if !agree(h[i][j], h[j][i], 1.0, st) {
+                return Err(format!("hessian f s0 is not symmetric: {h:?}"));
+            }
+        }
+    }
+    let g: Vec<Vec<f64>> = l
+        .eval_many("grad f", &stencil(&s0, &dsr))?
+        .iter()
+        .map(Val::reals)
+        .collect();
+    for i in 0..n {
+        let v = [g[0][i], g[1][i], g[2][i], g[3][i]];
+        if let Err((fd, err)) = fd_agrees(hds[i], v, st) {
+            return Err(format!(
+                "(hessian f s0 · ds)[{i}] = {:e} but finite differences of grad f along ds = {dsrc} give {fd:e} (error {err:.2e})",
+                hds[i]
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// For `g : Vec Real -> Vec Real`: `jacobian g s0` against the `jvp` and
+/// `vjp` results already computed (`J ds` and `Jᵀ dt`).
+fn check_jacobian(l: &mut Loaded, ds: &Val, dt: &Val, jds: &Val, ct: &Val, st: &mut Stats) -> Result<(), String> {
+    let src = l.prog.s0.source();
+    let (n, m) = (ds.reals().len(), dt.reals().len());
+    let j = matrix(&l.eval(&format!("jacobian g {src}"))?, m, n, "jacobian g s0")?;
+    let (jd, terms) = mat_vec(&j, &ds.reals());
+    if let Some(i) = agree_vec(&jd, &jds.reals(), &terms, norm(&ds.reals()), st) {
+        return Err(format!(
+            "(jacobian g s0 · ds)[{i}] = {:e} but jvp gives {:e}\n  ds = {}\n  jacobian = {j:?}",
+            jd[i],
+            jds.reals()[i],
+            ds.source()
+        ));
+    }
+    let jt: Vec<Vec<f64>> = (0..n).map(|c| j.iter().map(|r| r[c]).collect()).collect();
+    let (jtd, terms) = mat_vec(&jt, &dt.reals());
+    if let Some(i) = agree_vec(&jtd, &ct.reals(), &terms, norm(&dt.reals()), st) {
+        return Err(format!(
+            "(jacobian g s0ᵀ · dt)[{i}] = {:e} but the vjp pullback gives {:e}\n  dt = {}\n  jacobian = {j:?}",
+            jtd[i],
+            ct.reals()[i],
+            dt.source()
         ));
     }
     Ok(())
@@ -413,12 +568,23 @@ fn describe(p: &Program, seed: u64) -> String {
 
 /// Runs one check on one case seed.
 fn run_case(seed: u64, nested_ad: bool, check: Check, st: &mut Stats) -> Result<(), String> {
-    let prog = generate(seed, Options { nested_ad, ..OPTIONS });
+    let prog = generate(seed, options(nested_ad));
     let text = describe(&prog, seed);
     st.add_program(&prog);
     let mut l = Loaded::new(prog).map_err(|e| format!("{e}\n{text}"))?;
     let mut rng = Rng::new(seed.wrapping_mul(31).wrapping_add(7));
-    check(&mut l, &mut rng, st).map_err(|e| format!("{e}\n{text}"))
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&mut l, &mut rng, st)));
+    match r {
+        Ok(r) => r.map_err(|e| format!("{e}\n{text}")),
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            Err(format!("panicked: {msg}\n{text}"))
+        }
+    }
 }
 
 /// Runs `check` over the configured cases, on a thread with a big stack.
@@ -432,7 +598,7 @@ fn run_property(name: &'static str, check: Check, needs_ad: bool) {
         let start = Instant::now();
         if let Some(seed) = env_u64("NABLA_AD_PROGRAM") {
             let mut st = Stats::default();
-            println!("{}", describe(&generate(seed, Options { nested_ad: ad, ..OPTIONS }), seed));
+            println!("{}", describe(&generate(seed, options(ad)), seed));
             return run_case(seed, ad, check, &mut st).map(|()| format!("{name}: {st:?}"));
         }
         let st = RefCell::new(Stats::default());
@@ -441,14 +607,23 @@ fn run_property(name: &'static str, check: Check, needs_ad: bool) {
             run_case(seed, ad, check, &mut st.borrow_mut()).map_err(TestCaseError::fail)
         });
         let st = st.into_inner();
+        let nonzero = if st.grad_components > 0 {
+            format!(
+                ", {} of {} gradient components non-zero, {} programs with a non-zero gradient",
+                st.grad_nonzero, st.grad_components, st.grad_programs_nonzero
+            )
+        } else {
+            String::new()
+        };
         let summary = format!(
-            "{name}: {} programs ({} with nested AD calls, {:.1} AD calls and {:.1} generated nodes per program on average), {} comparisons, max FD error {:.2e}, max forward/reverse error {:.2e}, {:.1} s",
+            "{name}: {} programs ({} with nested AD calls, {:.1} AD calls and {:.1} generated nodes per program on average), {} comparisons, max FD error {:.2e} (plain central difference: {:.2e}), max forward/reverse error {:.2e}{nonzero}, {:.1} s",
             st.programs,
             st.with_nested_ad,
             st.ad_calls as f64 / f64::from(st.programs.max(1)),
             st.nodes as f64 / f64::from(st.programs.max(1)),
             st.comparisons,
             st.max_fd_err,
+            st.max_fd_plain_err,
             st.max_fr_err,
             start.elapsed().as_secs_f64()
         );

@@ -366,15 +366,29 @@ pub(crate) fn generate(seed: u64, opts: Options) -> Program {
         ad: opts.nested_ad,
         ad_level: 0,
         nodes: 0,
+        dep: Default::default(),
     };
     let s_ty = g.rng.pick(&input_types()).clone();
     let t_ty = g.rng.pick(&output_types()).clone();
     let s0 = sample(&mut g.rng, &s_ty);
     let av = Av::around(&s0, &s_ty);
 
-    g.budget = opts.budget;
-    let (f_body, f_iv) = g.bind_input(&s_ty, &av, &mut |g, env| {
-        let b = g.real(env, opts.depth);
+    let budget = g.rng.int(6, i64::from(opts.budget)) as i32;
+    let (helpers, globals) = g.helpers();
+    g.budget = budget;
+    let (f_body, f_iv) = g.bind_input(&globals, &s_ty, &av, &mut |g, env| {
+        // Never a bare leaf at the top, and never without the input.
+        g.nodes += 1;
+        let mark = g.used.len();
+        let mut b = g.composite(env, opts.depth);
+        if !g.dep_since(mark) {
+            let ls: Vec<(E, String)> = g.leaves(env).into_iter().filter(|(_, n)| g.dep.contains(n)).collect();
+            if !ls.is_empty() {
+                let (x, n) = ls[g.rng.below(ls.len())].clone();
+                g.use_var(&n);
+                b = g.combine(b, x);
+            }
+        }
         let iv = b.iv;
         (b.code, Av::Real(iv))
     });
@@ -382,12 +396,12 @@ pub(crate) fn generate(seed: u64, opts: Options) -> Program {
         Av::Real(iv) => iv,
         _ => unreachable!(),
     };
-    g.budget = opts.budget;
+    g.budget = budget;
     let t = t_ty.clone();
-    let (g_body, _) = g.bind_input(&s_ty, &av, &mut |g, env| g.of_type(env, &t, opts.depth));
+    let (g_body, _) = g.bind_input(&globals, &s_ty, &av, &mut |g, env| g.of_type(env, &t, opts.depth));
     let st = s_ty.source();
     let source = format!(
-        "def f (s : {st}) : Real =\n  {f_body}\n\ndef g (s : {st}) : {} =\n  {g_body}\n",
+        "{helpers}def f (s : {st}) : Real =\n  {f_body}\n\ndef g (s : {st}) : {} =\n  {g_body}\n",
         t_ty.source()
     );
     let ad_calls = ["diff ", "grad ", "jvp ", "vjp ", "jacobian ", "hessian "]
@@ -441,6 +455,10 @@ struct Gen {
     ad: bool,
     ad_level: u32,
     nodes: u32,
+    /// Variables whose value (may) depend on the input of `f`/`g` (or on
+    /// the parameters of a helper or of a differentiated function): leaves
+    /// prefer them, so that fewer programs are constant.
+    dep: std::collections::HashSet<String>,
 }
 
 type BodyGen<'a> = dyn FnMut(&mut Gen, &Env) -> (String, Av) + 'a;
@@ -455,11 +473,67 @@ impl Gen {
         self.used.push(name.to_string());
     }
 
-    // ----- the input -------------------------------------------------------
+    // ----- top-level helpers and the input ----------------------------------
+
+    /// Zero to two top-level helper functions of Reals (one may be
+    /// recursive), in scope in `f` and `g` (and in later helpers) as
+    /// functions whose arguments must lie in fixed intervals.
+    fn helpers(&mut self) -> (String, Env) {
+        let mut globals = Env::default();
+        let mut defs = String::new();
+        for _ in 0..self.rng.below(3) {
+            self.budget = 6;
+            let a = *self.rng.pick(&[1.0, 2.0, 3.0]);
+            let p = Iv { lo: -a, hi: a };
+            if self.rng.chance(0.35) {
+                // `def top_it k y = if k == 0 then y else top_it (k - 1) step`
+                let name = self.fresh("top_it");
+                let (k, y) = (self.fresh("k"), self.fresh("y"));
+                self.dep.insert(y.clone());
+                let env = globals.with_val(&y, Av::Real(p)).with_val(&k, Av::Int(1, 4));
+                let step = self.real(&env, 3);
+                let step = self.into(step, p);
+                defs.push_str(&format!(
+                    "def {name} ({k} : Int) ({y} : Real) : Real =\n  if {k} == 0 then {y} else {name} ({k} - 1) {}\n\n",
+                    step.code
+                ));
+                let kv = self.rng.int(0, 4);
+                globals = globals.with(
+                    &format!("({name} {kv})"),
+                    Kind::Fun {
+                        params: vec![p],
+                        tupled: false,
+                        result: p,
+                    },
+                );
+            } else {
+                let name = self.fresh("top_h");
+                let n = if self.rng.chance(0.5) { 1 } else { 2 };
+                let ys: Vec<String> = (0..n).map(|_| self.fresh("y")).collect();
+                let mut env = globals.clone();
+                for y in &ys {
+                    self.dep.insert(y.clone());
+                    env = env.with_val(y, Av::Real(p));
+                }
+                let body = self.real_new(&globals, &env, 3);
+                let params: String = ys.iter().map(|y| format!("({y} : Real) ")).collect();
+                defs.push_str(&format!("def {name} {params}: Real =\n  {}\n\n", body.code));
+                globals = globals.with(
+                    &name,
+                    Kind::Fun {
+                        params: vec![p; n],
+                        tupled: false,
+                        result: body.iv,
+                    },
+                );
+            }
+        }
+        (defs, globals)
+    }
 
     /// `let`-binds (or `match`es) the parameter `s` and generates the body.
-    fn bind_input(&mut self, ty: &Ty, av: &Av, body: &mut BodyGen<'_>) -> (String, Av) {
-        let env = Env::default();
+    fn bind_input(&mut self, globals: &Env, ty: &Ty, av: &Av, body: &mut BodyGen<'_>) -> (String, Av) {
+        let env = globals.clone();
         match (ty, av) {
             (Ty::Sum(l, r), Av::Sum(side, la, ra)) => {
                 let (pl, envl) = self.pattern(l, la, &env);
@@ -484,6 +558,7 @@ impl Gen {
                 (format!("let {p} = s in\n  {b}"), a)
             }
             _ => {
+                self.dep.insert("s".into());
                 let env = env.with_val("s", av.clone());
                 body(self, &env)
             }
@@ -512,6 +587,9 @@ impl Gen {
                     _ => "p",
                 };
                 let name = self.fresh(prefix);
+                if *ty != Ty::Int {
+                    self.dep.insert(name.clone());
+                }
                 let env = env.with_val(&name, av.clone());
                 (name, env)
             }
@@ -545,10 +623,12 @@ impl Gen {
         let (mi, ri) = (Iv::point(mv), Iv::point(rv));
         let iv = mi.add(ri.mul(x.iv.sub(mi).div(ri).tanh()));
         assert!(iv.within(p), "into: {iv:?} not within {p:?}");
-        e(
-            format!("({ms} + {rs} * tanh (({} - {ms}) / {rs}))", x.code),
-            iv,
-        )
+        let code = if mv == 0.0 {
+            format!("({rs} * tanh ({} / {rs}))", x.code)
+        } else {
+            format!("({ms} + {rs} * tanh (({} - {ms}) / {rs}))", x.code)
+        };
+        e(code, iv)
     }
 
     /// A positive expression built from `x` (for sqrt, log, `**`).
@@ -608,6 +688,45 @@ impl Gen {
         }
     }
 
+    /// Whether a variable of `dep` was used since `mark`.
+    fn dep_since(&self, mark: usize) -> bool {
+        self.used[mark..].iter().any(|n| self.dep.contains(n))
+    }
+
+    /// Records that `names` depend on the input if `dep`.
+    fn set_dep(&mut self, names: &[&String], dep: bool) {
+        if dep {
+            for n in names {
+                self.dep.insert((*n).clone());
+            }
+        }
+    }
+
+    /// A Real expression in `env2` (an extension of `env`) that uses one of
+    /// the variables `env2` adds (in some branch at least): if the generated
+    /// one does not, it is combined with a leaf of one of them. This keeps
+    /// lambdas and `let`s from ignoring what they bind.
+    fn real_new(&mut self, env: &Env, env2: &Env, d: u32) -> E {
+        let old = env.names();
+        let new: Vec<String> = env2.names().into_iter().filter(|n| !old.contains(n)).collect();
+        let mark = self.used.len();
+        let b = self.real(env2, d);
+        if self.used[mark..].iter().any(|n| new.contains(n)) {
+            return b;
+        }
+        let ls: Vec<(E, String)> = self
+            .leaves(env2)
+            .into_iter()
+            .filter(|(_, n)| new.contains(n))
+            .collect();
+        if ls.is_empty() {
+            return b;
+        }
+        let (x, n) = ls[self.rng.below(ls.len())].clone();
+        self.use_var(&n);
+        self.combine(b, x)
+    }
+
     /// Every Real leaf available in `env` (no constants), with the name of
     /// the variable it reads.
     fn leaves(&self, env: &Env) -> Vec<(E, String)> {
@@ -665,9 +784,12 @@ impl Gen {
     /// parameters (a vector alone offers many leaves).
     fn leaf(&mut self, env: &Env) -> E {
         let mut ls = self.leaves_at(env);
-        if ls.is_empty() || self.rng.chance(0.2) {
+        if ls.is_empty() || self.rng.chance(0.1) {
             let (t, v) = lit(self.rng.range(-2.0, 2.0), 2);
             return e(t, Iv::point(v));
+        }
+        if self.rng.chance(0.75) && ls.iter().any(|l| self.dep.contains(&l.1)) {
+            ls.retain(|l| self.dep.contains(&l.1));
         }
         if self.rng.chance(0.5) {
             let mut pos: Vec<usize> = ls.iter().map(|l| l.2).collect();
@@ -793,17 +915,23 @@ impl Gen {
                 e(format!("(if {c} then {} else {})", a.code, b.code), iv)
             }
             LET => {
+                let mark = self.used.len();
                 let a = self.real(env, d1);
                 let x = self.fresh("x");
+                let dep = self.dep_since(mark);
+                self.set_dep(&[&x], dep);
                 let env2 = env.with_val(&x, Av::Real(a.iv));
-                let b = self.real(&env2, d1);
+                let b = self.real_new(env, &env2, d1);
                 e(format!("(let {x} = {} in {})", a.code, b.code), b.iv)
             }
             LET_TUPLE => {
                 let k = if self.rng.chance(0.7) { 2 } else { 3 };
+                let mark = self.used.len();
                 let (t, ivs) = self.tuple(env, d1, k);
+                let dep = self.dep_since(mark);
                 let (pat, env2) = if k == 2 && self.rng.chance(0.3) {
                     let p = self.fresh("p");
+                    self.set_dep(&[&p], dep);
                     let av = Av::Tuple(ivs.iter().map(|i| Av::Real(*i)).collect());
                     (p.clone(), env.with_val(&p, av))
                 } else {
@@ -811,25 +939,33 @@ impl Gen {
                     let mut names = Vec::new();
                     for iv in &ivs {
                         let x = self.fresh("x");
+                        self.set_dep(&[&x], dep);
                         env2 = env2.with_val(&x, Av::Real(*iv));
                         names.push(x);
                     }
                     (format!("({})", names.join(", ")), env2)
                 };
-                let b = self.real(&env2, d1);
+                let b = self.real_new(env, &env2, d1);
                 e(format!("(let {pat} = {t} in {})", b.code), b.iv)
             }
             APP_LAMBDA => {
                 let nargs = if self.rng.chance(0.6) { 1 } else { 2 };
-                let args: Vec<E> = (0..nargs).map(|_| self.real(env, d1)).collect();
+                let mut args = Vec::new();
+                let mut deps = Vec::new();
+                for _ in 0..nargs {
+                    let mark = self.used.len();
+                    args.push(self.real(env, d1));
+                    deps.push(self.dep_since(mark));
+                }
                 let mut env2 = env.clone();
                 let mut names = Vec::new();
-                for a in &args {
+                for (a, dep) in args.iter().zip(deps) {
                     let y = self.fresh("y");
+                    self.set_dep(&[&y], dep);
                     env2 = env2.with_val(&y, Av::Real(a.iv));
                     names.push(y);
                 }
-                let b = self.real(&env2, d1);
+                let b = self.real_new(env, &env2, d1);
                 let argc: Vec<String> = args.iter().map(|a| a.code.clone()).collect();
                 if nargs == 2 && self.rng.chance(0.5) {
                     e(
@@ -859,6 +995,7 @@ impl Gen {
             }
             FOLD => {
                 let n = self.vec_len(env);
+                let mark = self.used.len();
                 let (v, ivs) = self.vector(env, d1, n);
                 let h = ivs.iter().fold(ivs[0], |a, b| a.hull(*b));
                 let acc_iv = Iv {
@@ -868,10 +1005,12 @@ impl Gen {
                 let init = self.real(env, d1);
                 let init = self.into(init, acc_iv);
                 let (acc, y) = (self.fresh("acc"), self.fresh("y"));
+                let dep = self.dep_since(mark);
+                self.set_dep(&[&acc, &y], dep);
                 let env2 = env
                     .with_val(&acc, Av::Real(acc_iv))
                     .with_val(&y, Av::Real(h));
-                let b = self.real(&env2, d1);
+                let b = self.real_new(env, &env2, d1);
                 let b = self.into(b, acc_iv);
                 e(
                     format!("(fold (fun {acc} {y} -> {}) {} {v})", b.code, init.code),
@@ -880,13 +1019,16 @@ impl Gen {
             }
             ZIP => {
                 let n = self.vec_len(env);
+                let mark = self.used.len();
                 let (u, uivs) = self.vector(env, d1, n);
                 let (v, vivs) = self.vector(env, d1, n);
+                let dep = self.dep_since(mark);
                 let hu = uivs.iter().fold(uivs[0], |a, b| a.hull(*b));
                 let hv = vivs.iter().fold(vivs[0], |a, b| a.hull(*b));
                 let (a, b) = (self.fresh("y"), self.fresh("y"));
+                self.set_dep(&[&a, &b], dep);
                 let env2 = env.with_val(&a, Av::Real(hu)).with_val(&b, Av::Real(hv));
-                let body = self.real(&env2, d1);
+                let body = self.real_new(env, &env2, d1);
                 let s = (0..n).fold(Iv::point(0.0), |acc, _| acc.add(body.iv));
                 e(
                     format!("(sum (map (fun ({a}, {b}) -> {}) (zip {u} {v})))", body.code),
@@ -967,6 +1109,7 @@ impl Gen {
         let nparams = if self.rng.chance(0.6) { 1 } else { 2 };
         let tupled = nparams == 2 && self.rng.chance(0.4);
         let ncalls = self.rng.int(1, 2) as usize;
+        let mark = self.used.len();
         let mut calls: Vec<Vec<E>> = Vec::new();
         for _ in 0..ncalls {
             let mut args = Vec::new();
@@ -983,11 +1126,13 @@ impl Gen {
             })
             .collect();
         let names: Vec<String> = (0..nparams).map(|_| self.fresh("y")).collect();
+        let dep = self.dep_since(mark);
+        self.set_dep(&names.iter().collect::<Vec<_>>(), dep);
         let mut benv = env.clone();
         for (n, p) in names.iter().zip(&params) {
             benv = benv.with_val(n, Av::Real(*p));
         }
-        let body = self.real(&benv, d);
+        let body = self.real_new(env, &benv, d);
         let h = self.fresh("h");
         let lam = if tupled {
             format!("fun ({}) -> {}", names.join(", "), body.code)
@@ -1013,6 +1158,7 @@ impl Gen {
                 format!("{h} {}", argc.join(" "))
             };
             lets.push(format!("let {r} = {call} in "));
+            self.dep.insert(r.clone());
             renv = renv.with_val(&r, Av::Real(body.iv));
             results.push(e(r, body.iv));
         }
@@ -1046,7 +1192,9 @@ impl Gen {
 
     /// `(fun k -> ... k a ...) (fun y -> body)` or a built-in as the argument.
     fn higher_order(&mut self, env: &Env, d: u32) -> E {
+        let mark = self.used.len();
         let a = self.real(env, d);
+        let dep = self.dep_since(mark);
         let a = self.bound(a, 4.0);
         let (fcode, p, res) = if self.rng.chance(0.25) {
             let f = *self.rng.pick(&["sin", "cos", "tanh"]);
@@ -1054,11 +1202,13 @@ impl Gen {
         } else {
             let p = self.widen(a.iv);
             let y = self.fresh("y");
-            let body = self.real(&env.with_val(&y, Av::Real(p)), d);
+            self.set_dep(&[&y], dep);
+            let body = self.real_new(env, &env.with_val(&y, Av::Real(p)), d);
             (format!("(fun {y} -> {})", body.code), p, body.iv)
         };
         let k = self.fresh("k");
         let r = self.fresh("r");
+        self.set_dep(&[&r], dep);
         let kenv = env
             .with(
                 &k,
@@ -1097,22 +1247,27 @@ impl Gen {
 
     /// `match` on a generated sum value.
     fn matching(&mut self, env: &Env, d: u32) -> E {
+        let mark = self.used.len();
         let (s, side, l, r) = self.sum_value(env, d);
+        let dep = self.dep_since(mark);
         let a = self.fresh("x");
+        self.set_dep(&[&a], dep);
         let lenv = env.with_val(&a, Av::Real(l[0]));
         let (rpat, renv) = if self.rng.chance(0.3) {
             let p = self.fresh("p");
+            self.set_dep(&[&p], dep);
             let av = Av::Tuple(r.iter().map(|i| Av::Real(*i)).collect());
             (p.clone(), env.with_val(&p, av))
         } else {
             let (b, c) = (self.fresh("x"), self.fresh("x"));
+            self.set_dep(&[&b, &c], dep);
             (
                 format!("({b}, {c})"),
                 env.with_val(&b, Av::Real(r[0])).with_val(&c, Av::Real(r[1])),
             )
         };
-        let bl = self.real(&lenv, d);
-        let br = self.real(&renv, d);
+        let bl = self.real_new(env, &lenv, d);
+        let br = self.real_new(env, &renv, d);
         let iv = match side {
             Some(true) => bl.iv,
             Some(false) => br.iv,
@@ -1162,14 +1317,17 @@ impl Gen {
 
     /// `let rec`: a tail-recursive iteration `it y k` or a non-tail power.
     fn let_rec(&mut self, env: &Env, d: u32) -> E {
+        let mark = self.used.len();
         let a = self.real(env, d);
+        let dep = self.dep_since(mark);
         let a = self.bound(a, 3.0);
         let kmax = self.rng.int(1, 4);
         let (f, y, k) = (self.fresh("it"), self.fresh("y"), self.fresh("k"));
+        self.set_dep(&[&y], dep);
         if self.rng.chance(0.6) {
             let p = self.widen(a.iv);
             let senv = env.with_val(&y, Av::Real(p)).with_val(&k, Av::Int(1, kmax));
-            let step = self.real(&senv, d);
+            let step = self.real_new(env, &senv, d);
             let step = self.into(step, p);
             e(
                 format!(
@@ -1407,7 +1565,9 @@ impl Gen {
                 (format!("(build {n} (fun {i} -> {}))", b.code), vec![b.iv; n])
             }
             3 => {
+                let mark = self.used.len();
                 let (v, ivs) = self.vector(env, d1, n);
+                let dep = self.dep_since(mark);
                 let h = ivs.iter().fold(ivs[0], |a, b| a.hull(*b));
                 if self.rng.chance(0.25) {
                     let f = *self.rng.pick(&["sin", "cos", "tanh"]);
@@ -1432,7 +1592,8 @@ impl Gen {
                     return (format!("(map {f} {v})"), vec![r; n]);
                 }
                 let y = self.fresh("y");
-                let b = self.real(&env.with_val(&y, Av::Real(h)), d1);
+                self.set_dep(&[&y], dep);
+                let b = self.real_new(env, &env.with_val(&y, Av::Real(h)), d1);
                 (format!("(map (fun {y} -> {}) {v})", b.code), vec![b.iv; n])
             }
             4 => {
@@ -1558,8 +1719,9 @@ impl Gen {
     // ----- nested differentiation -------------------------------------------
 
     /// Generates the body of the inner function of a nested AD call, with
-    /// `params` in scope, and makes sure it uses a variable of the enclosing
-    /// scope (adding `+ outer * param_leaf` to its first Real if it does not).
+    /// `params` in scope, and makes sure it uses both a variable of the
+    /// enclosing scope and a parameter (adding `outer * phi(param_leaf)` to
+    /// its first Real if it does not).
     fn inner(
         &mut self,
         env: &Env,
@@ -1567,26 +1729,44 @@ impl Gen {
         param_leaf: &str,
         body: &mut BodyGen<'_>,
     ) -> (String, Av) {
-        let outer = env.names();
+        // Top-level helpers are not variables of the enclosing scope.
+        let outer: Vec<String> = env
+            .names()
+            .into_iter()
+            .filter(|n| !n.starts_with("top_") && !n.starts_with("(top_"))
+            .collect();
         let mark = self.used.len();
         let mut env2 = env.clone();
         for (n, av) in params {
+            if !matches!(av, Av::Int(..)) {
+                self.dep.insert(n.clone());
+            }
             env2 = env2.with_val(n, av.clone());
         }
         self.ad_level += 1;
         let (code, av) = body(self, &env2);
         self.ad_level -= 1;
         let captured = self.used[mark..].iter().any(|n| outer.contains(n));
-        if captured {
+        let uses_param = self.used[mark..]
+            .iter()
+            .any(|n| params.iter().any(|(p, av)| p == n && !matches!(av, Av::Int(..))));
+        if captured && uses_param {
             return (code, av);
         }
         let ls = self.leaves(env);
         if ls.is_empty() {
             return (code, av);
         }
+        // Add `outer * phi(param)`, with phi sometimes non-linear (so that
+        // second derivatives are not all zero).
         let (x, name) = ls[self.rng.below(ls.len())].clone();
         self.use_var(&name);
-        let term = format!("{} * {param_leaf}", x.code);
+        let phi = match self.rng.below(3) {
+            0 => param_leaf.to_string(),
+            1 => format!("sin {param_leaf}"),
+            _ => format!("{param_leaf} * {param_leaf}"),
+        };
+        let term = format!("{} * {phi}", x.code);
         let code = match &av {
             Av::Real(_) => format!("({code} + {term})"),
             Av::Vec(_) => {
@@ -1624,7 +1804,92 @@ impl Gen {
     /// A Real computed by a differentiation operator.
     fn nested_ad(&mut self, env: &Env, d: u32) -> E {
         let unk = Iv::unknown();
-        match self.rng.below(12) {
+        match self.rng.below(16) {
+            12 => {
+                // A pullback kept and applied twice.
+                let a = self.real(env, d);
+                let a = self.bound(a, 3.0);
+                let t = self.fresh("t");
+                let b = self.inner_real(env, &[(t.clone(), Av::Real(a.iv))], &t, d);
+                let c1 = self.real(env, d);
+                let c2 = self.real(env, d);
+                let pb = self.fresh("pb");
+                e(
+                    format!(
+                        "(let {pb} = snd (vjp (fun {t} -> {}) {}) in ({pb} {} - {pb} {}))",
+                        b.code, a.code, c1.code, c2.code
+                    ),
+                    unk,
+                )
+            }
+            13 => {
+                // An operator applied to a function in scope (closure,
+                // helper, partial application) or to a built-in.
+                let op = *self.rng.pick(&["diff", "grad"]);
+                let fs: Vec<_> = env
+                    .funs()
+                    .into_iter()
+                    .filter(|(_, ps, tupled, _)| !tupled && ps.len() <= 2)
+                    .collect();
+                if fs.is_empty() || self.rng.chance(0.25) {
+                    let f = *self.rng.pick(&["sin", "cos", "tanh"]);
+                    let a = self.real(env, d);
+                    return e(format!("({op} {f} {})", a.code), unk);
+                }
+                let (h, ps, _, _) = fs[self.rng.below(fs.len())].clone();
+                self.use_var(&h);
+                let (fexpr, p) = if ps.len() == 2 {
+                    let a = self.real(env, d);
+                    let a = self.into(a, ps[0]);
+                    (format!("({h} {})", a.code), ps[1])
+                } else {
+                    (h.clone(), ps[0])
+                };
+                let b = self.real(env, d);
+                let b = if p.is_finite() { self.into(b, p) } else { b };
+                e(format!("({op} {fexpr} {})", b.code), unk)
+            }
+            14 => {
+                // vjp of a vector-valued function, pulled back from a vector.
+                let a = self.real(env, d);
+                let a = self.bound(a, 3.0);
+                let n = self.vec_len(env);
+                let t = self.fresh("t");
+                let (body, _) = self.inner(env, &[(t.clone(), Av::Real(a.iv))], &t, &mut |g, env| {
+                    let (c, ivs) = g.vector(env, d, n);
+                    (c, Av::Vec(ivs))
+                });
+                let (ct, _) = self.vector(env, d, n);
+                e(format!("((snd (vjp (fun {t} -> {body}) {})) {ct})", a.code), unk)
+            }
+            15 => {
+                // jvp of a function from a pair to a vector.
+                let (a, ivs) = self.tuple(env, d, 2);
+                let (a, ivs) = if ivs.iter().all(|i| i.mag() <= 3.0) {
+                    (a, ivs)
+                } else {
+                    // Keep the point bounded: squash both components.
+                    let (c1, c2) = (self.fresh("c"), self.fresh("c"));
+                    let k = Iv::point(3.0);
+                    (
+                        format!("(let ({c1}, {c2}) = {a} in (3.0 * tanh ({c1} / 3.0), 3.0 * tanh ({c2} / 3.0)))"),
+                        ivs.iter().map(|i| i.div(k).tanh().mul(k)).collect(),
+                    )
+                };
+                let (da, _) = self.tuple(env, d, 2);
+                let n = self.vec_len(env);
+                let (p, q) = (self.fresh("t"), self.fresh("t"));
+                let (body, _) = self.inner(
+                    env,
+                    &[(p.clone(), Av::Real(ivs[0])), (q.clone(), Av::Real(ivs[1]))],
+                    &p,
+                    &mut |g, env| {
+                        let (c, ivs) = g.vector(env, d, n);
+                        (c, Av::Vec(ivs))
+                    },
+                );
+                e(format!("(sum (snd (jvp (fun ({p}, {q}) -> {body}) {a} {da})))"), unk)
+            }
             0 | 1 => {
                 let a = self.real(env, d);
                 let a = self.bound(a, 3.0);
