@@ -17,8 +17,9 @@
 //! `NABLA_AD_CASES=N` sets the number of programs per test (default
 //! [`DEFAULT_CASES`]), `NABLA_AD_SEED=K` the fixed proptest seed, and
 //! `NABLA_AD_PROGRAM=SEED` prints the program for one case seed (as shown in
-//! a failure) and runs the checks on it alone. Run with `--nocapture` to
-//! see the statistics of a run.
+//! a failure) and runs the checks on it alone; `NABLA_AD_BUDGET` and
+//! `NABLA_AD_DEPTH` make bigger programs. Run with `--nocapture` to see the
+//! statistics of a run.
 
 #[path = "ad_random/interval.rs"]
 mod interval;
