@@ -416,7 +416,11 @@ impl Binary {
             }
             Binary::Atan2 => {
                 let r2 = x.clone() * x.clone() + y.clone() * y;
-                if r2 == 0.0 { N::constant(0.0) } else { -(x / r2) }
+                if r2 == 0.0 {
+                    N::constant(0.0)
+                } else {
+                    -(x / r2)
+                }
             }
             Binary::Hypot => {
                 if v == 0.0 {

@@ -254,7 +254,11 @@ impl Num {
                 let v = op.eval(primal);
                 let w = op.derivative(primal, v);
                 let id = record_plain(level, [id, NO_PARENT], [w, 0.0]);
-                return Num::Reverse { primal: v, level, id };
+                return Num::Reverse {
+                    primal: v,
+                    level,
+                    id,
+                };
             }
             Num::Tagged(ref n) => n.level,
         };
@@ -280,26 +284,60 @@ impl Num {
         // level over plain reals.
         match (&x, &y) {
             (Num::Real(a), Num::Real(b)) => return Num::Real(op.eval(*a, *b)),
-            (&Num::Reverse { primal: a, level, id }, &Num::Real(b)) => {
+            (
+                &Num::Reverse {
+                    primal: a,
+                    level,
+                    id,
+                },
+                &Num::Real(b),
+            ) => {
                 let v = op.eval(a, b);
                 let w = op.partial_x(a, b, v);
                 let id = record_plain(level, [id, NO_PARENT], [w, 0.0]);
-                return Num::Reverse { primal: v, level, id };
+                return Num::Reverse {
+                    primal: v,
+                    level,
+                    id,
+                };
             }
-            (&Num::Real(a), &Num::Reverse { primal: b, level, id }) => {
+            (
+                &Num::Real(a),
+                &Num::Reverse {
+                    primal: b,
+                    level,
+                    id,
+                },
+            ) => {
                 let v = op.eval(a, b);
                 let w = op.partial_y(a, b, v);
                 let id = record_plain(level, [id, NO_PARENT], [w, 0.0]);
-                return Num::Reverse { primal: v, level, id };
+                return Num::Reverse {
+                    primal: v,
+                    level,
+                    id,
+                };
             }
             (
-                &Num::Reverse { primal: a, level, id: i },
-                &Num::Reverse { primal: b, level: l2, id: j },
+                &Num::Reverse {
+                    primal: a,
+                    level,
+                    id: i,
+                },
+                &Num::Reverse {
+                    primal: b,
+                    level: l2,
+                    id: j,
+                },
             ) if level == l2 => {
                 let v = op.eval(a, b);
                 let weights = [op.partial_x(a, b, v), op.partial_y(a, b, v)];
                 let id = record_plain(level, [i, j], weights);
-                return Num::Reverse { primal: v, level, id };
+                return Num::Reverse {
+                    primal: v,
+                    level,
+                    id,
+                };
             }
             _ => {}
         }
@@ -314,7 +352,10 @@ impl Num {
         let py = |x: &Num, y: &Num, v: &Num| op.partial_y(x.clone(), y.clone(), v.clone());
         match (dx, dy) {
             (None, None) => v,
-            (dx @ (None | Some(Perturbation::Tangent(_))), dy @ (None | Some(Perturbation::Tangent(_)))) => {
+            (
+                dx @ (None | Some(Perturbation::Tangent(_))),
+                dy @ (None | Some(Perturbation::Tangent(_))),
+            ) => {
                 // Figure 3: tangent = ∂ₓf · dx + ∂ᵧf · dy.
                 let tx = match dx {
                     Some(Perturbation::Tangent(tx)) => Some(tx * px(&x, &y, &v)),

@@ -6,10 +6,8 @@
 //! partial applications, functions that differentiate — and nest freely.
 
 use super::num::{LevelGuard, Mode, Num, Perturbation};
+use super::structure::{gradient, seed_inputs, seed_tangents, seeds, split_forward, split_reverse};
 use super::trace::Trace;
-use super::structure::{
-    gradient, seed_inputs, seed_tangents, seeds, split_forward, split_reverse,
-};
 use crate::eval::{Machine, RResult, Value, err};
 use crate::prim::Prim;
 use crate::syntax::span::Span;
@@ -76,7 +74,12 @@ fn from_columns(columns: &[Value], rows: usize) -> Value {
 
 impl Machine {
     /// Applies differentiation operator `p` to all its arguments.
-    pub(crate) fn differentiate(&mut self, p: Prim, args: Vec<Value>, span: Span) -> RResult<Value> {
+    pub(crate) fn differentiate(
+        &mut self,
+        p: Prim,
+        args: Vec<Value>,
+        span: Span,
+    ) -> RResult<Value> {
         let mut args = args.into_iter();
         let (Some(f), Some(x)) = (args.next(), args.next()) else {
             return err("internal error: missing operand of a derivative", span);
@@ -122,7 +125,10 @@ impl Machine {
         let level = g.level();
         let trace = g.finish();
         let Some(y) = y.as_num() else {
-            return err("internal error: the function given to `grad` did not return a Real", span);
+            return err(
+                "internal error: the function given to `grad` did not return a Real",
+                span,
+            );
         };
         let (value, dy) = y.split(level);
         let seed = match dy {
@@ -155,7 +161,12 @@ impl Machine {
     }
 
     /// Applies a pullback to a cotangent: one backward sweep.
-    pub(crate) fn apply_pullback(&mut self, pb: &Pullback, ct: &Value, span: Span) -> RResult<Value> {
+    pub(crate) fn apply_pullback(
+        &mut self,
+        pb: &Pullback,
+        ct: &Value,
+        span: Span,
+    ) -> RResult<Value> {
         let seeds = seeds(&pb.output, ct, &pb.output_ids).or_else(|m| err(m, span))?;
         let adjoints = pb.trace.backpropagate(seeds);
         gradient(&pb.input, &adjoints).or_else(|m| err(m, span))

@@ -76,15 +76,35 @@ fn map_children(v: &Value, mut f: impl FnMut(&Value) -> ShapeResult<Value>) -> S
         Value::Tuple(xs) => Value::Tuple(Rc::new(xs.iter().map(f).collect::<ShapeResult<_>>()?)),
         Value::Inl(x) => Value::Inl(Rc::new(f(x)?)),
         Value::Inr(x) => Value::Inr(Rc::new(f(x)?)),
-        Value::RealVec(_) | Value::Vec(_) => Value::vector(
-            elements(v)
-                .iter()
-                .map(f)
-                .collect::<ShapeResult<Vec<_>>>()?,
-        ),
+        Value::RealVec(_) | Value::Vec(_) => {
+            Value::vector(elements(v).iter().map(f).collect::<ShapeResult<Vec<_>>>()?)
+        }
         Value::Unit | Value::Bool(_) | Value::Int(_) => v.clone(),
-        _ => return Err(format!("cannot differentiate with respect to {}", describe(v))),
+        _ => {
+            return Err(format!(
+                "cannot differentiate with respect to {}",
+                describe(v)
+            ));
+        }
     })
+}
+
+/// What the second value of a pair walked together is, for messages.
+#[derive(Clone, Copy, Debug)]
+pub enum Role {
+    /// `jvp`'s tangent, shaped like the point.
+    Tangent,
+    /// A pullback's cotangent, shaped like the output.
+    Cotangent,
+}
+
+impl Role {
+    fn names(self) -> (&'static str, &'static str) {
+        match self {
+            Role::Tangent => ("the point", "the tangent"),
+            Role::Cotangent => ("the function's output", "the cotangent"),
+        }
+    }
 }
 
 /// `x` with every real leaf replaced by `leaf(real)`.
@@ -105,7 +125,7 @@ pub fn seed_inputs(x: &Value, g: &LevelGuard) -> ShapeResult<Value> {
 /// The input of forward level `g`: each real leaf of `x` paired with the
 /// corresponding leaf of the tangent `dx`, which must have the same shape.
 pub fn seed_tangents(x: &Value, dx: &Value, g: &LevelGuard) -> ShapeResult<Value> {
-    zip_shapes(x, dx, &mut |a, b| Ok(g.dual(a, b)))
+    zip_shapes(x, dx, Role::Tangent, &mut |a, b| Ok(g.dual(a, b)))
 }
 
 /// Walks `a` and `b` (same shape required: same sum constructors, same
@@ -114,12 +134,17 @@ pub fn seed_tangents(x: &Value, dx: &Value, g: &LevelGuard) -> ShapeResult<Value
 fn zip_shapes(
     a: &Value,
     b: &Value,
+    role: Role,
     leaf: &mut impl FnMut(Num, Num) -> ShapeResult<Num>,
 ) -> ShapeResult<Value> {
     deep()?;
+    let (primal, other) = role.names();
     if let Some(x) = a.as_num() {
         let Some(y) = b.as_num() else {
-            return Err(format!("expected a Real, found {}", describe(b)));
+            return Err(format!(
+                "{other} has {} where {primal} has a Real",
+                describe(b)
+            ));
         };
         return Ok(Value::from(leaf(x, y)?));
     }
@@ -127,37 +152,37 @@ fn zip_shapes(
         (Value::Tuple(xs), Value::Tuple(ys)) if xs.len() == ys.len() => Ok(Value::Tuple(Rc::new(
             xs.iter()
                 .zip(ys.iter())
-                .map(|(x, y)| zip_shapes(x, y, leaf))
+                .map(|(x, y)| zip_shapes(x, y, role, leaf))
                 .collect::<ShapeResult<_>>()?,
         ))),
-        (Value::Inl(x), Value::Inl(y)) => Ok(Value::Inl(Rc::new(zip_shapes(x, y, leaf)?))),
-        (Value::Inr(x), Value::Inr(y)) => Ok(Value::Inr(Rc::new(zip_shapes(x, y, leaf)?))),
+        (Value::Inl(x), Value::Inl(y)) => Ok(Value::Inl(Rc::new(zip_shapes(x, y, role, leaf)?))),
+        (Value::Inr(x), Value::Inr(y)) => Ok(Value::Inr(Rc::new(zip_shapes(x, y, role, leaf)?))),
         (Value::Inl(_), Value::Inr(_)) | (Value::Inr(_), Value::Inl(_)) => Err(format!(
-            "the point is {} but its (co)tangent is {}: they must use the same constructor",
-            describe(a),
-            describe(b)
+            "{other} is {} where {primal} is {}: they must use the same constructor",
+            describe(b),
+            describe(a)
         )),
         (Value::RealVec(_) | Value::Vec(_), Value::RealVec(_) | Value::Vec(_)) => {
             let (xs, ys) = (elements(a), elements(b));
             if xs.len() != ys.len() {
                 return Err(format!(
-                    "length mismatch: the point is a vector of length {} but its (co)tangent has length {}",
-                    xs.len(),
-                    ys.len()
+                    "length mismatch: {other} has length {} where {primal} has length {}",
+                    ys.len(),
+                    xs.len()
                 ));
             }
             Ok(Value::vector(
                 xs.iter()
                     .zip(&ys)
-                    .map(|(x, y)| zip_shapes(x, y, leaf))
+                    .map(|(x, y)| zip_shapes(x, y, role, leaf))
                     .collect::<ShapeResult<_>>()?,
             ))
         }
         (Value::Unit | Value::Bool(_) | Value::Int(_), _) => Ok(a.clone()),
         _ => Err(format!(
-            "shape mismatch: expected {}, found {}",
-            describe(a),
-            describe(b)
+            "shape mismatch: {other} is {} where {primal} is {}",
+            describe(b),
+            describe(a)
         )),
     }
 }
@@ -194,7 +219,7 @@ pub fn split_reverse(y: &Value, level: u16) -> ShapeResult<(Value, Vec<Option<u3
 pub fn seeds(y: &Value, ct: &Value, ids: &[Option<u32>]) -> ShapeResult<Vec<(u32, Num)>> {
     let mut out = Vec::new();
     let mut next = ids.iter();
-    zip_shapes(y, ct, &mut |_, c| {
+    zip_shapes(y, ct, Role::Cotangent, &mut |_, c| {
         if let Some(Some(id)) = next.next() {
             out.push((*id, c));
         }

@@ -155,7 +155,10 @@ impl Trace {
                 }
             }
             self.sweep_plain(&mut adjoint);
-            let inputs = adjoint[..self.inputs].iter().map(|a| Num::Real(*a)).collect();
+            let inputs = adjoint[..self.inputs]
+                .iter()
+                .map(|a| Num::Real(*a))
+                .collect();
             if adjoint.capacity() * size_of::<f64>() <= MAX_SPARE_BYTES {
                 SPARE.with_borrow_mut(|s| s.adjoints = adjoint);
             }
