@@ -38,7 +38,7 @@ use std::time::Instant;
 use value::{Val, dot, parse};
 
 /// Programs per test in a plain `cargo test` run.
-const DEFAULT_CASES: u32 = 800;
+const DEFAULT_CASES: u32 = 600;
 /// The fixed proptest seed (programs are the same in every run).
 const DEFAULT_SEED: u64 = 20_240_601;
 
