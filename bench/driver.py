@@ -263,7 +263,8 @@ def write_markdown(args, info, rust_impls, workloads, checks, times):
         "(nested: |x−y|/|y| < 1e-8); any disagreement fails the run before anything is timed. Then each is "
         "timed in its own process: calls are repeated until a batch takes ≥ 0.2 s and the minimum over 5 "
         "batches is kept (with --quick, 3; 3 batches when a call takes over 1 s; a single call — the checked one — when it "
-        f"takes over {SLOW_S:g} s in autograd or PyTorch). JIT/compile time is reported separately and not included.", "",
+        f"takes over {SLOW_S:g} s in autograd or PyTorch). JIT/compile time is reported separately and not included "
+        "(for nabla-lang: parsing and type-checking the program, then compiling it, each the minimum over repeated runs).", "",
         "Columns: *primal* = the objective alone on plain floats; *derivative* = objective and gradient "
         "(BA: residuals and the full sparse Jacobian in CSR form); *ratio* = derivative / primal; *vs fastest* = "
         "derivative time / the fastest derivative time for that workload. The nested benchmarks are one "
@@ -272,7 +273,9 @@ def write_markdown(args, info, rust_impls, workloads, checks, times):
         "optimum does not depend on a (∇_b f = −2b), so d/da max_b f = 2a in closed form: it does much less work than "
         "any AD variant; for particle it carries d/dw through the simulation by hand, like forward-over-forward.", "",
         "Not every cell has a time, and none is left out silently: *cannot* = the system cannot express it (JAX "
-        "cannot reverse-differentiate `lax.while_loop`); *pending* = not implemented yet; *timed out* = one "
+        "cannot reverse-differentiate `lax.while_loop`); *cannot (too slow)* = measured beforehand to be too slow "
+        "for the run's budget (the nabla-lang interpreter on the largest GMM; the cell gives the measurement); "
+        "*pending* = not implemented yet; *timed out* = one "
         "evaluation did not finish within the limit (a lower bound, neither verified nor timed); *not run with "
         "--quick* = too slow for the quick budget, see a full run.", "",
         "Implementations:", "",
@@ -298,7 +301,7 @@ def write_markdown(args, info, rust_impls, workloads, checks, times):
             fastest = min(ok_times) if ok_times else None
             lines += [f"### {wid}", ""]
             if nested:
-                lines += ["| implementation | time | vs fastest | check |", "|---|---:|---:|---|"]
+                lines += ["| implementation | time | vs fastest | compile/JIT | check |", "|---|---:|---:|---:|---|"]
             else:
                 lines += ["| implementation | primal | derivative | ratio | vs fastest | compile/JIT | check |",
                           "|---|---:|---:|---:|---:|---:|---|"]
@@ -308,17 +311,19 @@ def write_markdown(args, info, rust_impls, workloads, checks, times):
                     chk = "is the reference (no oracle for this input)"
                 missing = cell_status(c, t)
                 if missing is not None:
-                    blank = "| — " * (1 if nested else 4)
+                    blank = "| — " * (2 if nested else 4)
                     lines.append(f"| {imp} | {missing} {blank}| {chk} |")
                     continue
                 d, p = t["derivative_s"], t.get("primal_s")
                 note = f" ({t['note']})" if t.get("note") else ""
                 rel = f"{d / fastest:.1f}×"
+                comp = fmt_time(t["compile_s"]) if t.get("compile_s") else "—"
+                if "parse_check_s" in t:
+                    comp = f"{fmt_time(t['parse_check_s'])} parse+check, {fmt_time(t['lower_s'])} compile"
                 if nested:
-                    lines.append(f"| {imp} | {fmt_time(d)}{note} | {rel} | {chk} |")
+                    lines.append(f"| {imp} | {fmt_time(d)}{note} | {rel} | {comp} | {chk} |")
                 else:
                     ratio = f"{d / p:.1f}" if p else "—"
-                    comp = fmt_time(t["compile_s"]) if t.get("compile_s") else "—"
                     lines.append(f"| {imp} | {fmt_time(p)} | {fmt_time(d)}{note} | {ratio} | {rel} | {comp} | {chk} |")
             lines.append("")
     lines += ["![results](results.png)", ""]

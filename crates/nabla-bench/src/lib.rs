@@ -16,6 +16,7 @@ pub mod ba;
 pub mod check;
 pub mod data;
 pub mod gmm;
+pub mod lang;
 pub mod lstm;
 pub mod nested;
 pub mod particle;

@@ -5,6 +5,8 @@
 //! nabla-bench check [--quick] [--refs DIR]   correctness gate; exit 1 on any disagreement
 //! nabla-bench time  [--quick] [--workload ID]... [--impl NAME]...
 //! nabla-bench list  [--quick]                the workloads and implementations
+//! nabla-bench lang-input ID                  workload ID's input as nabla source
+//!                                            (`def input = ...`, for the `nabla` binary)
 //! ```
 //!
 //! `check` also writes each workload's reference (oracle, or the hand-written
@@ -32,8 +34,19 @@ struct Options {
 
 fn parse_args() -> Options {
     let mut args = std::env::args().skip(1);
+    let command = args.next().unwrap_or_else(|| usage("no command"));
+    if command == "lang-input" {
+        let id = args.next().unwrap_or_else(|| usage("lang-input ID"));
+        return Options {
+            command,
+            quick: false,
+            refs: None,
+            workloads: vec![id],
+            impls: Vec::new(),
+        };
+    }
     let mut o = Options {
-        command: args.next().unwrap_or_else(|| usage("no command")),
+        command,
         quick: false,
         refs: None,
         workloads: Vec::new(),
@@ -57,7 +70,7 @@ fn parse_args() -> Options {
 
 fn usage(problem: &str) -> ! {
     eprintln!(
-        "nabla-bench: {problem}\nusage: nabla-bench check|time|list [--quick] [--refs DIR] [--workload ID]... [--impl NAME]..."
+        "nabla-bench: {problem}\nusage: nabla-bench check|time|list [--quick] [--refs DIR] [--workload ID]... [--impl NAME]...\n       nabla-bench lang-input ID"
     );
     std::process::exit(2)
 }
@@ -109,6 +122,12 @@ fn main() {
                     time(w, imp.name, o.quick);
                 }
             }
+        }
+        "lang-input" => {
+            let Some(w) = selected.first() else {
+                usage(&format!("unknown workload {}", o.workloads[0]))
+            };
+            print!("{}", nabla_bench::lang::prelude(w));
         }
         other => usage(&format!("unknown command {other}")),
     }
@@ -210,12 +229,18 @@ fn time(w: &Workload, imp: &str, quick: bool) {
             let primal = runner.primal().map(|_| measure(quick, || runner.primal()));
             let derivative: (f64, usize, usize) =
                 measure(quick, || -> Evaluation { runner.derivative() });
-            emit(
-                json!({"kind": "time", "workload": w.id, "impl": imp, "status": "ok",
+            let mut record = json!({"kind": "time", "workload": w.id, "impl": imp, "status": "ok",
                 "primal_s": primal.map(|p| p.0), "derivative_s": derivative.0,
                 "primal_reps": primal.map(|p| p.1), "derivative_reps": derivative.1,
-                "batches": derivative.2, "compile_s": 0.0}),
-            );
+                "batches": derivative.2, "compile_s": 0.0});
+            // An interpreted implementation: its front end, timed on its own.
+            if let Some(f) = runner.front_end() {
+                record["compile_s"] = json!(f.parse_check_s + f.compile_s);
+                record["parse_check_s"] = json!(f.parse_check_s);
+                record["lower_s"] = json!(f.compile_s);
+                record["front_end_runs"] = json!(f.runs);
+            }
+            emit(record);
         }
         Support::Cannot(why) => emit(
             json!({"kind": "time", "workload": w.id, "impl": imp, "status": "cannot", "why": why}),

@@ -7,7 +7,7 @@
 use crate::check::{TOLERANCE, max_rel_err};
 use crate::data::{oracle, oracle_vec, read_input};
 use crate::nested::{Backward, Forward};
-use crate::{ba, gmm, lstm, particle, saddle};
+use crate::{ba, gmm, lang, lstm, particle, saddle};
 
 /// Which outer/inner gradient modes a nested benchmark uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -204,7 +204,7 @@ pub const IMPLEMENTATIONS: &[Implementation] = &[
     },
     Implementation {
         name: "nabla-lang",
-        about: "the nabla language (pending: its differentiation operators are issue 4)",
+        about: "the nabla language: the workloads as .nabla programs (bench/nabla/), run by its interpreter in-process, input passed as a nabla value; reverse mode (value_and_grad, vjp) for gradients and BA; nested: the variant's modes (jvp per coordinate or grad); compile/JIT column = parse+check and compile, not included in the times",
     },
     Implementation {
         name: "manual",
@@ -228,6 +228,11 @@ pub trait Runner {
     fn primal(&self) -> Option<f64>;
     /// One derivative evaluation, which also yields the primal values.
     fn derivative(&self) -> Evaluation;
+    /// For an interpreted implementation: the time of its front end (parse,
+    /// check, compile), measured on its own and not included in the times.
+    fn front_end(&self) -> Option<lang::FrontEnd> {
+        None
+    }
 }
 
 /// Whether an implementation can run a workload.
@@ -239,9 +244,6 @@ pub enum Support {
     /// Not implemented yet, and why.
     Pending(&'static str),
 }
-
-/// The reason every nabla-language cell is pending.
-pub const LANGUAGE_PENDING: &str = "pending: language AD operators (issue 4)";
 
 struct Closure<P, D> {
     primal: P,
@@ -304,7 +306,7 @@ fn particle_run(v: Variant) -> f64 {
 /// On an unknown implementation name.
 pub fn prepare(imp: &str, w: &Workload) -> Support {
     if imp == "nabla-lang" {
-        return Support::Pending(LANGUAGE_PENDING);
+        return lang::prepare(w);
     }
     let text = w.file.map(read_input);
     let manual = match imp {

@@ -1,9 +1,11 @@
-//! Every nabla implementation of every workload, run once on the smallest input and
-//! checked against the oracle (oracle.json, or the expected values of
-//! BENCHMARKS.md for the nested benchmarks). No timing.
+//! Every nabla implementation of every workload — the library's, the
+//! hand-written one and the nabla language's programs (bench/nabla/) — run once
+//! on the smallest input and checked against the oracle (oracle.json, or the
+//! expected values of BENCHMARKS.md for the nested benchmarks). No timing.
 
+use nabla_bench::lang;
 use nabla_bench::registry::{
-    IMPLEMENTATIONS, LANGUAGE_PENDING, Support, WORKLOADS, disagreement, oracle_reference, passes,
+    IMPLEMENTATIONS, Support, WORKLOADS, disagreement, oracle_reference, passes,
 };
 
 #[test]
@@ -32,9 +34,7 @@ fn every_implementation_agrees_with_the_oracle_on_the_smallest_inputs() {
                     }
                     checked += 1;
                 }
-                Support::Pending(reason) => {
-                    assert_eq!(reason, LANGUAGE_PENDING, "{} / {}", w.id, imp.name)
-                }
+                Support::Pending(reason) => panic!("{} / {}: {reason}", w.id, imp.name),
                 Support::Cannot(_) => assert_eq!(imp.name, "nabla-fwd"),
             }
         }
@@ -44,8 +44,41 @@ fn every_implementation_agrees_with_the_oracle_on_the_smallest_inputs() {
         "disagreements with the oracle:\n{}",
         failures.join("\n")
     );
-    // gmm, ba, lstm × (nabla, manual) + ba × nabla-fwd + 8 nested × (nabla, manual).
-    assert_eq!(checked, 3 * 2 + 1 + 8 * 2);
+    // gmm, ba, lstm × (nabla, nabla-lang, manual) + ba × nabla-fwd
+    // + 8 nested × (nabla, nabla-lang, manual).
+    assert_eq!(checked, 3 * 3 + 1 + 8 * 3);
+}
+
+/// The input the harness passes in-process and the same input written as
+/// source (`nabla-bench lang-input`, for the `nabla` binary) give the same
+/// printed result: `nabla run` on prelude + program computes what is timed.
+#[test]
+fn the_language_programs_read_their_input_as_source_too() {
+    for w in WORKLOADS.iter().filter(|w| w.smallest && w.file.is_some()) {
+        let w = *w;
+        let same = nabla_lang::stack::run_with_stack(move || {
+            let program = lang::interface(w.family).program;
+            let text = format!(
+                "{}{}\ndef main = derivative input\n",
+                lang::prelude(&w),
+                program.text
+            );
+            let mut as_text = nabla_lang::driver::Session::new();
+            as_text.load("with-input.nabla", &text).expect("loads");
+            let printed = as_text.run_main().expect("runs");
+
+            let mut session = nabla_lang::driver::Session::new();
+            session.load(program.path, program.text).expect("loads");
+            let mut compiled = session.compile().expect("compiles");
+            let f = compiled.global("derivative").expect("derivative");
+            let v = compiled
+                .apply(f, lang::input(&w).to_value())
+                .expect("evaluates");
+            (nabla_lang::pretty::print_value(&v), printed)
+        })
+        .expect("no panic");
+        assert_eq!(same.0, same.1, "{}", w.id);
+    }
 }
 
 #[test]

@@ -3,12 +3,12 @@
 
 use crate::core::{self, desugar_program};
 use crate::diagnostic::Diagnostic;
-use crate::eval::{Limits, Machine};
+use crate::eval::{Limits, Machine, Value};
 use crate::pretty::{TypeNamer, print_value};
 use crate::syntax::ast::{Def, Expr, FunBinding, Ident};
 use crate::syntax::parser::{IdGen, parse_expression, parse_program};
 use crate::syntax::span::{SourceMap, Span};
-use crate::types::{Kind, check_program};
+use crate::types::{Kind, Typing, check_program};
 
 /// Name of the synthetic definition that holds a REPL / `eval` expression.
 /// It is not an identifier, so no program can refer to it.
@@ -25,6 +25,8 @@ pub struct Session {
     pub sources: SourceMap,
     ids: IdGen,
     defs: Vec<Def>,
+    /// The checker's facts about `defs`, from the last successful `load`.
+    typing: Option<Typing>,
     /// Limits applied to every evaluation.
     pub limits: Limits,
 }
@@ -69,10 +71,34 @@ impl Session {
             .collect();
         let first_new = defs.len();
         defs.extend(prog.defs);
-        let types = self.types_of(&defs)?;
-        let out = types.into_iter().skip(first_new).collect();
+        let checked = check_program(&defs)
+            .map_err(|es| es.into_iter().map(Diagnostic::from).collect::<Vec<_>>())?;
+        let out = Self::named_types(&defs, &checked.def_types)
+            .into_iter()
+            .skip(first_new)
+            .collect();
         self.defs = defs;
+        self.typing = Some(checked.typing);
         Ok(out)
+    }
+
+    /// Compiles the definitions in force (already checked by [`Session::load`])
+    /// for repeated evaluation by a host program: see [`Compiled`].
+    pub fn compile(&self) -> Outcome<Compiled> {
+        let checked;
+        let typing = match &self.typing {
+            Some(t) => t,
+            None => {
+                checked = check_program(&self.defs)
+                    .map_err(|es| es.into_iter().map(Diagnostic::from).collect::<Vec<_>>())?;
+                &checked.typing
+            }
+        };
+        let prog = desugar_program(&self.defs, typing).map_err(|e| vec![Diagnostic::from(e)])?;
+        Ok(Compiled {
+            machine: Machine::new(&prog, self.limits),
+            names: prog.globals.iter().map(|g| g.name.clone()).collect(),
+        })
     }
 
     /// `(name, type)` of every definition in force, in order.
@@ -83,16 +109,19 @@ impl Session {
     fn types_of(&self, defs: &[Def]) -> Outcome<Vec<(String, String)>> {
         let checked = check_program(defs)
             .map_err(|es| es.into_iter().map(Diagnostic::from).collect::<Vec<_>>())?;
-        Ok(defs
-            .iter()
-            .zip(&checked.def_types)
+        Ok(Self::named_types(defs, &checked.def_types))
+    }
+
+    fn named_types(defs: &[Def], types: &[crate::types::Type]) -> Vec<(String, String)> {
+        defs.iter()
+            .zip(types)
             .map(|(d, t)| {
                 (
                     d.binding.name.name.clone(),
                     TypeNamer::new().print(t, &|_| Kind::Any),
                 )
             })
-            .collect())
+            .collect()
     }
 
     /// Evaluates `main` and prints its value.
@@ -171,6 +200,44 @@ impl Session {
     /// Renders diagnostics against this session's sources.
     pub fn render(&self, diags: &[Diagnostic]) -> String {
         crate::diagnostic::render_all(diags, &self.sources)
+    }
+}
+
+/// A checked program compiled for repeated evaluation by a host program
+/// (an embedding: the benchmark harness, `crates/nabla-bench`, uses it).
+///
+/// The host looks definitions up by name and applies function values to
+/// values it builds itself ([`Value`]), so data enters a program without
+/// being written out as source text. Top-level definitions are evaluated on
+/// first use and cached, as in `nabla run`; an application is evaluated
+/// afresh every time. The host must type its values as the program expects
+/// (check with [`Session::type_of_expr`]). Like every phase, evaluation
+/// should run on a thread started by [`crate::stack::run_with_stack`], whose
+/// stack budget makes deep recursion a clean error.
+pub struct Compiled {
+    machine: Machine,
+    /// The name of each global, by index.
+    names: Vec<String>,
+}
+
+impl Compiled {
+    /// The value of the top-level definition `name`.
+    pub fn global(&mut self, name: &str) -> Outcome<Value> {
+        let Some(index) = self.names.iter().position(|n| n == name) else {
+            return Err(vec![Diagnostic::without_position(format!(
+                "no definition of `{name}`"
+            ))]);
+        };
+        self.machine
+            .global(index, Span::default())
+            .map_err(|e| vec![Diagnostic::from(e)])
+    }
+
+    /// Applies the function value `f` to `x`.
+    pub fn apply(&mut self, f: Value, x: Value) -> Outcome<Value> {
+        self.machine
+            .apply(f, x, Span::default())
+            .map_err(|e| vec![Diagnostic::from(e)])
     }
 }
 

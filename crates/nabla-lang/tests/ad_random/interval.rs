@@ -115,7 +115,10 @@ impl Iv {
 
     /// Only for denominators that exclude zero.
     pub(crate) fn div(self, o: Iv) -> Iv {
-        assert!(o.away_from_zero(0.0), "division by an interval containing 0");
+        assert!(
+            o.away_from_zero(0.0),
+            "division by an interval containing 0"
+        );
         self.mul(widen(1.0 / o.hi, 1.0 / o.lo))
     }
 
@@ -183,11 +186,14 @@ impl Iv {
             let (a, b) = (self.lo.powf(p), self.hi.powf(p));
             return widen(a.min(b), a.max(b));
         }
-        assert!(p >= 0.0 && p.fract() == 0.0, "non-integer power of a non-positive base");
+        assert!(
+            p >= 0.0 && p.fract() == 0.0,
+            "non-integer power of a non-positive base"
+        );
         let n = p as u32;
         let mut acc = Iv::point(1.0);
         // x^n by repeated products, using the square where possible.
-        if n % 2 == 0 {
+        if n.is_multiple_of(2) {
             let s = self.sq();
             for _ in 0..n / 2 {
                 acc = acc.mul(s);

@@ -154,7 +154,11 @@ impl Av {
             Ty::Real => Av::Real(Iv::new(-1.0, 1.0)),
             Ty::Int => Av::Int(0, 3),
             Ty::Tuple(ts) => Av::Tuple(ts.iter().map(Av::default_of).collect()),
-            Ty::Sum(a, b) => Av::Sum(None, Box::new(Av::default_of(a)), Box::new(Av::default_of(b))),
+            Ty::Sum(a, b) => Av::Sum(
+                None,
+                Box::new(Av::default_of(a)),
+                Box::new(Av::default_of(b)),
+            ),
             Ty::Vec(n) => Av::Vec(vec![Iv::new(-1.0, 1.0); *n]),
         }
     }
@@ -167,12 +171,16 @@ impl Av {
             (Val::Tuple(vs), Ty::Tuple(ts)) => {
                 Av::Tuple(vs.iter().zip(ts).map(|(v, t)| Av::around(v, t)).collect())
             }
-            (Val::Inl(v), Ty::Sum(a, b)) => {
-                Av::Sum(Some(true), Box::new(Av::around(v, a)), Box::new(Av::default_of(b)))
-            }
-            (Val::Inr(v), Ty::Sum(a, b)) => {
-                Av::Sum(Some(false), Box::new(Av::default_of(a)), Box::new(Av::around(v, b)))
-            }
+            (Val::Inl(v), Ty::Sum(a, b)) => Av::Sum(
+                Some(true),
+                Box::new(Av::around(v, a)),
+                Box::new(Av::default_of(b)),
+            ),
+            (Val::Inr(v), Ty::Sum(a, b)) => Av::Sum(
+                Some(false),
+                Box::new(Av::default_of(a)),
+                Box::new(Av::around(v, b)),
+            ),
             (Val::Vec(vs), Ty::Vec(_)) => Av::Vec(
                 vs.iter()
                     .map(|v| match v {
@@ -315,7 +323,11 @@ fn lit(x: f64, digits: usize) -> (String, f64) {
         t = t[1..].to_string();
     }
     let v: f64 = t.parse().expect("a number");
-    if v < 0.0 { (format!("({t})"), v) } else { (t, v) }
+    if v < 0.0 {
+        (format!("({t})"), v)
+    } else {
+        (t, v)
+    }
 }
 
 /// Generated vectors are written with a prefix operator or parenthesised, so
@@ -382,7 +394,11 @@ pub(crate) fn generate(seed: u64, opts: Options) -> Program {
         let mark = g.used.len();
         let mut b = g.composite(env, opts.depth);
         if !g.dep_since(mark) {
-            let ls: Vec<(E, String)> = g.leaves(env).into_iter().filter(|(_, n)| g.dep.contains(n)).collect();
+            let ls: Vec<(E, String)> = g
+                .leaves(env)
+                .into_iter()
+                .filter(|(_, n)| g.dep.contains(n))
+                .collect();
             if !ls.is_empty() {
                 let (x, n) = ls[g.rng.below(ls.len())].clone();
                 g.use_var(&n);
@@ -398,7 +414,9 @@ pub(crate) fn generate(seed: u64, opts: Options) -> Program {
     };
     g.budget = budget;
     let t = t_ty.clone();
-    let (g_body, _) = g.bind_input(&globals, &s_ty, &av, &mut |g, env| g.of_type(env, &t, opts.depth));
+    let (g_body, _) = g.bind_input(&globals, &s_ty, &av, &mut |g, env| {
+        g.of_type(env, &t, opts.depth)
+    });
     let st = s_ty.source();
     let source = format!(
         "{helpers}def f (s : {st}) : Real =\n  {f_body}\n\ndef g (s : {st}) : {} =\n  {g_body}\n",
@@ -490,7 +508,9 @@ impl Gen {
                 let name = self.fresh("top_it");
                 let (k, y) = (self.fresh("k"), self.fresh("y"));
                 self.dep.insert(y.clone());
-                let env = globals.with_val(&y, Av::Real(p)).with_val(&k, Av::Int(1, 4));
+                let env = globals
+                    .with_val(&y, Av::Real(p))
+                    .with_val(&k, Av::Int(1, 4));
                 let step = self.real(&env, 3);
                 let step = self.into(step, p);
                 defs.push_str(&format!(
@@ -532,7 +552,13 @@ impl Gen {
     }
 
     /// `let`-binds (or `match`es) the parameter `s` and generates the body.
-    fn bind_input(&mut self, globals: &Env, ty: &Ty, av: &Av, body: &mut BodyGen<'_>) -> (String, Av) {
+    fn bind_input(
+        &mut self,
+        globals: &Env,
+        ty: &Ty,
+        av: &Av,
+        body: &mut BodyGen<'_>,
+    ) -> (String, Av) {
         let env = globals.clone();
         match (ty, av) {
             (Ty::Sum(l, r), Av::Sum(side, la, ra)) => {
@@ -610,7 +636,11 @@ impl Gen {
 
     /// `x` itself if it lies in `[-k, k]`, otherwise squashed into it.
     fn bound(&mut self, x: E, k: f64) -> E {
-        if x.iv.mag() <= k { x } else { self.squash(x, k) }
+        if x.iv.mag() <= k {
+            x
+        } else {
+            self.squash(x, k)
+        }
     }
 
     /// `x` itself if it lies in `p`, otherwise mapped smoothly into `p`.
@@ -639,9 +669,15 @@ impl Gen {
         match self.rng.below(3) {
             0 => {
                 let b = self.bound(x, 4.0);
-                e(format!("(1.0 + {} * {})", b.code, b.code), Iv::point(1.0).add(b.iv.sq()))
+                e(
+                    format!("(1.0 + {} * {})", b.code, b.code),
+                    Iv::point(1.0).add(b.iv.sq()),
+                )
             }
-            1 => e(format!("(1.5 + tanh {})", x.code), Iv::point(1.5).add(x.iv.tanh())),
+            1 => e(
+                format!("(1.5 + tanh {})", x.code),
+                Iv::point(1.5).add(x.iv.tanh()),
+            ),
             _ => {
                 let b = self.bound(x, 2.0);
                 e(format!("(exp {})", b.code), b.iv.exp())
@@ -681,7 +717,12 @@ impl Gen {
             self.nodes += 1;
             self.composite(env, d)
         };
-        if x.iv.is_finite() && x.iv.mag() > 100.0 {
+        if !x.iv.is_finite() {
+            // A value of unknown size (computed by a nested AD call): keep
+            // it bounded, or a `cos` of it may oscillate faster than the
+            // finite differences can resolve.
+            self.squash(x, 20.0)
+        } else if x.iv.mag() > 100.0 {
             self.squash(x, 10.0)
         } else {
             x
@@ -708,7 +749,11 @@ impl Gen {
     /// lambdas and `let`s from ignoring what they bind.
     fn real_new(&mut self, env: &Env, env2: &Env, d: u32) -> E {
         let old = env.names();
-        let new: Vec<String> = env2.names().into_iter().filter(|n| !old.contains(n)).collect();
+        let new: Vec<String> = env2
+            .names()
+            .into_iter()
+            .filter(|n| !old.contains(n))
+            .collect();
         let mark = self.used.len();
         let b = self.real(env2, d);
         if self.used[mark..].iter().any(|n| new.contains(n)) {
@@ -730,7 +775,10 @@ impl Gen {
     /// Every Real leaf available in `env` (no constants), with the name of
     /// the variable it reads.
     fn leaves(&self, env: &Env) -> Vec<(E, String)> {
-        self.leaves_at(env).into_iter().map(|(x, n, _)| (x, n)).collect()
+        self.leaves_at(env)
+            .into_iter()
+            .map(|(x, n, _)| (x, n))
+            .collect()
     }
 
     /// [`Gen::leaves`] with the position in `env` of each leaf's variable.
@@ -864,7 +912,10 @@ impl Gen {
                     b
                 } else {
                     let b = self.bound(b, 10.0);
-                    e(format!("(1.0 + {} * {})", b.code, b.code), Iv::point(1.0).add(b.iv.sq()))
+                    e(
+                        format!("(1.0 + {} * {})", b.code, b.code),
+                        Iv::point(1.0).add(b.iv.sq()),
+                    )
                 };
                 e(format!("({} / {})", a.code, den.code), a.iv.div(den.iv))
             }
@@ -969,12 +1020,22 @@ impl Gen {
                 let argc: Vec<String> = args.iter().map(|a| a.code.clone()).collect();
                 if nargs == 2 && self.rng.chance(0.5) {
                     e(
-                        format!("((fun ({}) -> {}) ({}))", names.join(", "), b.code, argc.join(", ")),
+                        format!(
+                            "((fun ({}) -> {}) ({}))",
+                            names.join(", "),
+                            b.code,
+                            argc.join(", ")
+                        ),
                         b.iv,
                     )
                 } else {
                     e(
-                        format!("((fun {} -> {}) {})", names.join(" "), b.code, argc.join(" ")),
+                        format!(
+                            "((fun {} -> {}) {})",
+                            names.join(" "),
+                            b.code,
+                            argc.join(" ")
+                        ),
                         b.iv,
                     )
                 }
@@ -1031,7 +1092,10 @@ impl Gen {
                 let body = self.real_new(env, &env2, d1);
                 let s = (0..n).fold(Iv::point(0.0), |acc, _| acc.add(body.iv));
                 e(
-                    format!("(sum (map (fun ({a}, {b}) -> {}) (zip {u} {v})))", body.code),
+                    format!(
+                        "(sum (map (fun ({a}, {b}) -> {}) (zip {u} {v})))",
+                        body.code
+                    ),
                     s,
                 )
             }
@@ -1071,14 +1135,22 @@ impl Gen {
         let disjoint = |a: Iv, b: Iv| a.hi + 1e-3 < b.lo || b.hi + 1e-3 < a.lo;
         if !(a.iv.is_finite() && b.iv.is_finite() && disjoint(a.iv, b.iv)) {
             // Replace b by a constant well away from a.
-            let a2 = if a.iv.is_finite() { a.iv } else { Iv::new(-1.0, 1.0) };
+            let a2 = if a.iv.is_finite() {
+                a.iv
+            } else {
+                Iv::new(-1.0, 1.0)
+            };
             let gap = self.rng.range(0.01, 0.5);
             let (t, v) = if self.rng.chance(0.5) {
                 lit(((a2.hi + gap) * 100.0).ceil() / 100.0, 2)
             } else {
                 lit(((a2.lo - gap) * 100.0).floor() / 100.0, 2)
             };
-            let a = if a.iv.is_finite() { a } else { self.bound(a, 1.0) };
+            let a = if a.iv.is_finite() {
+                a
+            } else {
+                self.bound(a, 1.0)
+            };
             b = e(t, Iv::point(v));
             return self.min_max(a, b);
         }
@@ -1121,7 +1193,9 @@ impl Gen {
         }
         let params: Vec<Iv> = (0..nparams)
             .map(|p| {
-                let h = calls.iter().fold(calls[0][p].iv, |acc, c| acc.hull(c[p].iv));
+                let h = calls
+                    .iter()
+                    .fold(calls[0][p].iv, |acc, c| acc.hull(c[p].iv));
                 self.widen(h)
             })
             .collect();
@@ -1222,7 +1296,10 @@ impl Gen {
         let rest = self.real(&kenv, d);
         let comb = self.combine(e(r.clone(), res), rest);
         e(
-            format!("((fun {k} -> (let {r} = {k} {} in {})) {fcode})", a.code, comb.code),
+            format!(
+                "((fun {k} -> (let {r} = {k} {} in {})) {fcode})",
+                a.code, comb.code
+            ),
             comb.iv,
         )
     }
@@ -1263,7 +1340,8 @@ impl Gen {
             self.set_dep(&[&b, &c], dep);
             (
                 format!("({b}, {c})"),
-                env.with_val(&b, Av::Real(r[0])).with_val(&c, Av::Real(r[1])),
+                env.with_val(&b, Av::Real(r[0]))
+                    .with_val(&c, Av::Real(r[1])),
             )
         };
         let bl = self.real_new(env, &lenv, d);
@@ -1358,7 +1436,9 @@ impl Gen {
                 let a = self.real(env, d);
                 let b = self.real(env, d);
                 let (ai, bi) = (a.iv, b.iv);
-                if ai.is_finite() && bi.is_finite() && (ai.hi + 1e-3 < bi.lo || bi.hi + 1e-3 < ai.lo)
+                if ai.is_finite()
+                    && bi.is_finite()
+                    && (ai.hi + 1e-3 < bi.lo || bi.hi + 1e-3 < ai.lo)
                 {
                     let op = *self.rng.pick(&["<", "<=", ">", ">="]);
                     let less = ai.hi < bi.lo;
@@ -1400,7 +1480,11 @@ impl Gen {
     /// interval.
     fn threshold(&mut self, env: &Env, d: u32) -> (String, Option<bool>) {
         let a = self.real(env, d);
-        let a = if a.iv.is_finite() { a } else { self.bound(a, 3.0) };
+        let a = if a.iv.is_finite() {
+            a
+        } else {
+            self.bound(a, 3.0)
+        };
         let gap = if self.rng.chance(0.5) {
             self.rng.range(0.001, 0.02)
         } else {
@@ -1414,7 +1498,9 @@ impl Gen {
         };
         // Now a < t (above) or a > t (below) everywhere on the box.
         assert!(if above { a.iv.hi < tv } else { a.iv.lo > tv });
-        let op = *self.rng.pick(&["<", "<=", ">", ">=", "<", "<=", ">", ">=", "!=", "=="]);
+        let op = *self
+            .rng
+            .pick(&["<", "<=", ">", ">=", "<", "<=", ">", ">=", "!=", "=="]);
         let flip = self.rng.chance(0.3);
         // Truth of `a op t`.
         let a_less = above;
@@ -1466,8 +1552,40 @@ impl Gen {
 
     // ----- tuples, vectors, structured values -------------------------------
 
-    /// A tuple of `k` Reals.
+    /// A tuple of `k` Reals, each of them bounded (see [`Gen::real`]).
     fn tuple(&mut self, env: &Env, d: u32, k: usize) -> (String, Vec<Iv>) {
+        let (t, ivs) = self.tuple_raw(env, d, k);
+        if ivs.iter().all(|i| i.is_finite()) {
+            return (t, ivs);
+        }
+        let cs: Vec<String> = (0..k).map(|_| self.fresh("c")).collect();
+        let k20 = Iv::point(20.0);
+        let out: Vec<String> = cs
+            .iter()
+            .zip(&ivs)
+            .map(|(c, i)| {
+                if i.is_finite() {
+                    c.clone()
+                } else {
+                    format!("20.0 * tanh ({c} / 20.0)")
+                }
+            })
+            .collect();
+        (
+            format!("(let ({}) = {t} in ({}))", cs.join(", "), out.join(", ")),
+            ivs.iter()
+                .map(|i| {
+                    if i.is_finite() {
+                        *i
+                    } else {
+                        i.div(k20).tanh().mul(k20)
+                    }
+                })
+                .collect(),
+        )
+    }
+
+    fn tuple_raw(&mut self, env: &Env, d: u32, k: usize) -> (String, Vec<Iv>) {
         let ad = self.ad && self.ad_level < MAX_AD_LEVEL;
         let form = if d == 0 || self.budget <= 0 {
             0
@@ -1498,27 +1616,49 @@ impl Gen {
                 let a = self.real(env, d - 1);
                 let a = self.bound(a, 3.0);
                 let t = self.fresh("t");
-                let (body, _) = self.inner(env, &[(t.clone(), Av::Real(a.iv))], &t, &mut |g, env| {
-                    let (c, ivs) = g.tuple(env, d - 1, k);
-                    (c, Av::Tuple(ivs.into_iter().map(Av::Real).collect()))
-                });
+                let (body, _) =
+                    self.inner(env, &[(t.clone(), Av::Real(a.iv))], &t, &mut |g, env| {
+                        let (c, ivs) = g.tuple(env, d - 1, k);
+                        (c, Av::Tuple(ivs.into_iter().map(Av::Real).collect()))
+                    });
                 (
                     format!("(diff (fun {t} -> {body}) {})", a.code),
                     vec![Iv::unknown(); k],
                 )
             }
             _ => {
-                let xs: Vec<E> = (0..k).map(|_| self.real(env, d.saturating_sub(1))).collect();
+                let xs: Vec<E> = (0..k)
+                    .map(|_| self.real(env, d.saturating_sub(1)))
+                    .collect();
                 (
-                    format!("({})", xs.iter().map(|x| x.code.clone()).collect::<Vec<_>>().join(", ")),
+                    format!(
+                        "({})",
+                        xs.iter()
+                            .map(|x| x.code.clone())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
                     xs.iter().map(|x| x.iv).collect(),
                 )
             }
         }
     }
 
-    /// A `Vec Real` of length `n`.
+    /// A `Vec Real` of length `n`, its elements bounded (see [`Gen::real`]).
     fn vector(&mut self, env: &Env, d: u32, n: usize) -> (String, Vec<Iv>) {
+        let (v, ivs) = self.vector_raw(env, d, n);
+        if ivs.iter().all(|i| i.is_finite()) {
+            return (v, ivs);
+        }
+        let z = self.fresh("z");
+        let k20 = Iv::point(20.0);
+        (
+            format!("(map (fun {z} -> 20.0 * tanh ({z} / 20.0)) {v})"),
+            ivs.iter().map(|i| i.div(k20).tanh().mul(k20)).collect(),
+        )
+    }
+
+    fn vector_raw(&mut self, env: &Env, d: u32, n: usize) -> (String, Vec<Iv>) {
         let vars = env.vec_vars(n);
         if d == 0 || self.budget <= 0 {
             if !vars.is_empty() && self.rng.chance(0.7) {
@@ -1528,7 +1668,13 @@ impl Gen {
             }
             let xs: Vec<E> = (0..n).map(|_| self.leaf(env)).collect();
             return (
-                format!("[{}]", xs.iter().map(|x| x.code.clone()).collect::<Vec<_>>().join(", ")),
+                format!(
+                    "[{}]",
+                    xs.iter()
+                        .map(|x| x.code.clone())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
                 xs.iter().map(|x| x.iv).collect(),
             );
         }
@@ -1555,14 +1701,23 @@ impl Gen {
             1 => {
                 let xs: Vec<E> = (0..n).map(|_| self.real(env, d1)).collect();
                 (
-                    format!("[{}]", xs.iter().map(|x| x.code.clone()).collect::<Vec<_>>().join(", ")),
+                    format!(
+                        "[{}]",
+                        xs.iter()
+                            .map(|x| x.code.clone())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
                     xs.iter().map(|x| x.iv).collect(),
                 )
             }
             2 => {
                 let i = self.fresh("i");
                 let b = self.real(&env.with_val(&i, Av::Int(0, n as i64 - 1)), d1);
-                (format!("(build {n} (fun {i} -> {}))", b.code), vec![b.iv; n])
+                (
+                    format!("(build {n} (fun {i} -> {}))", b.code),
+                    vec![b.iv; n],
+                )
             }
             3 => {
                 let mark = self.used.len();
@@ -1620,7 +1775,10 @@ impl Gen {
                 let hu = ui.iter().fold(ui[0], |a, b| a.hull(*b));
                 let hv = vi.iter().fold(vi[0], |a, b| a.hull(*b));
                 let (a, b) = (self.fresh("y"), self.fresh("y"));
-                let body = self.real(&env.with_val(&a, Av::Real(hu)).with_val(&b, Av::Real(hv)), d1);
+                let body = self.real(
+                    &env.with_val(&a, Av::Real(hu)).with_val(&b, Av::Real(hv)),
+                    d1,
+                );
                 (
                     format!("(map (fun ({a}, {b}) -> {}) (zip {u} {v}))", body.code),
                     vec![body.iv; n],
@@ -1630,11 +1788,19 @@ impl Gen {
                 // The gradient of a function of a vector.
                 let (v, ivs) = self.vector(env, d1, n);
                 let w = self.fresh("w");
-                let (body, _) = self.inner(env, &[(w.clone(), Av::Vec(ivs))], &format!("{w}[0]"), &mut |g, env| {
-                    let b = g.real(env, d1);
-                    (b.code, Av::Real(b.iv))
-                });
-                (format!("(grad (fun {w} -> {body}) {v})"), vec![Iv::unknown(); n])
+                let (body, _) = self.inner(
+                    env,
+                    &[(w.clone(), Av::Vec(ivs))],
+                    &format!("{w}[0]"),
+                    &mut |g, env| {
+                        let b = g.real(env, d1);
+                        (b.code, Av::Real(b.iv))
+                    },
+                );
+                (
+                    format!("(grad (fun {w} -> {body}) {v})"),
+                    vec![Iv::unknown(); n],
+                )
             }
         }
     }
@@ -1662,7 +1828,11 @@ impl Gen {
                 (v, Av::Vec(ivs))
             }
             Ty::Tuple(_) | Ty::Sum(..) => {
-                let form = if d == 0 { 0 } else { self.rng.weighted(&[5, 2, 2]) };
+                let form = if d == 0 {
+                    0
+                } else {
+                    self.rng.weighted(&[5, 2, 2])
+                };
                 let d1 = d.saturating_sub(1);
                 match form {
                     1 => {
@@ -1689,7 +1859,11 @@ impl Gen {
                             (
                                 format!(
                                     "({})",
-                                    parts.iter().map(|p| p.0.clone()).collect::<Vec<_>>().join(", ")
+                                    parts
+                                        .iter()
+                                        .map(|p| p.0.clone())
+                                        .collect::<Vec<_>>()
+                                        .join(", ")
                                 ),
                                 Av::Tuple(parts.into_iter().map(|p| p.1).collect()),
                             )
@@ -1747,9 +1921,11 @@ impl Gen {
         let (code, av) = body(self, &env2);
         self.ad_level -= 1;
         let captured = self.used[mark..].iter().any(|n| outer.contains(n));
-        let uses_param = self.used[mark..]
-            .iter()
-            .any(|n| params.iter().any(|(p, av)| p == n && !matches!(av, Av::Int(..))));
+        let uses_param = self.used[mark..].iter().any(|n| {
+            params
+                .iter()
+                .any(|(p, av)| p == n && !matches!(av, Av::Int(..)))
+        });
         if captured && uses_param {
             return (code, av);
         }
@@ -1855,12 +2031,16 @@ impl Gen {
                 let a = self.bound(a, 3.0);
                 let n = self.vec_len(env);
                 let t = self.fresh("t");
-                let (body, _) = self.inner(env, &[(t.clone(), Av::Real(a.iv))], &t, &mut |g, env| {
-                    let (c, ivs) = g.vector(env, d, n);
-                    (c, Av::Vec(ivs))
-                });
+                let (body, _) =
+                    self.inner(env, &[(t.clone(), Av::Real(a.iv))], &t, &mut |g, env| {
+                        let (c, ivs) = g.vector(env, d, n);
+                        (c, Av::Vec(ivs))
+                    });
                 let (ct, _) = self.vector(env, d, n);
-                e(format!("((snd (vjp (fun {t} -> {body}) {})) {ct})", a.code), unk)
+                e(
+                    format!("((snd (vjp (fun {t} -> {body}) {})) {ct})", a.code),
+                    unk,
+                )
             }
             15 => {
                 // jvp of a function from a pair to a vector.
@@ -1872,7 +2052,9 @@ impl Gen {
                     let (c1, c2) = (self.fresh("c"), self.fresh("c"));
                     let k = Iv::point(3.0);
                     (
-                        format!("(let ({c1}, {c2}) = {a} in (3.0 * tanh ({c1} / 3.0), 3.0 * tanh ({c2} / 3.0)))"),
+                        format!(
+                            "(let ({c1}, {c2}) = {a} in (3.0 * tanh ({c1} / 3.0), 3.0 * tanh ({c2} / 3.0)))"
+                        ),
                         ivs.iter().map(|i| i.div(k).tanh().mul(k)).collect(),
                     )
                 };
@@ -1888,7 +2070,10 @@ impl Gen {
                         (c, Av::Vec(ivs))
                     },
                 );
-                e(format!("(sum (snd (jvp (fun ({p}, {q}) -> {body}) {a} {da})))"), unk)
+                e(
+                    format!("(sum (snd (jvp (fun ({p}, {q}) -> {body}) {a} {da})))"),
+                    unk,
+                )
             }
             0 | 1 => {
                 let a = self.real(env, d);
@@ -1910,9 +2095,15 @@ impl Gen {
                 let t = self.fresh("t");
                 let b = self.inner_real(env, &[(t.clone(), Av::Real(a.iv))], &t, d);
                 if self.rng.chance(0.5) {
-                    e(format!("(fst (value_and_grad (fun {t} -> {}) {}))", b.code, a.code), b.iv)
+                    e(
+                        format!("(fst (value_and_grad (fun {t} -> {}) {}))", b.code, a.code),
+                        b.iv,
+                    )
                 } else {
-                    e(format!("(snd (value_and_grad (fun {t} -> {}) {}))", b.code, a.code), unk)
+                    e(
+                        format!("(snd (value_and_grad (fun {t} -> {}) {}))", b.code, a.code),
+                        unk,
+                    )
                 }
             }
             4 => {
@@ -1933,7 +2124,10 @@ impl Gen {
                 let t = self.fresh("t");
                 let b = self.inner_real(env, &[(t.clone(), Av::Real(a.iv))], &t, d);
                 e(
-                    format!("((snd (vjp (fun {t} -> {}) {})) {})", b.code, a.code, ct.code),
+                    format!(
+                        "((snd (vjp (fun {t} -> {}) {})) {})",
+                        b.code, a.code, ct.code
+                    ),
                     unk,
                 )
             }
@@ -1950,10 +2144,15 @@ impl Gen {
                     &q,
                     d,
                 );
-                let call = format!("grad (fun ({p}, {q}) -> {}) ({}, {})", b.code, a1.code, a2.code);
+                let call = format!(
+                    "grad (fun ({p}, {q}) -> {}) ({}, {})",
+                    b.code, a1.code, a2.code
+                );
                 if self.rng.chance(0.5) {
                     let (g1, g2) = (self.fresh("g"), self.fresh("g"));
-                    let renv = env.with_val(&g1, Av::Real(unk)).with_val(&g2, Av::Real(unk));
+                    let renv = env
+                        .with_val(&g1, Av::Real(unk))
+                        .with_val(&g2, Av::Real(unk));
                     let rest = self.real(&renv, d);
                     let r = self.combine(e(g1.clone(), unk), e(g2.clone(), unk));
                     let r = self.combine(r, rest);
@@ -1976,7 +2175,10 @@ impl Gen {
                     d,
                 );
                 e(
-                    format!("(snd (grad (fun ({k}, {t}) -> {}) ({kv}, {})))", b.code, a.code),
+                    format!(
+                        "(snd (grad (fun ({k}, {t}) -> {}) ({kv}, {})))",
+                        b.code, a.code
+                    ),
                     unk,
                 )
             }
@@ -2005,7 +2207,10 @@ impl Gen {
                 if self.rng.chance(0.5) {
                     let j = self.rng.below(n);
                     let b = self.inner_real(env, &params, &leaf, d);
-                    e(format!("(hessian (fun {w} -> {}) {v})[{i}][{j}]", b.code), unk)
+                    e(
+                        format!("(hessian (fun {w} -> {}) {v})[{i}][{j}]", b.code),
+                        unk,
+                    )
                 } else {
                     let m = self.rng.int(1, 3) as usize;
                     let (body, _) = self.inner(env, &params, &leaf, &mut |g, env| {
@@ -2025,7 +2230,11 @@ impl Gen {
                     let x = self.real(env, d);
                     let x = self.bound(x, 3.0);
                     let iv = x.iv;
-                    (format!("(inl {})", x.code), vec![iv], vec![Iv::new(-1.0, 1.0); 2])
+                    (
+                        format!("(inl {})", x.code),
+                        vec![iv],
+                        vec![Iv::new(-1.0, 1.0); 2],
+                    )
                 } else {
                     let (t, ivs) = self.tuple(env, d, 2);
                     (format!("(inr {t})"), vec![Iv::new(-1.0, 1.0)], ivs)

@@ -263,9 +263,6 @@ mod tests {
             let v = parse(text).unwrap();
             assert_eq!(parse(&v.source()).unwrap(), v, "{text}");
         }
-        assert_eq!(
-            parse("(1, -2.5e-10)").unwrap().reals(),
-            vec![-2.5e-10]
-        );
+        assert_eq!(parse("(1, -2.5e-10)").unwrap().reals(), vec![-2.5e-10]);
     }
 }

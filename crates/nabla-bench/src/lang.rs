@@ -1,0 +1,557 @@
+//! The nabla language's implementation of every workload: the programs in
+//! `bench/nabla/*.nabla`, run by the language's interpreter in-process
+//! (`nabla_lang::driver`, the same code the `nabla` binary runs).
+//!
+//! **How the data gets in.** The language has no file I/O, so each program
+//! defines its entry points as functions of the input — for GMM
+//! `primal input` and `derivative input` — and the harness applies them to a
+//! nabla value built in Rust from the parsed ADBench file ([`Data`]). Before
+//! anything runs, the type checker's type of every entry point is compared
+//! with the interface below (so the value the harness builds has the type
+//! the program expects). The result is flattened to `f64`s in order: the
+//! first component of `derivative`'s pair is the values (objective /
+//! residuals), the second the derivative (gradient / Jacobian non-zeros in
+//! CSR row-major order). The nested benchmarks take `()`.
+//!
+//! The same input can be written as source text, `def input = ...`
+//! ([`prelude`], `nabla-bench lang-input ID`), so that the `nabla` binary
+//! runs the same program: `(nabla-bench lang-input gmm_test; cat
+//! bench/nabla/gmm.nabla; echo 'def main = derivative input') > g.nabla;
+//! nabla run g.nabla`. The harness does not time that route: its parse and
+//! check would be dominated by the data (and ba8's literal is beyond the
+//! type checker's work budget).
+//!
+//! **What is timed.** Parsing and type-checking the program (`Session::load`)
+//! and compiling it (desugaring and closure compilation,
+//! `Session::compile`) are measured on their own ([`FrontEnd`]); the primal
+//! and derivative times are one application of the entry point to the input
+//! plus the flattening of the result, on a compiled program.
+//!
+//! The interpreter runs on a worker thread with the language's big native
+//! stack (`nabla_lang::stack::run_with_stack`); its values are not `Send`,
+//! so the worker builds the input and keeps it, and only `f64`s cross.
+
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use nabla_lang::driver::Session;
+use nabla_lang::eval::Value;
+
+use crate::registry::{Evaluation, Family, Runner, Support, Variant, Workload};
+use crate::{ba, gmm, lstm};
+
+/// One `.nabla` program: its path (for messages) and text.
+#[derive(Clone, Copy, Debug)]
+pub struct Program {
+    /// Path relative to the repository root.
+    pub path: &'static str,
+    /// The source text (compiled into the binary).
+    pub text: &'static str,
+}
+
+/// bench/nabla/gmm.nabla
+pub const GMM: Program = Program {
+    path: "bench/nabla/gmm.nabla",
+    text: include_str!("../../../bench/nabla/gmm.nabla"),
+};
+/// bench/nabla/ba.nabla
+pub const BA: Program = Program {
+    path: "bench/nabla/ba.nabla",
+    text: include_str!("../../../bench/nabla/ba.nabla"),
+};
+/// bench/nabla/lstm.nabla
+pub const LSTM: Program = Program {
+    path: "bench/nabla/lstm.nabla",
+    text: include_str!("../../../bench/nabla/lstm.nabla"),
+};
+/// bench/nabla/nested.nabla
+pub const NESTED: Program = Program {
+    path: "bench/nabla/nested.nabla",
+    text: include_str!("../../../bench/nabla/nested.nabla"),
+};
+
+const GMM_INPUT: &str = "(Vec Real, Vec (Vec Real), Vec (Vec Real), Vec (Vec Real), Real, Int)";
+const LSTM_INPUT: &str = "(Vec (Vec Real), Vec (Vec Real), Vec (Vec Real), Vec (Vec Real))";
+const BA_INPUT: &str = "(Vec (Vec Real), Vec (Vec Real), Vec Real, Vec (Vec Real))";
+
+/// The interface a program must have for a family: entry point names and
+/// their types, as the type checker prints them.
+#[derive(Clone, Debug)]
+pub struct Interface {
+    /// The program.
+    pub program: Program,
+    /// The primal's entry point and type, if the workload has a primal.
+    pub primal: Option<(&'static str, String)>,
+    /// The derivative's entry point and type.
+    pub derivative: (&'static str, String),
+}
+
+fn entry(name: &'static str, input: &str, output: &str) -> (&'static str, String) {
+    (name, format!("{input} -> {output}"))
+}
+
+/// The interface of workload family `family`.
+pub fn interface(family: Family) -> Interface {
+    match family {
+        Family::Gmm => Interface {
+            program: GMM,
+            primal: Some(entry("primal", GMM_INPUT, "Real")),
+            derivative: entry(
+                "derivative",
+                GMM_INPUT,
+                "(Real, (Vec Real, Vec (Vec Real), Vec (Vec Real)))",
+            ),
+        },
+        Family::Lstm => Interface {
+            program: LSTM,
+            primal: Some(entry("primal", LSTM_INPUT, "Real")),
+            derivative: entry(
+                "derivative",
+                LSTM_INPUT,
+                "(Real, (Vec (Vec Real), Vec (Vec Real)))",
+            ),
+        },
+        Family::Ba => Interface {
+            program: BA,
+            primal: Some(entry("primal", BA_INPUT, "(Vec (Vec Real), Vec Real)")),
+            derivative: entry(
+                "derivative",
+                BA_INPUT,
+                "((Vec (Vec Real), Vec Real), (Vec (Vec (Vec Real)), Vec Real))",
+            ),
+        },
+        Family::Saddle(v) | Family::Particle(v) => {
+            let name = match (family, v) {
+                (Family::Saddle(_), Variant::FF) => "saddle_ff",
+                (Family::Saddle(_), Variant::FR) => "saddle_fr",
+                (Family::Saddle(_), Variant::RF) => "saddle_rf",
+                (Family::Saddle(_), Variant::RR) => "saddle_rr",
+                (_, Variant::FF) => "particle_ff",
+                (_, Variant::FR) => "particle_fr",
+                (_, Variant::RF) => "particle_rf",
+                (_, Variant::RR) => "particle_rr",
+            };
+            Interface {
+                program: NESTED,
+                primal: None,
+                derivative: entry(name, "()", "Vec Real"),
+            }
+        }
+    }
+}
+
+/// A nabla value described in plain (sendable) Rust data: the input the
+/// harness passes to a program.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Data {
+    /// `()`
+    Unit,
+    /// An Int.
+    Int(i64),
+    /// A Real.
+    Real(f64),
+    /// A `Vec Real`.
+    Reals(Vec<f64>),
+    /// A tuple.
+    Tuple(Vec<Data>),
+    /// A vector of other values.
+    Vec(Vec<Data>),
+}
+
+impl Data {
+    /// The nabla value.
+    pub fn to_value(&self) -> Value {
+        use std::rc::Rc;
+        match self {
+            Data::Unit => Value::Unit,
+            Data::Int(n) => Value::Int(*n),
+            Data::Real(x) => Value::Real(*x),
+            Data::Reals(xs) => Value::RealVec(Rc::new(xs.clone())),
+            Data::Tuple(items) => Value::Tuple(Rc::new(items.iter().map(Data::to_value).collect())),
+            Data::Vec(items) => Value::Vec(Rc::new(items.iter().map(Data::to_value).collect())),
+        }
+    }
+
+    /// The value as nabla source text (Reals printed to round-trip exactly).
+    pub fn to_source(&self, out: &mut String) {
+        use std::fmt::Write;
+        let list = |out: &mut String,
+                    open: char,
+                    close: char,
+                    n: usize,
+                    f: &dyn Fn(&mut String, usize)| {
+            out.push(open);
+            for i in 0..n {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                f(out, i);
+            }
+            out.push(close);
+        };
+        match self {
+            Data::Unit => out.push_str("()"),
+            Data::Int(n) => write!(out, "{n}").expect("write to String"),
+            Data::Real(x) => write!(out, "{x:?}").expect("write to String"),
+            Data::Reals(xs) => list(out, '[', ']', xs.len(), &|out, i| {
+                write!(out, "{:?}", xs[i]).expect("write to String")
+            }),
+            Data::Tuple(items) => list(out, '(', ')', items.len(), &|out, i| {
+                items[i].to_source(out)
+            }),
+            Data::Vec(items) => list(out, '[', ']', items.len(), &|out, i| {
+                items[i].to_source(out)
+            }),
+        }
+    }
+}
+
+/// `n` rows of `width` values from `xs` (which must hold at least n·width).
+fn rows(xs: &[f64], width: usize, n: usize) -> Data {
+    Data::Vec(
+        (0..n)
+            .map(|r| Data::Reals(xs[r * width..(r + 1) * width].to_vec()))
+            .collect(),
+    )
+}
+
+/// GMM's input `(alphas, means, icfs, x, gamma, m)`.
+pub fn gmm_data(g: &gmm::GmmInput) -> Data {
+    let (d, k) = (g.d, g.k);
+    let icf = gmm::icf_len(d);
+    Data::Tuple(vec![
+        Data::Reals(g.params[..k].to_vec()),
+        rows(&g.params[k..], d, k),
+        rows(&g.params[k + k * d..], icf, k),
+        rows(&g.x, d, g.n),
+        Data::Real(g.gamma),
+        Data::Int(g.m as i64),
+    ])
+}
+
+/// LSTM's input `(main, extra, state, seq)`.
+pub fn lstm_data(l: &lstm::LstmInput) -> Data {
+    let b = l.b;
+    Data::Tuple(vec![
+        rows(&l.params, 4 * b, 2 * l.l),
+        rows(&l.params[8 * l.l * b..], b, 3),
+        rows(&l.state, b, 2 * l.l),
+        rows(&l.seq, b, l.c),
+    ])
+}
+
+/// BA's input `(cams, points, weights, features)`.
+pub fn ba_data(b: &ba::BaInput) -> Data {
+    Data::Tuple(vec![
+        rows(&b.cams, ba::CAM, b.n),
+        rows(&b.points, 3, b.m),
+        Data::Reals(b.weights.clone()),
+        rows(&b.features, 2, b.p),
+    ])
+}
+
+/// The input of workload `w` (parsing its file).
+pub fn input(w: &Workload) -> Data {
+    let text = w.file.map(crate::data::read_input).unwrap_or_default();
+    match w.family {
+        Family::Gmm => gmm_data(&gmm::GmmInput::parse(&text)),
+        Family::Lstm => lstm_data(&lstm::LstmInput::parse(&text)),
+        Family::Ba => ba_data(&ba::BaInput::parse(&text)),
+        Family::Saddle(_) | Family::Particle(_) => Data::Unit,
+    }
+}
+
+/// Workload `w`'s input as nabla source, `def input = ...`, to prepend to its
+/// program for the `nabla` binary.
+pub fn prelude(w: &Workload) -> String {
+    let mut s = format!(
+        "# The input of {} for {} (written by `nabla-bench lang-input`).\ndef input = ",
+        w.id,
+        interface(w.family).program.path
+    );
+    input(w).to_source(&mut s);
+    s.push('\n');
+    s
+}
+
+/// Appends the Real leaves of `v` to `out` in order (tuples left to right,
+/// vectors in index order). Any other leaf is an error.
+pub fn flatten(v: &Value, out: &mut Vec<f64>) -> Result<(), String> {
+    match v {
+        Value::Real(x) => out.push(*x),
+        Value::RealVec(xs) => out.extend_from_slice(xs),
+        Value::Tuple(items) | Value::Vec(items) => {
+            for item in items.iter() {
+                flatten(item, out)?;
+            }
+        }
+        other => return Err(format!("unexpected value in a result: {other:?}")),
+    }
+    Ok(())
+}
+
+/// The first Real leaf of `v` (what [`Runner::primal`] reports).
+fn first_real(v: &Value) -> Option<f64> {
+    match v {
+        Value::Real(x) => Some(*x),
+        Value::RealVec(xs) => xs.first().copied(),
+        Value::Tuple(items) | Value::Vec(items) => items.first().and_then(first_real),
+        _ => None,
+    }
+}
+
+/// Front-end times of a program (each the minimum over repeated runs).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FrontEnd {
+    /// Parsing and type checking (`Session::load`).
+    pub parse_check_s: f64,
+    /// Desugaring to the core IR and compiling to closures (`Session::compile`).
+    pub compile_s: f64,
+    /// Runs each minimum was taken over.
+    pub runs: usize,
+}
+
+enum Request {
+    Primal,
+    Derivative,
+    FrontEnd,
+}
+
+enum Response {
+    Ready,
+    Primal(Option<f64>),
+    Derivative(Evaluation),
+    FrontEnd(FrontEnd),
+    Failed(String),
+}
+
+/// A workload prepared on its interpreter worker thread.
+pub struct LangRunner {
+    requests: Option<Sender<Request>>,
+    responses: Receiver<Response>,
+    worker: Option<JoinHandle<()>>,
+    id: &'static str,
+    has_primal: bool,
+}
+
+/// The minimum time of `f` over repeated runs for at least `budget` seconds
+/// (at most 1000 runs), and the number of runs.
+fn min_time<T>(budget: f64, mut f: impl FnMut() -> T) -> (f64, usize) {
+    let start = Instant::now();
+    let mut best = f64::INFINITY;
+    let mut runs = 0;
+    while runs < 1000 && (runs < 3 || start.elapsed().as_secs_f64() < budget) {
+        let t = Instant::now();
+        std::hint::black_box(f());
+        best = best.min(t.elapsed().as_secs_f64());
+        runs += 1;
+    }
+    (best, runs)
+}
+
+fn load(program: Program) -> Result<Session, String> {
+    let mut session = Session::new();
+    match session.load(program.path, program.text) {
+        Ok(_) => Ok(session),
+        Err(diags) => Err(session.render(&diags)),
+    }
+}
+
+/// The worker: loads, checks and compiles the program, checks the interface,
+/// builds the input, reports readiness, then serves requests until the
+/// runner is dropped.
+fn serve(iface: Interface, data: Data, requests: Receiver<Request>, responses: Sender<Response>) {
+    let setup = || -> Result<_, String> {
+        let mut session = load(iface.program)?;
+        let entries: Vec<&(&str, String)> =
+            iface.primal.iter().chain([&iface.derivative]).collect();
+        for (name, want) in entries {
+            let got = session
+                .type_of_expr("<harness>", name)
+                .map_err(|d| session.render(&d))?;
+            if got != *want {
+                return Err(format!(
+                    "{}: `{name}` has type {got}, but the harness passes and reads {want}",
+                    iface.program.path
+                ));
+            }
+        }
+        let mut compiled = session.compile().map_err(|d| session.render(&d))?;
+        let primal = match &iface.primal {
+            Some((name, _)) => Some(compiled.global(name).map_err(|d| session.render(&d))?),
+            None => None,
+        };
+        let derivative = compiled
+            .global(iface.derivative.0)
+            .map_err(|d| session.render(&d))?;
+        Ok((session, compiled, primal, derivative))
+    };
+    let (session, mut compiled, primal, derivative) = match setup() {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = responses.send(Response::Failed(e));
+            return;
+        }
+    };
+    let input = data.to_value();
+    drop(data);
+    if responses.send(Response::Ready).is_err() {
+        return;
+    }
+    for request in requests {
+        let response = match request {
+            Request::Primal => match &primal {
+                None => Response::Primal(None),
+                Some(f) => match compiled.apply(f.clone(), input.clone()) {
+                    Ok(v) => Response::Primal(first_real(&v)),
+                    Err(d) => Response::Failed(session.render(&d)),
+                },
+            },
+            Request::Derivative => match compiled.apply(derivative.clone(), input.clone()) {
+                Ok(v) => {
+                    let (values, deriv) = match &v {
+                        Value::Tuple(pair) if pair.len() == 2 && iface.primal.is_some() => {
+                            (&pair[0], Some(&pair[1]))
+                        }
+                        other => (other, None),
+                    };
+                    let mut eval = Evaluation {
+                        values: Vec::new(),
+                        derivative: Vec::new(),
+                    };
+                    match flatten(values, &mut eval.values)
+                        .and_then(|()| deriv.map_or(Ok(()), |d| flatten(d, &mut eval.derivative)))
+                    {
+                        Ok(()) => Response::Derivative(eval),
+                        Err(e) => Response::Failed(e),
+                    }
+                }
+                Err(d) => Response::Failed(session.render(&d)),
+            },
+            Request::FrontEnd => {
+                let program = iface.program;
+                let (parse_check_s, runs) = min_time(0.1, || load(program).is_ok());
+                let loaded = load(program);
+                let (compile_s, _) = min_time(0.1, || loaded.as_ref().map(|s| s.compile().is_ok()));
+                Response::FrontEnd(FrontEnd {
+                    parse_check_s,
+                    compile_s,
+                    runs,
+                })
+            }
+        };
+        if responses.send(response).is_err() {
+            return;
+        }
+    }
+}
+
+impl LangRunner {
+    /// Starts the worker for workload `w` and waits until it has loaded,
+    /// checked and compiled the program and built the input.
+    ///
+    /// # Panics
+    /// If the program does not load, check or compile, or does not have the
+    /// interface's types: a broken program must fail the run, not be skipped.
+    pub fn start(w: &Workload) -> LangRunner {
+        let iface = interface(w.family);
+        let has_primal = iface.primal.is_some();
+        let data = input(w);
+        let (requests, inbox) = channel();
+        let (outbox, responses) = channel();
+        let worker = std::thread::Builder::new()
+            .name(format!("nabla-lang {}", w.id))
+            .spawn(move || {
+                // The interpreter runs on a thread of its own with the big stack.
+                let _ =
+                    nabla_lang::stack::run_with_stack(move || serve(iface, data, inbox, outbox));
+            })
+            .expect("spawn the nabla-lang worker");
+        match responses.recv() {
+            Ok(Response::Ready) => {}
+            Ok(Response::Failed(e)) => panic!("nabla-lang on {}: {e}", w.id),
+            _ => panic!("nabla-lang on {}: the interpreter thread died", w.id),
+        }
+        LangRunner {
+            requests: Some(requests),
+            responses,
+            worker: Some(worker),
+            id: w.id,
+            has_primal,
+        }
+    }
+
+    fn ask(&self, request: Request) -> Response {
+        let sent = self
+            .requests
+            .as_ref()
+            .is_some_and(|r| r.send(request).is_ok());
+        match (sent, self.responses.recv()) {
+            (_, Ok(Response::Failed(e))) => panic!("nabla-lang on {}: {e}", self.id),
+            (true, Ok(r)) => r,
+            _ => panic!("nabla-lang on {}: the interpreter thread died", self.id),
+        }
+    }
+
+    /// Times of the program's front end (parse and check, compile).
+    pub fn front_end(&self) -> FrontEnd {
+        match self.ask(Request::FrontEnd) {
+            Response::FrontEnd(f) => f,
+            _ => unreachable!("the worker answers in order"),
+        }
+    }
+}
+
+impl Runner for LangRunner {
+    fn primal(&self) -> Option<f64> {
+        if !self.has_primal {
+            return None;
+        }
+        match self.ask(Request::Primal) {
+            Response::Primal(p) => p,
+            _ => unreachable!("the worker answers in order"),
+        }
+    }
+
+    fn derivative(&self) -> Evaluation {
+        match self.ask(Request::Derivative) {
+            Response::Derivative(e) => e,
+            _ => unreachable!("the worker answers in order"),
+        }
+    }
+
+    fn front_end(&self) -> Option<FrontEnd> {
+        Some(LangRunner::front_end(self))
+    }
+}
+
+impl Drop for LangRunner {
+    fn drop(&mut self) {
+        // Closing the request channel ends the worker; wait for it so that its
+        // memory is returned before the next workload runs.
+        self.requests = None;
+        if let Some(worker) = self.worker.take() {
+            let _ = worker.join();
+        }
+    }
+}
+
+/// Workloads the interpreter is too slow for within the full run's budget,
+/// and why (measured; see bench/README.md).
+pub fn too_slow(w: &Workload) -> Option<&'static str> {
+    match w.id {
+        "gmm_d64_K100" => Some(TOO_SLOW_GMM_D64),
+        _ => None,
+    }
+}
+
+const TOO_SLOW_GMM_D64: &str = "cannot (too slow): in the interpreter one primal evaluation takes about 45 s and one derivative about 70 s with a 14 GB reverse trace (measured on the first 100 of the 1000 points: 4.2 s and 6.8 s, 1.5 GB); the check and 3 timed calls of each would not fit the full run's 15-minute budget";
+
+/// The nabla language's support for workload `w`.
+pub fn prepare(w: &Workload) -> Support {
+    match too_slow(w) {
+        Some(why) => Support::Cannot(why),
+        None => Support::Runs(Box::new(LangRunner::start(w))),
+    }
+}
