@@ -196,6 +196,17 @@ impl Num {
         matches!(self, Num::Real(x) if *x == 0.0)
     }
 
+    /// A plain real or a reverse real over a plain primal, as its primal
+    /// and its (level, Delta id) if tagged.
+    #[inline]
+    fn plain(&self) -> Option<(f64, Option<(Level, u32)>)> {
+        match *self {
+            Num::Real(x) => Some((x, None)),
+            Num::Reverse { primal, level, id } => Some((primal, Some((level, id)))),
+            Num::Tagged(_) => None,
+        }
+    }
+
     fn level(&self) -> Option<Level> {
         match self {
             Num::Real(_) => None,
@@ -282,64 +293,13 @@ impl Num {
     pub fn binary(op: Binary, x: Num, y: Num) -> Num {
         // The common cases, on f64 throughout: constants, and one reverse
         // level over plain reals.
-        match (&x, &y) {
-            (Num::Real(a), Num::Real(b)) => return Num::Real(op.eval(*a, *b)),
-            (
-                &Num::Reverse {
-                    primal: a,
-                    level,
-                    id,
-                },
-                &Num::Real(b),
-            ) => {
-                let v = op.eval(a, b);
-                let w = op.partial_x(a, b, v);
-                let id = record_plain(level, [id, NO_PARENT], [w, 0.0]);
-                return Num::Reverse {
-                    primal: v,
-                    level,
-                    id,
-                };
+        if let (Some(a), Some(b)) = (x.plain(), y.plain()) {
+            if a.1.is_none() && b.1.is_none() {
+                return Num::Real(op.eval(a.0, b.0));
             }
-            (
-                &Num::Real(a),
-                &Num::Reverse {
-                    primal: b,
-                    level,
-                    id,
-                },
-            ) => {
-                let v = op.eval(a, b);
-                let w = op.partial_y(a, b, v);
-                let id = record_plain(level, [id, NO_PARENT], [w, 0.0]);
-                return Num::Reverse {
-                    primal: v,
-                    level,
-                    id,
-                };
+            if let Some((primal, level, id)) = reverse_on_plain(op, a, b) {
+                return Num::Reverse { primal, level, id };
             }
-            (
-                &Num::Reverse {
-                    primal: a,
-                    level,
-                    id: i,
-                },
-                &Num::Reverse {
-                    primal: b,
-                    level: l2,
-                    id: j,
-                },
-            ) if level == l2 => {
-                let v = op.eval(a, b);
-                let weights = [op.partial_x(a, b, v), op.partial_y(a, b, v)];
-                let id = record_plain(level, [i, j], weights);
-                return Num::Reverse {
-                    primal: v,
-                    level,
-                    id,
-                };
-            }
-            _ => {}
         }
         let Some(level) = x.level().max(y.level()) else {
             return Num::Real(op.eval(x.value(), y.value()));
@@ -387,6 +347,32 @@ impl Num {
             }
         }
     }
+}
+
+/// The common case of reverse mode, on `f64` throughout: `op` on two reals
+/// that are plain or reverse reals of one level over plain primals, each
+/// given as (primal, tag). Records the Delta and returns (value, level, id);
+/// `None` if neither operand is tagged or they are tagged at different levels.
+#[inline]
+pub fn reverse_on_plain(
+    op: Binary,
+    (a, ta): (f64, Option<(Level, u32)>),
+    (b, tb): (f64, Option<(Level, u32)>),
+) -> Option<(f64, Level, u32)> {
+    let (level, parents) = match (ta, tb) {
+        (Some((level, i)), None) => (level, [i, NO_PARENT]),
+        (None, Some((level, j))) => (level, [j, NO_PARENT]),
+        (Some((level, i)), Some((l2, j))) if level == l2 => (level, [i, j]),
+        _ => return None,
+    };
+    let v = op.eval(a, b);
+    // Each partial only for a perturbed operand (a constant's partial may be NaN).
+    let weights = match (ta, tb) {
+        (Some(_), None) => [op.partial_x(a, b, v), 0.0],
+        (None, Some(_)) => [op.partial_y(a, b, v), 0.0],
+        _ => [op.partial_x(a, b, v), op.partial_y(a, b, v)],
+    };
+    Some((v, level, record_plain(level, parents, weights)))
 }
 
 // ---- the arithmetic the derivative table is written in ----

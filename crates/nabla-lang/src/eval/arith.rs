@@ -41,6 +41,17 @@ pub fn tagged_fast(p: Prim, a: &Value, b: &Value) -> Option<Value> {
     if !(a.is_tagged() || b.is_tagged()) {
         return None;
     }
+    // The common case first: one reverse level over plain reals.
+    let plain = |v: &Value| match *v {
+        Value::Real(x) => Some((x, None)),
+        Value::Reverse { primal, level, id } => Some((primal, Some((level, id)))),
+        _ => None,
+    };
+    if let (Some(RealFn::Binary(op)), Some(x), Some(y)) = (p.info().real, plain(a), plain(b))
+        && let Some((primal, level, id)) = crate::ad::num::reverse_on_plain(op, x, y)
+    {
+        return Some(Value::Reverse { primal, level, id });
+    }
     tagged_binary(p, a.as_num()?, b.as_num()?).ok()
 }
 
