@@ -1,7 +1,7 @@
 //! LSTM: the loss of a stacked LSTM with diagonal weights over a sequence (ADBench),
 //! and its gradient with respect to the main and extra parameters.
 
-use nabla::{Scalar, vjp};
+use nabla::{Scalar, value_and_grad};
 
 use crate::data::Numbers;
 
@@ -94,8 +94,7 @@ pub fn primal(data: &LstmInput) -> f64 {
 
 /// Value and gradient by the library's reverse mode.
 pub fn gradient_nabla(data: &LstmInput) -> (f64, Vec<f64>) {
-    let (value, pullback) = vjp(|p| vec![objective(p, data)], &data.params);
-    (value[0], pullback.apply(&[1.0]))
+    value_and_grad(|p| objective(p, data), &data.params)
 }
 
 /// The forward quantities of one layer step that the backward sweep needs.

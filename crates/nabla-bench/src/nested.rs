@@ -2,7 +2,7 @@
 //! be evaluated at any scalar type, and the step-adapting gradient-descent optimiser
 //! of Siskind & Pearlmutter.
 
-use nabla::{Dual, Reverse, Scalar, grad, jvp};
+use nabla::{Dual, Reverse, Scalar, grad, grad_forward};
 
 /// A real-valued function of a vector that can run at any scalar type `T` built
 /// over the level `S` it was made at. Values it captured from level `S` enter the
@@ -22,7 +22,8 @@ pub trait GradMode {
     fn gradient<S: Scalar, F: ScalarFn<S>>(f: &F, x: &[S]) -> Vec<S>;
 }
 
-/// Forward gradient: one [`jvp`] per coordinate.
+/// Forward gradient: one forward pass per coordinate ([`grad_forward`], which is
+/// one [`jvp`](nabla::jvp) per coordinate sharing one vector of dual inputs).
 #[derive(Clone, Copy, Debug)]
 pub struct Forward;
 
@@ -33,15 +34,7 @@ pub struct Backward;
 impl GradMode for Forward {
     const LETTER: &'static str = "F";
     fn gradient<S: Scalar, F: ScalarFn<S>>(f: &F, x: &[S]) -> Vec<S> {
-        let mut direction = vec![S::zero(); x.len()];
-        (0..x.len())
-            .map(|i| {
-                direction[i] = S::one();
-                let (_, tangent) = jvp(|v| vec![f.eval(v, Dual::constant)], x, &direction);
-                direction[i] = S::zero();
-                tangent[0]
-            })
-            .collect()
+        grad_forward(|v| f.eval(v, Dual::constant), x)
     }
 }
 

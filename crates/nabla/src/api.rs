@@ -6,8 +6,8 @@
 //! are closures over the mode's scalar type; a function written once as
 //! `fn f<S: Scalar>(x: &[S]) -> S` is passed as `|x| f(x)`.
 
-use crate::trace::{self, Entry, Trace};
-use crate::{Dual, Lift, Reverse, Scalar};
+use crate::trace::{self, DeltaId, Entry, Trace};
+use crate::{Dual, Lift, Reverse, Scalar, pool};
 
 /// The derivative of a function of one real, by forward mode.
 ///
@@ -49,11 +49,14 @@ where
         dx.len(),
         x.len()
     );
-    let inputs: Vec<Dual<S>> = x.iter().zip(dx).map(|(&p, &t)| Dual::new(p, t)).collect();
-    f(&inputs)
-        .into_iter()
-        .map(|y| (y.primal(), y.tangent()))
-        .unzip()
+    let mut inputs = pool::take(x.len());
+    inputs.extend(x.iter().zip(dx).map(|(&p, &t)| Dual::new(p, t)));
+    let outputs = run(f, &inputs);
+    pool::give(inputs);
+    let values = outputs.iter().map(|y| y.primal()).collect();
+    // Collected in place where the standard library can: `outputs`' memory is reused.
+    let tangents = outputs.into_iter().map(Dual::tangent).collect();
+    (values, tangents)
 }
 
 /// Reverse mode: the value of a real-valued `f` at `x` and its gradient, from one
@@ -70,8 +73,97 @@ where
     S: Scalar,
     F: for<'t> FnOnce(&[Reverse<'t, S>]) -> Reverse<'t, S>,
 {
-    let (values, pullback) = vjp(|inputs| vec![f(inputs)], x);
-    (values[0], pullback.apply(&[S::one()]))
+    let ((value, delta), entries) = record(x, |inputs| {
+        let y = f(inputs);
+        (y.primal(), y.delta())
+    });
+    let gradient = pull_back(&entries, x.len(), [(delta, S::one())]);
+    pool::give(entries);
+    (value, gradient)
+}
+
+/// Reverse mode: the value and gradient of a sum Σₜ f(x, t) over `terms`, recording
+/// and sweeping one term at a time.
+///
+/// The result is that of [`value_and_grad`] of `|x| terms.map(|t| f(x, t)).sum()` (up
+/// to the order in which rounding errors accumulate), but the trace never holds more
+/// than one term: after each term is recorded it is evaluated backwards into the
+/// inputs' adjoints, which accumulate the gradient, and its entries are forgotten.
+/// The input variables are created once for all terms. So memory is that of the
+/// largest term rather than of the whole sum, and when a term is small its trace
+/// stays in the processor's cache instead of streaming through main memory (on the
+/// GMM benchmark this makes the gradient up to 3× faster than one trace of the sum).
+///
+/// Losses over a data set, likelihoods over observations and least squares all have
+/// this shape. A term can be a single data point or a batch of them: each term's
+/// closure call recomputes whatever it derives from `x` alone, so batches amortise
+/// that work.
+///
+/// ```
+/// use nabla::{Scalar, value_and_grad_sum};
+/// // Least squares: Σᵢ (a·xᵢ + b − yᵢ)² over the points (xᵢ, yᵢ).
+/// let points = [(0.0, 1.0), (1.0, 3.0), (2.0, 4.0)];
+/// let (loss, g) = value_and_grad_sum(
+///     |p, &(x, y)| {
+///         let r = p[0] * x + p[1] - y;
+///         r * r
+///     },
+///     &[1.0, 1.0],
+///     &points,
+/// );
+/// assert_eq!(loss, 0.0 + 1.0 + 1.0);
+/// // ∂/∂a = Σ 2rᵢxᵢ = 2·(0·0 + −1·1 + −1·2), ∂/∂b = Σ 2rᵢ = 2·(0 − 1 − 1)
+/// assert_eq!(g, vec![-6.0, -4.0]);
+/// ```
+///
+/// A term's entries are forgotten once it has been swept, so no value may outlive
+/// its term; as with [`grad`], the lifetime each call of `f` quantifies over makes
+/// keeping one a compile error:
+///
+/// ```compile_fail
+/// use nabla::value_and_grad_sum;
+/// let mut previous = None;
+/// value_and_grad_sum(
+///     |x, ()| {
+///         let y = x[0] * x[1];
+///         previous.replace(y).unwrap_or(y)
+///     },
+///     &[1.0, 2.0],
+///     [(), ()],
+/// );
+/// ```
+pub fn value_and_grad_sum<S, F, I>(mut f: F, x: &[S], terms: I) -> (S, Vec<S>)
+where
+    S: Scalar,
+    I: IntoIterator,
+    F: for<'t> FnMut(&[Reverse<'t, S>], I::Item) -> Reverse<'t, S>,
+{
+    let trace = Trace::new();
+    let mut inputs = pool::take(x.len());
+    inputs.extend(Reverse::inputs(&trace, x));
+    // Slots 0..x.len() accumulate the gradient over all terms; the slots of a term's
+    // own entries are zero before its sweep and dropped after it.
+    let mut adjoints: Vec<S> = trace::zeroed_adjoints(x.len());
+    let mut value = S::zero();
+    for term in terms {
+        let y = run(|inputs| f(inputs, term), &inputs);
+        value += y.primal();
+        // `f` cannot keep a value of the trace (its lifetime `'t` is universally
+        // quantified), so once it has returned, nothing refers to the entries past
+        // the inputs: they can be swept and forgotten.
+        let mut entries = trace.replace_entries(Vec::new());
+        if let Some((c, id)) = y.delta() {
+            adjoints.resize(entries.len(), S::zero());
+            adjoints[id as usize].accumulate(c);
+            trace::backpropagate(&entries, x.len(), &mut adjoints);
+            adjoints.truncate(x.len());
+        }
+        entries.truncate(x.len());
+        trace.replace_entries(entries);
+    }
+    pool::give(inputs);
+    pool::give(trace.into_entries());
+    (value, pool::into_prefix(adjoints, x.len()))
 }
 
 /// Reverse mode: the gradient of a real-valued `f` at `x`, the same shape as `x`.
@@ -109,24 +201,67 @@ where
     S: Scalar,
     F: for<'t> FnOnce(&[Reverse<'t, S>]) -> Vec<Reverse<'t, S>>,
 {
-    let trace = Trace::new();
-    let inputs: Vec<Reverse<'_, S>> = x.iter().map(|&p| Reverse::input(&trace, p)).collect();
-    let outputs = f(&inputs);
-    let values = outputs.iter().map(|y| y.primal()).collect();
-    let output_deltas = outputs.iter().map(|y| y.delta()).collect();
-    // The scalars borrow the trace; they are done with before it is taken apart.
-    drop((inputs, outputs));
+    let ((values, outputs), entries) = record(x, |inputs| {
+        let outputs = f(inputs);
+        let values = outputs.iter().map(|y| y.primal()).collect();
+        let deltas = outputs.iter().map(|y| y.delta()).collect();
+        (values, deltas)
+    });
     let pullback = Pullback {
-        entries: trace.into_entries(),
+        entries,
         inputs: x.len(),
-        outputs: output_deltas,
+        outputs,
     };
     (values, pullback)
 }
 
+/// Runs `f` on input variables for `x` in a fresh trace (in pooled memory), and
+/// returns what `f` returned and the recorded entries. What `f` returns cannot
+/// mention the trace's values (the lifetime `'t` is `f`'s own), so the trace can be
+/// taken apart afterwards.
+fn record<S, T>(x: &[S], f: impl for<'t> FnOnce(&[Reverse<'t, S>]) -> T) -> (T, Vec<Entry<S>>)
+where
+    S: Scalar,
+{
+    let trace = Trace::new();
+    let mut inputs = pool::take(x.len());
+    inputs.extend(Reverse::inputs(&trace, x));
+    let result = run(f, &inputs);
+    pool::give(inputs);
+    (result, trace.into_entries())
+}
+
+/// `f(x)`, as a function of its own. The function being differentiated is inlined
+/// here, and nothing but returning follows it, so the compiler can keep its loop
+/// variables in registers; inlined into a caller that goes on to call other
+/// functions, they may instead live in stack slots (on a dependent chain of additions
+/// that cost 1.75× the time).
+#[inline(never)]
+fn run<X: ?Sized, T>(f: impl FnOnce(&X) -> T, x: &X) -> T {
+    f(x)
+}
+
+/// One backward sweep over `entries`, seeded with each output Delta (`Scale c (Var
+/// id)` as `(c, id)`, or `None` for `Zero`) times its cotangent: the cotangents of
+/// the first `inputs` entries, the input variables.
+fn pull_back<S: Scalar>(
+    entries: &[Entry<S>],
+    inputs: usize,
+    seeds: impl IntoIterator<Item = (Option<(S, DeltaId)>, S)>,
+) -> Vec<S> {
+    let mut adjoints: Vec<S> = trace::zeroed_adjoints(entries.len());
+    for (delta, ct) in seeds {
+        if let Some((c, id)) = delta {
+            adjoints[id as usize].accumulate(ct * c);
+        }
+    }
+    trace::backpropagate(entries, inputs, &mut adjoints);
+    pool::into_prefix(adjoints, inputs)
+}
+
 impl<S: Scalar> Drop for Pullback<S> {
     fn drop(&mut self) {
-        trace::recycle_entries(std::mem::take(&mut self.entries));
+        pool::give(std::mem::take(&mut self.entries));
     }
 }
 
@@ -138,7 +273,7 @@ pub struct Pullback<S: Scalar> {
     /// Input variables occupy ids `0..inputs`.
     inputs: usize,
     /// Each output's Delta, `Scale c (Var id)` as `(c, id)`; `None` for `Zero`.
-    outputs: Vec<Option<(S, u32)>>,
+    outputs: Vec<Option<(S, DeltaId)>>,
 }
 
 impl<S: Scalar> Pullback<S> {
@@ -154,16 +289,11 @@ impl<S: Scalar> Pullback<S> {
             cotangent.len(),
             self.outputs.len()
         );
-        let mut adjoints: Vec<S> = trace::zeroed_adjoints(self.entries.len());
-        for (&delta, &ct) in self.outputs.iter().zip(cotangent) {
-            if let Some((c, id)) = delta {
-                adjoints[id as usize].accumulate(ct * c);
-            }
-        }
-        trace::backpropagate(&self.entries, self.inputs, &mut adjoints);
-        let gradient = adjoints[..self.inputs].to_vec();
-        trace::recycle_adjoints(adjoints);
-        gradient
+        pull_back(
+            &self.entries,
+            self.inputs,
+            self.outputs.iter().copied().zip(cotangent.iter().copied()),
+        )
     }
 
     /// The number of entries in the trace — one per input variable, one per `Let`
@@ -184,8 +314,50 @@ impl<S: Scalar> Pullback<S> {
     }
 }
 
-/// The Jacobian of `f` at `x` by forward mode: one [`jvp`] per input. Row `i` is the
-/// gradient of output `i`.
+/// Forward mode: the gradient of a real-valued `f` at `x`, from one evaluation of
+/// `f` on dual numbers per input (the tangent of input `i` set to one).
+///
+/// No trace is recorded, so for a function of a few inputs this is usually cheaper
+/// than [`grad`]; its cost grows with the number of inputs, reverse mode's does not.
+/// The evaluations share one vector of dual inputs, so the only allocation is the
+/// result's.
+///
+/// ```
+/// use nabla::{Scalar, grad_forward};
+/// // f(x, y) = 2x² + 3xy + 4y²
+/// let g = grad_forward(|v| v[0] * v[0] * 2.0 + v[0] * v[1] * 3.0 + v[1] * v[1] * 4.0,
+///                      &[3.0, 4.0]);
+/// assert_eq!(g, vec![24.0, 41.0]);
+/// ```
+pub fn grad_forward<S, F>(f: F, x: &[S]) -> Vec<S>
+where
+    S: Scalar,
+    F: Fn(&[Dual<S>]) -> Dual<S>,
+{
+    along_each_input(x, |inputs| f(inputs).tangent())
+}
+
+/// `column(inputs)` with `inputs` the dual numbers of `x` whose tangent is one at
+/// input `i` and zero elsewhere, for each `i`: the forward-mode passes of a gradient
+/// or Jacobian, sharing one vector of inputs.
+fn along_each_input<S: Scalar, T>(x: &[S], mut column: impl FnMut(&[Dual<S>]) -> T) -> Vec<T> {
+    let mut inputs = pool::take(x.len());
+    inputs.extend(x.iter().map(|&p| Dual::constant(p)));
+    let columns = (0..x.len())
+        .map(|i| {
+            inputs[i] = Dual::new(x[i], S::one());
+            let result = run(&mut column, &inputs);
+            inputs[i] = Dual::constant(x[i]);
+            result
+        })
+        .collect();
+    pool::give(inputs);
+    columns
+}
+
+/// The Jacobian of `f` at `x` by forward mode: one evaluation of `f` on dual numbers
+/// per input, the [`jvp`] along that input's axis. Row `i` is the gradient of
+/// output `i`.
 ///
 /// ```
 /// use nabla::{Scalar, jacobian_forward};
@@ -197,13 +369,9 @@ where
     S: Scalar,
     F: Fn(&[Dual<S>]) -> Vec<Dual<S>>,
 {
-    let mut columns = Vec::with_capacity(x.len());
-    let mut direction = vec![S::zero(); x.len()];
-    for j in 0..x.len() {
-        direction[j] = S::one();
-        columns.push(jvp(&f, x, &direction).1);
-        direction[j] = S::zero();
-    }
+    let columns: Vec<Vec<S>> = along_each_input(x, |inputs| {
+        f(inputs).into_iter().map(Dual::tangent).collect()
+    });
     let outputs = columns.first().map_or_else(|| f(&[]).len(), Vec::len);
     (0..outputs)
         .map(|i| columns.iter().map(|column| column[i]).collect())
@@ -327,8 +495,11 @@ where
         v.len(),
         x.len()
     );
-    let point: Vec<Dual<S>> = x.iter().zip(v).map(|(&p, &t)| Dual::new(p, t)).collect();
-    grad(f, &point).into_iter().map(Dual::tangent).collect()
+    let mut point = pool::take(x.len());
+    point.extend(x.iter().zip(v).map(|(&p, &t)| Dual::new(p, t)));
+    let (_, gradient) = value_and_grad(f, &point);
+    pool::give(point);
+    gradient.into_iter().map(Dual::tangent).collect()
 }
 
 /// The Hessian of a real-valued `f` at `x`, forward over reverse: one

@@ -2,9 +2,10 @@
 //!
 //! Write a numeric function once, generic over [`Scalar`]; evaluate it on `f64`, or
 //! differentiate it with any of the operators — [`derivative`], [`grad`],
-//! [`value_and_grad`], [`jvp`], [`vjp`], [`jacobian`], [`hessian`], [`hvp`] — which
-//! nest freely: every operator can be called inside another's closure, to any
-//! depth, in any combination of modes, without perturbation confusion.
+//! [`value_and_grad`], [`value_and_grad_sum`], [`grad_forward`], [`jvp`], [`vjp`],
+//! [`jacobian`], [`hessian`], [`hvp`] — which nest freely: every operator can be
+//! called inside another's closure, to any depth, in any combination of modes,
+//! without perturbation confusion.
 //!
 //! - **Forward mode** is dual numbers ([`Dual`]; Krawiec et al. 2022, Figure 3).
 //! - **Reverse mode** is the Delta trace of Krawiec et al. §5.3 ([`Reverse`]): each
@@ -44,6 +45,7 @@
 mod api;
 mod forward;
 mod ops;
+mod pool;
 pub mod primitive;
 mod reverse;
 mod scalar;
@@ -53,8 +55,8 @@ mod trace;
 pub use trace::{Entry, TraceMemory};
 
 pub use api::{
-    Pullback, VectorFunction, derivative, grad, hessian, hvp, jacobian, jacobian_forward,
-    jacobian_reverse, jvp, value_and_grad, vjp,
+    Pullback, VectorFunction, derivative, grad, grad_forward, hessian, hvp, jacobian,
+    jacobian_forward, jacobian_reverse, jvp, value_and_grad, value_and_grad_sum, vjp,
 };
 pub use forward::Dual;
 pub use primitive::{Binary, BinaryPrimitive, Number, Unary, UnaryPrimitive};

@@ -90,9 +90,12 @@ impl<'t, S: Scalar> Reverse<'t, S> {
         self.primal
     }
 
-    /// A fresh input variable of `trace`: `Scale 1 (Var id)`.
-    pub(crate) fn input(trace: &'t Trace<S>, primal: S) -> Self {
-        Reverse::variable(primal, trace, trace.input())
+    /// Fresh input variables of `trace` for the values `x`: `Scale 1 (Var id)` each.
+    pub(crate) fn inputs(trace: &'t Trace<S>, x: &[S]) -> impl Iterator<Item = Self> {
+        let first = trace.inputs(x.len());
+        x.iter()
+            .zip(first..)
+            .map(move |(&primal, id)| Reverse::variable(primal, trace, id))
     }
 
     /// The Delta as `(c, id)` for `Scale c (Var id)`, or `None` for `Zero`.

@@ -30,10 +30,11 @@
 //! one `Var`, and each `Let` is evaluated exactly once, in decreasing id order, so
 //! sharing is never lost and the backward pass is O(number of entries) (Theorem 5).
 
-use std::cell::{RefCell, UnsafeCell};
+use std::cell::UnsafeCell;
+use std::marker::PhantomData;
 use std::mem::size_of;
 
-use crate::Scalar;
+use crate::{Scalar, pool};
 
 /// Index of an entry in a [`Trace`]: the paper's `DeltaId`.
 pub(crate) type DeltaId = u32;
@@ -61,20 +62,28 @@ pub(crate) struct Trace<S> {
 impl<S: Scalar> Trace<S> {
     /// An empty trace, in recycled memory where possible.
     pub(crate) fn new() -> Self {
-        let entries = S::with_trace_memory(|pool| pool?.entries.borrow_mut().pop())
-            .unwrap_or_else(|| Vec::with_capacity(INITIAL_CAPACITY));
         Trace {
-            entries: UnsafeCell::new(entries),
+            entries: UnsafeCell::new(pool::take(INITIAL_CAPACITY)),
         }
     }
 
-    /// A new input variable: the paper's `Var` for a component of the argument. Its
-    /// entry is a placeholder that the backward sweep never visits.
-    pub(crate) fn input(&self) -> DeltaId {
-        self.push(Entry {
+    /// `n` new input variables: the paper's `Var`s for the components of the
+    /// argument, numbered from the returned id. Their entries are placeholders that
+    /// the backward sweep never visits.
+    pub(crate) fn inputs(&self, n: usize) -> DeltaId {
+        let mut entries = self.replace_entries(Vec::new());
+        let first = entries.len();
+        assert!(
+            first + n < DeltaId::MAX as usize / 2,
+            "nabla: the reverse-mode trace exceeds 2^31 entries"
+        );
+        let placeholder = Entry {
             parents: [0; 2],
             weights: [S::zero(); 2],
-        })
+        };
+        entries.resize(first + n, placeholder);
+        self.replace_entries(entries);
+        first as DeltaId
     }
 
     /// `Let id = Add (Scale w₀ (Var p₀)) (Scale w₁ (Var p₁))`, for p₀ ≠ p₁.
@@ -106,6 +115,17 @@ impl<S: Scalar> Trace<S> {
     /// The recorded entries, for evaluation once recording is over.
     pub(crate) fn into_entries(self) -> Vec<Entry<S>> {
         self.entries.into_inner()
+    }
+
+    /// Puts `entries` in place of the recorded entries and returns those, so that
+    /// they can be evaluated (and truncated) between two recordings while values of
+    /// this trace still exist.
+    pub(crate) fn replace_entries(&self, entries: Vec<Entry<S>>) -> Vec<Entry<S>> {
+        #[allow(unsafe_code)]
+        // SAFETY: as in `push`: only this thread can be here, and the `&mut` lives
+        // only for `mem::replace`, which runs no code but moving two vectors.
+        let current = unsafe { &mut *self.entries.get() };
+        std::mem::replace(current, entries)
     }
 }
 
@@ -153,66 +173,23 @@ pub(crate) fn backpropagate<S: Scalar>(entries: &[Entry<S>], inputs: usize, adjo
     }
 }
 
-/// Memory kept by a thread between differentiations, so that repeated gradients
-/// (an optimisation loop) do not pay for fresh pages on every call.
-///
-/// Only types that can live in a thread-local (in practice `f64`, the scalar of every
-/// outermost trace) have one; see `Scalar::with_trace_memory`. At most two buffers
-/// of each kind are kept, none larger than 256 MiB, so a one-off huge gradient does
-/// not pin its memory.
+/// Formerly the per-type pool behind `Scalar::with_trace_memory`; trace memory is
+/// now pooled for every scalar type alike (the `pool` module), and this is an
+/// unused placeholder that keeps that hidden method's signature valid.
 #[doc(hidden)]
 #[derive(Debug, Default)]
-pub struct TraceMemory<S> {
-    entries: RefCell<Vec<Vec<Entry<S>>>>,
-    adjoints: RefCell<Vec<Vec<S>>>,
-}
+pub struct TraceMemory<S>(PhantomData<S>);
 
 impl<S> TraceMemory<S> {
-    /// An empty pool, for a `thread_local!`.
+    /// An empty placeholder.
     pub const fn new() -> Self {
-        TraceMemory {
-            entries: RefCell::new(Vec::new()),
-            adjoints: RefCell::new(Vec::new()),
-        }
+        TraceMemory(PhantomData)
     }
-}
-
-/// Puts `buffer` in `pool` unless the pool is full or the buffer too big to pin.
-fn keep<T>(pool: &RefCell<Vec<Vec<T>>>, mut buffer: Vec<T>) {
-    const KEPT: usize = 2;
-    const MAX_BYTES: usize = 256 << 20;
-    if buffer.capacity() * size_of::<T>() > MAX_BYTES {
-        return;
-    }
-    let mut pool = pool.borrow_mut();
-    if pool.len() < KEPT {
-        buffer.clear();
-        pool.push(buffer);
-    }
-}
-
-/// Gives a finished trace's memory back to its thread's pool, if `S` has one.
-pub(crate) fn recycle_entries<S: Scalar>(entries: Vec<Entry<S>>) {
-    S::with_trace_memory(|pool| {
-        if let Some(pool) = pool {
-            keep(&pool.entries, entries);
-        }
-    });
 }
 
 /// A zeroed adjoint array of `len` slots, in recycled memory where possible.
 pub(crate) fn zeroed_adjoints<S: Scalar>(len: usize) -> Vec<S> {
-    let mut adjoints =
-        S::with_trace_memory(|pool| pool?.adjoints.borrow_mut().pop()).unwrap_or_default();
+    let mut adjoints = pool::take(len);
     adjoints.resize(len, S::zero());
     adjoints
-}
-
-/// Gives an adjoint array back to its thread's pool, if `S` has one.
-pub(crate) fn recycle_adjoints<S: Scalar>(adjoints: Vec<S>) {
-    S::with_trace_memory(|pool| {
-        if let Some(pool) = pool {
-            keep(&pool.adjoints, adjoints);
-        }
-    });
 }
