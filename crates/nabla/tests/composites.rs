@@ -204,7 +204,7 @@ proptest! {
             assert_close(lhs, rhs, MODE_TOL, &format!("Lemma 1 for {name}"));
         };
         check("rotation", 7, 3,
-              &|s, ds| jvp(|v| rotation(v), s, ds).1,
+              &|s, ds| jvp(rotation, s, ds).1,
               &|s, dt| vjp(|v| rotation(v), s).1.apply(dt));
         check("softmax", 6, 6,
               &|s, ds| jvp(softmax, s, ds).1,
@@ -221,7 +221,7 @@ proptest! {
     #[test]
     fn jacobian_modes_agree(p in prop::collection::vec(-2.0..2.0f64, 7)) {
         let j = jacobian(&Rotation, &p); // 3 outputs < 7 inputs: reverse
-        let fwd = nabla::jacobian_forward(|v| rotation(v), &p);
+        let fwd = nabla::jacobian_forward(rotation, &p);
         let rev = nabla::jacobian_reverse(|v| rotation(v), &p);
         prop_assert_eq!(j.len(), 3);
         for i in 0..3 {
