@@ -166,8 +166,12 @@ fn with_trace(level: Level, f: impl FnOnce(&mut Trace) -> u32) -> u32 {
             debug_assert_eq!(l.mode, Mode::Reverse);
             f(&mut l.trace)
         }
-        // Unreachable while reals never outlive their level (see the module docs).
-        None => NO_PARENT - 1,
+        // Unreachable while reals never outlive their level (see the module
+        // docs): the type checker keeps tagged reals inside their operator.
+        None => {
+            debug_assert!(false, "a real outlived its derivative level");
+            NO_PARENT - 1
+        }
     })
 }
 
