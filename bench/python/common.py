@@ -144,8 +144,8 @@ def disagreement(values, derivative, ref):
 
 def measure(f, quick=False):
     """Seconds per call: repeat until a batch takes ≥ 0.2 s, minimum of 5 batches
-    (3 with --quick or when a call takes over 1 s, 1 when over 5 s, to keep the run
-    in budget)."""
+    (3 when a call takes over 1 s, 2 with --quick, 1 when over 5 s, to keep the
+    run in budget)."""
     reps = 1
     while True:
         start = time.perf_counter()
@@ -156,7 +156,12 @@ def measure(f, quick=False):
             break
         reps = max(reps * 2, math.ceil(reps * 0.25 / max(t, 1e-9)))
     first = t / reps
-    batches = 5 if first <= 1.0 and not quick else (3 if first <= 5.0 else 1)
+    if first > 5.0:
+        batches = 1
+    elif quick:
+        batches = 2
+    else:
+        batches = 5 if first <= 1.0 else 3
     best = first
     for _ in range(batches - 1):
         start = time.perf_counter()

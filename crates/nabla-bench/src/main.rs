@@ -192,8 +192,8 @@ fn write_reference(dir: &std::path::Path, id: &str, r: &Reference) {
 }
 
 /// Seconds per call by the method of BENCHMARKS.md: repeat until a batch takes
-/// ≥ 0.2 s, then the minimum over 5 batches (3 with `--quick` or when one call takes
-/// over a second, to stay in the time budget). Returns (seconds per call, calls per batch, batches).
+/// ≥ 0.2 s, then the minimum over 5 batches (3 when one call takes over a second,
+/// 2 with `--quick`, to stay in the time budget). Returns (seconds per call, calls per batch, batches).
 fn measure<T>(quick: bool, mut f: impl FnMut() -> T) -> (f64, usize, usize) {
     let mut reps = 1;
     let first = loop {
@@ -210,7 +210,13 @@ fn measure<T>(quick: bool, mut f: impl FnMut() -> T) -> (f64, usize, usize) {
             .ceil()
             .max(reps as f64 * 2.0) as usize;
     };
-    let batches = if first > 1.0 || quick { 3 } else { 5 };
+    let batches = if quick {
+        2
+    } else if first > 1.0 {
+        3
+    } else {
+        5
+    };
     let mut best = first;
     for _ in 1..batches {
         let start = Instant::now();
