@@ -52,7 +52,7 @@ mod scalar;
 mod trace;
 
 #[doc(hidden)]
-pub use trace::{Entry, TraceMemory};
+pub use trace::Entry;
 
 pub use api::{
     Pullback, VectorFunction, derivative, grad, grad_forward, hessian, hvp, jacobian,

@@ -5,7 +5,6 @@ use std::iter::{Product, Sum};
 use std::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Neg, Sub, SubAssign};
 
 use crate::primitive::{Binary, BinaryPrimitive, Unary, UnaryPrimitive};
-use crate::trace::TraceMemory;
 
 /// A real number that may carry derivative information.
 ///
@@ -118,14 +117,6 @@ pub trait Scalar:
     #[inline(always)]
     fn binary(self, op: Binary, other: Self) -> Self {
         self.apply_binary(other, &op)
-    }
-
-    /// Where a thread keeps trace memory for reverse mode over this type between
-    /// differentiations; `None` (the default) allocates afresh each time. An
-    /// implementation detail, overridden by `f64`.
-    #[doc(hidden)]
-    fn with_trace_memory<R>(f: impl FnOnce(Option<&TraceMemory<Self>>) -> R) -> R {
-        f(None)
     }
 
     /// `*self += term` for an adjoint accumulator. The default keeps a structural
@@ -370,12 +361,6 @@ impl Scalar for f64 {
     #[inline(always)]
     fn shift(self, c: f64) -> f64 {
         self + c
-    }
-    fn with_trace_memory<R>(f: impl FnOnce(Option<&TraceMemory<f64>>) -> R) -> R {
-        thread_local! {
-            static MEMORY: TraceMemory<f64> = const { TraceMemory::new() };
-        }
-        MEMORY.with(|memory| f(Some(memory)))
     }
 }
 

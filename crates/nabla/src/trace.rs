@@ -31,7 +31,6 @@
 //! sharing is never lost and the backward pass is O(number of entries) (Theorem 5).
 
 use std::cell::UnsafeCell;
-use std::marker::PhantomData;
 use std::mem::size_of;
 
 use crate::{Scalar, pool};
@@ -170,20 +169,6 @@ pub(crate) fn backpropagate<S: Scalar>(entries: &[Entry<S>], inputs: usize, adjo
         } = entries[id];
         adjoints[p0 as usize].accumulate(w0 * adjoint);
         adjoints[p1 as usize].accumulate(w1 * adjoint);
-    }
-}
-
-/// Formerly the per-type pool behind `Scalar::with_trace_memory`; trace memory is
-/// now pooled for every scalar type alike (the `pool` module), and this is an
-/// unused placeholder that keeps that hidden method's signature valid.
-#[doc(hidden)]
-#[derive(Debug, Default)]
-pub struct TraceMemory<S>(PhantomData<S>);
-
-impl<S> TraceMemory<S> {
-    /// An empty placeholder.
-    pub const fn new() -> Self {
-        TraceMemory(PhantomData)
     }
 }
 

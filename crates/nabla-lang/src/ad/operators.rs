@@ -49,15 +49,9 @@ fn basis(n: usize, i: usize) -> Value {
     Value::RealVec(Rc::new(e))
 }
 
-fn elements(v: &Value) -> Vec<Value> {
-    (0..v.vec_len().unwrap_or(0))
-        .filter_map(|i| v.vec_get(i))
-        .collect()
-}
-
 /// The matrix whose column j is `columns[j]`, as a vector of rows.
 fn from_columns(columns: &[Value], rows: usize) -> Value {
-    let columns: Vec<Vec<Value>> = columns.iter().map(elements).collect();
+    let columns: Vec<Vec<Value>> = columns.iter().map(Value::vec_elements).collect();
     Value::Vec(Rc::new(
         (0..rows)
             .map(|r| {

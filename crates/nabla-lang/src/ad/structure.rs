@@ -61,24 +61,18 @@ impl From<Num> for Value {
     }
 }
 
-/// The elements of a vector value (reals as `Value::Real`).
-fn elements(v: &Value) -> Vec<Value> {
-    match v {
-        Value::RealVec(xs) => xs.iter().map(|x| Value::Real(*x)).collect(),
-        Value::Vec(xs) => xs.as_ref().clone(),
-        _ => Vec::new(),
-    }
-}
-
 /// Rebuilds `v` (a tuple, sum or vector) with its children mapped by `f`.
 fn map_children(v: &Value, mut f: impl FnMut(&Value) -> ShapeResult<Value>) -> ShapeResult<Value> {
     Ok(match v {
         Value::Tuple(xs) => Value::Tuple(Rc::new(xs.iter().map(f).collect::<ShapeResult<_>>()?)),
         Value::Inl(x) => Value::Inl(Rc::new(f(x)?)),
         Value::Inr(x) => Value::Inr(Rc::new(f(x)?)),
-        Value::RealVec(_) | Value::Vec(_) => {
-            Value::vector(elements(v).iter().map(f).collect::<ShapeResult<Vec<_>>>()?)
-        }
+        Value::RealVec(_) | Value::Vec(_) => Value::vector(
+            v.vec_elements()
+                .iter()
+                .map(f)
+                .collect::<ShapeResult<Vec<_>>>()?,
+        ),
         Value::Unit | Value::Bool(_) | Value::Int(_) => v.clone(),
         _ => {
             return Err(format!(
@@ -163,7 +157,7 @@ fn zip_shapes(
             describe(a)
         )),
         (Value::RealVec(_) | Value::Vec(_), Value::RealVec(_) | Value::Vec(_)) => {
-            let (xs, ys) = (elements(a), elements(b));
+            let (xs, ys) = (a.vec_elements(), b.vec_elements());
             if xs.len() != ys.len() {
                 return Err(format!(
                     "length mismatch: {other} has length {} where {primal} has length {}",

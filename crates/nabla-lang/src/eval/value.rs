@@ -142,6 +142,16 @@ impl Value {
         }
     }
 
+    /// The elements of a vector value (reals as `Value::Real`); empty for
+    /// any other value.
+    pub fn vec_elements(&self) -> Vec<Value> {
+        match self {
+            Value::RealVec(xs) => xs.iter().map(|x| Value::Real(*x)).collect(),
+            Value::Vec(xs) => xs.as_ref().clone(),
+            _ => Vec::new(),
+        }
+    }
+
     /// Element `i` of a vector value.
     pub fn vec_get(&self, i: usize) -> Option<Value> {
         match self {
