@@ -29,4 +29,5 @@ pub mod pretty;
 pub mod prim;
 pub mod stack;
 pub mod syntax;
+pub mod translate;
 pub mod types;

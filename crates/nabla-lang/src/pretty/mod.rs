@@ -102,6 +102,21 @@ impl TypeNamer {
                     out.push(')');
                 }
             }
+            Type::Con(c, args) => {
+                // Applied like `Vec A`.
+                let paren = prec >= 4 && !args.is_empty();
+                if paren {
+                    out.push('(');
+                }
+                out.push_str(c.name());
+                for a in args {
+                    out.push(' ');
+                    self.go(a, 4, kind_of, out);
+                }
+                if paren {
+                    out.push(')');
+                }
+            }
         }
     }
 }

@@ -288,6 +288,7 @@ impl Checker {
             Type::Sum(a, b) => Type::Sum(Box::new(self.zonk(&a)), Box::new(self.zonk(&b))),
             Type::Vec(a) => Type::Vec(Box::new(self.zonk(&a))),
             Type::Fun(a, b) => Type::fun(self.zonk(&a), self.zonk(&b)),
+            Type::Con(c, ts) => Type::Con(c, ts.iter().map(|t| self.zonk(t)).collect()),
             other => other,
         }
     }
@@ -331,6 +332,12 @@ impl Checker {
                 self.unify_raw(b1, b2)
             }
             (Type::Vec(x), Type::Vec(y)) => self.unify_raw(x, y),
+            (Type::Con(c1, xs), Type::Con(c2, ys)) if c1 == c2 && xs.len() == ys.len() => {
+                for (x, y) in xs.iter().zip(ys) {
+                    self.unify_raw(x, y)?;
+                }
+                Ok(())
+            }
             _ => Err(UnifyError::Mismatch),
         }
     }
@@ -373,7 +380,7 @@ impl Checker {
                 info.kind = info.kind.max(Kind::Data);
                 Ok(())
             }
-            Type::Fun(..) => Err(UnifyError::NotData),
+            Type::Fun(..) | Type::Con(..) => Err(UnifyError::NotData),
             Type::Tuple(ts) => ts.iter().try_for_each(|t| self.constrain_data(t)),
             Type::Sum(a, b) => {
                 self.constrain_data(&a)?;
@@ -403,6 +410,7 @@ impl Checker {
                 self.occurs_adjust(v, level, &b)
             }
             Type::Vec(a) => self.occurs_adjust(v, level, &a),
+            Type::Con(_, ts) => ts.iter().try_for_each(|t| self.occurs_adjust(v, level, t)),
             _ => Ok(()),
         }
     }
@@ -488,6 +496,7 @@ impl Checker {
                 self.collect_generics(b, out);
             }
             Type::Vec(a) => self.collect_generics(a, out),
+            Type::Con(_, ts) => ts.iter().for_each(|t| self.collect_generics(t, out)),
             _ => {}
         }
     }
@@ -516,6 +525,7 @@ impl Checker {
             }
             Type::Vec(a) => Type::Vec(Box::new(self.subst(&a, map))),
             Type::Fun(a, b) => Type::fun(self.subst(&a, map), self.subst(&b, map)),
+            Type::Con(c, ts) => Type::Con(c, ts.iter().map(|t| self.subst(t, map)).collect()),
             other => other,
         }
     }

@@ -43,6 +43,49 @@ pub enum Type {
     Vec(Box<Type>),
     /// `A -> B`
     Fun(Box<Type>, Box<Type>),
+    /// A type that exists only in translated programs (Krawiec et al. Fig. 1,
+    /// shaded): `Delta`, `DeltaMap`, `M A`, `Ref A`.
+    Con(Con, Vec<Type>),
+}
+
+/// The type constructors of translated programs (see [`Type::Con`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Con {
+    /// `Delta`: a symbolic linear map (Krawiec et al. Fig. 11).
+    Delta,
+    /// `DeltaMap`: the accumulator `eval` adds into, indexed by Delta id.
+    DeltaMap,
+    /// `M A`: a computation that may bind Deltas (the state monad of Fig. 9).
+    M,
+    /// `Ref A`: a mutable cell (the gradient cells of Wang et al. Fig. 10).
+    Ref,
+}
+
+impl Con {
+    /// Its name in source.
+    pub fn name(self) -> &'static str {
+        match self {
+            Con::Delta => "Delta",
+            Con::DeltaMap => "DeltaMap",
+            Con::M => "M",
+            Con::Ref => "Ref",
+        }
+    }
+
+    /// How many type arguments it takes.
+    pub fn arity(self) -> usize {
+        match self {
+            Con::Delta | Con::DeltaMap => 0,
+            Con::M | Con::Ref => 1,
+        }
+    }
+
+    /// The constructor written `name`, if any.
+    pub fn from_name(name: &str) -> Option<Con> {
+        [Con::Delta, Con::DeltaMap, Con::M, Con::Ref]
+            .into_iter()
+            .find(|c| c.name() == name)
+    }
 }
 
 /// What a type variable may stand for.

@@ -1,0 +1,286 @@
+//! The named core: the typed λ-calculus of Krawiec et al. Figure 1, which the
+//! source-to-source AD translations (`crate::translate`) read and write and
+//! the program printer (`crate::pretty::program`) prints as nabla source.
+//!
+//! It sits beside the interpreter's slot-resolved core ([`super::Expr`]):
+//! variables are names, not frame slots, so a translation can introduce
+//! binders and a printed translation reads like the figure it implements.
+//! Compared with the surface AST, operators and built-ins are [`Expr::Prim`]
+//! calls that know the type they are used at (`+` on `Real` or on `Int`),
+//! literals carry their resolved type, `&&`/`||` are `if`s and annotations are
+//! gone; tuple patterns stay, as the paper's "pattern-matching on pairs as
+//! syntactic sugar for projections".
+//!
+//! The constructs of Figure 1 that "appear only in the output of AD" are
+//! here too ([`Expr::Pure`], [`Expr::Bind`], [`Expr::RunDelta`], the
+//! polytypic [`Expr::Poly`] helpers, and the Delta and reference-cell
+//! primitives of [`Prim`]); ordinary programs never contain them, and the
+//! parser accepts them only in files that opt in (see `docs/transformations.md`).
+
+use crate::prim::Prim;
+use crate::types::Type;
+
+/// A variable name.
+pub type Name = String;
+
+/// A literal with its resolved type (an integer literal used as a Real is a `Real` here).
+pub use super::Lit;
+
+/// A binding pattern: a name, `_`, or a tuple of patterns (`let (x, dx) = e in …`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Pat {
+    /// `x`
+    Var(Name),
+    /// `_`
+    Wild,
+    /// `(p1, …, pn)`, n ≥ 2; `()` is `Tuple(vec![])`.
+    Tuple(Vec<Pat>),
+}
+
+impl Pat {
+    /// The pattern `x`.
+    pub fn var(name: impl Into<Name>) -> Pat {
+        Pat::Var(name.into())
+    }
+
+    /// The pattern `(a, b)` of two names.
+    pub fn pair(a: impl Into<Name>, b: impl Into<Name>) -> Pat {
+        Pat::Tuple(vec![Pat::var(a), Pat::var(b)])
+    }
+}
+
+/// The polytypic helper functions of Krawiec et al. Figure 16 (and Figure 1's
+/// table), each an infinite family indexed by a first-order type: in source
+/// they are written with the type as an explicit argument, `initVars @(Vec Real)`.
+///
+/// `D→{A}` and `D←{A}` below are the forward and reverse type translations
+/// (every `Real` leaf becomes `(Real, Real)`, respectively `(Real, Delta)`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Poly {
+    /// `zipDual @A : (A, A) -> D→{A}`: pair each real with its tangent (Fig. 16's zip).
+    ZipDual,
+    /// `tangentOf @A : D→{A} -> A`: the tangent of each dual number (Fig. 16's delta).
+    TangentOf,
+    /// `primalOf @A : D→{A} -> A`: the primal of each dual number (Fig. 1's primal).
+    PrimalOf,
+    /// `initVars @A : (A, Int) -> (D←{A}, Int)`: pair each real with `Var id`, ids
+    /// counted up from the given one; returns the next free id.
+    InitVars,
+    /// `initZeros @A : A -> D←{A}`: pair each real with `Zero`.
+    InitZeros,
+    /// `lookupDual @A : (DeltaMap, D←{A}) -> A`: replace each `(x, Var id)` by the
+    /// map's entry for id (0 if absent). Figure 16's `lookup`.
+    LookupDual,
+}
+
+impl Poly {
+    /// Every helper, for tables and tests.
+    pub const ALL: [Poly; 6] = [
+        Poly::ZipDual,
+        Poly::TangentOf,
+        Poly::PrimalOf,
+        Poly::InitVars,
+        Poly::InitZeros,
+        Poly::LookupDual,
+    ];
+
+    /// The name it is written with.
+    pub fn name(self) -> &'static str {
+        match self {
+            Poly::ZipDual => "zipDual",
+            Poly::TangentOf => "tangentOf",
+            Poly::PrimalOf => "primalOf",
+            Poly::InitVars => "initVars",
+            Poly::InitZeros => "initZeros",
+            Poly::LookupDual => "lookupDual",
+        }
+    }
+
+    /// The helper written `name`, if any.
+    pub fn from_name(name: &str) -> Option<Poly> {
+        Poly::ALL.into_iter().find(|p| p.name() == name)
+    }
+}
+
+/// A named core expression.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Expr {
+    /// A variable: a local, a top-level definition, or (when no binder of that
+    /// name is in scope) nothing else — primitives are [`Expr::Prim`]/[`Expr::PrimRef`].
+    Var(Name),
+    /// A literal.
+    Lit(Lit),
+    /// `fun p1 … pn -> body` (n ≥ 1), curried.
+    Lam(Vec<Pat>, Box<Expr>),
+    /// `f a1 … an` (n ≥ 1).
+    App(Box<Expr>, Vec<Expr>),
+    /// `let p = value in body`.
+    Let(Pat, Box<Expr>, Box<Expr>),
+    /// `let rec f p1 … pn = value in body` (n ≥ 1): `f` is visible in `value`.
+    LetRec {
+        /// The function's name.
+        name: Name,
+        /// Its parameters.
+        params: Vec<Pat>,
+        /// Its body.
+        value: Box<Expr>,
+        /// The scope.
+        body: Box<Expr>,
+    },
+    /// `(e1, …, en)`, n ≥ 2.
+    Tuple(Vec<Expr>),
+    /// Component `index` of a tuple with `arity` components (`fst`/`snd` when 2).
+    Proj {
+        /// The tuple.
+        tuple: Box<Expr>,
+        /// Which component (from 0).
+        index: u32,
+        /// How many components the tuple has.
+        arity: u32,
+    },
+    /// `inl e`
+    Inl(Box<Expr>),
+    /// `inr e`
+    Inr(Box<Expr>),
+    /// `match e with | inl p1 -> e1 | inr p2 -> e2`
+    Case {
+        /// The scrutinee.
+        scrutinee: Box<Expr>,
+        /// The `inl` arm.
+        left: (Pat, Box<Expr>),
+        /// The `inr` arm.
+        right: (Pat, Box<Expr>),
+    },
+    /// `if c then a else b`
+    If(Box<Expr>, Box<Expr>, Box<Expr>),
+    /// A saturated primitive call, with the type it is used at.
+    Prim(PrimAt, Vec<Expr>),
+    /// A primitive as a first-class function value.
+    PrimRef(PrimAt),
+    /// `[e1, …, en]`
+    Vector(Vec<Expr>),
+
+    // ---- Constructs that appear only in the output of AD (Krawiec Fig. 1, shaded) ----
+    /// `pure e`: a computation that returns `e` (Fig. 9's monad M).
+    Pure(Box<Expr>),
+    /// `do { p <- m; rest }`: run `m`, bind its result, continue (Fig. 9).
+    /// Consecutive binds print as one `do` block.
+    Bind(Pat, Box<Expr>, Box<Expr>),
+    /// `runDelta id m` (Fig. 11): run the computation `m` with the Delta-id
+    /// supply starting at `id`; wrap its result's Delta in the `Let`s it bound.
+    RunDelta(Box<Expr>, Box<Expr>),
+    /// A polytypic helper at a type: `initVars @(Vec Real)`.
+    Poly(Poly, Type),
+}
+
+/// A primitive together with the type it is used at, for the primitives whose
+/// meaning depends on it: the operand type of `+ - * / neg < <= > >= == !=`
+/// (`Real`, `Int` or `Bool`), the element type of `sum`. `None` for all others.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PrimAt {
+    /// The primitive.
+    pub prim: Prim,
+    /// The type it works on, where that matters.
+    pub at: Option<Type>,
+}
+
+impl PrimAt {
+    /// A primitive whose meaning does not depend on a type.
+    pub fn plain(prim: Prim) -> PrimAt {
+        PrimAt { prim, at: None }
+    }
+
+    /// An overloaded primitive used at type `at`.
+    pub fn at(prim: Prim, at: Type) -> PrimAt {
+        PrimAt { prim, at: Some(at) }
+    }
+
+    /// True if this is arithmetic or a comparison on reals (or `sum` of reals).
+    pub fn on_reals(&self) -> bool {
+        self.at == Some(Type::Real)
+    }
+}
+
+/// A top-level definition `def name p1 … pn = body` (n may be 0).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Def {
+    /// Its name.
+    pub name: Name,
+    /// Curried parameters (empty for a value).
+    pub params: Vec<Pat>,
+    /// The body.
+    pub body: Expr,
+    /// Its type (fully resolved; type variables are generalized ones), if known.
+    pub ty: Option<Type>,
+}
+
+/// A program in named core form: definitions in source order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Program {
+    /// The definitions.
+    pub defs: Vec<Def>,
+}
+
+impl Program {
+    /// The definition named `name`.
+    pub fn def(&self, name: &str) -> Option<&Def> {
+        self.defs.iter().find(|d| d.name == name)
+    }
+}
+
+// ---- Small constructors, so translations read like their figures ----
+
+/// `x`
+pub fn var(name: impl Into<Name>) -> Expr {
+    Expr::Var(name.into())
+}
+
+/// A real literal.
+pub fn real(x: f64) -> Expr {
+    Expr::Lit(Lit::Real(x))
+}
+
+/// An integer literal.
+pub fn int(n: i64) -> Expr {
+    Expr::Lit(Lit::Int(n))
+}
+
+/// `f a1 … an`
+pub fn app(f: Expr, args: Vec<Expr>) -> Expr {
+    Expr::App(Box::new(f), args)
+}
+
+/// `fun p1 … pn -> body`
+pub fn lam(params: Vec<Pat>, body: Expr) -> Expr {
+    Expr::Lam(params, Box::new(body))
+}
+
+/// `let p = value in body`
+pub fn let_(p: Pat, value: Expr, body: Expr) -> Expr {
+    Expr::Let(p, Box::new(value), Box::new(body))
+}
+
+/// `do { p <- m; rest }`
+pub fn bind(p: Pat, m: Expr, rest: Expr) -> Expr {
+    Expr::Bind(p, Box::new(m), Box::new(rest))
+}
+
+/// `pure e`
+pub fn pure(e: Expr) -> Expr {
+    Expr::Pure(Box::new(e))
+}
+
+/// `(a, b)`
+pub fn pair(a: Expr, b: Expr) -> Expr {
+    Expr::Tuple(vec![a, b])
+}
+
+/// A saturated primitive call `p args` (for primitives not overloaded on type).
+pub fn prim(p: Prim, args: Vec<Expr>) -> Expr {
+    Expr::Prim(PrimAt::plain(p), args)
+}
+
+/// A saturated real arithmetic or comparison call, e.g. `x * y` on reals.
+pub fn real_op(p: Prim, args: Vec<Expr>) -> Expr {
+    Expr::Prim(PrimAt::at(p, Type::Real), args)
+}
