@@ -12,7 +12,7 @@
 //! syntactic sugar for projections".
 //!
 //! The constructs of Figure 1 that "appear only in the output of AD" are
-//! here too ([`Expr::Pure`], [`Expr::Bind`], [`Expr::RunDelta`], the
+//! here too ([`Expr::Bind`], [`Expr::RunDelta`], the
 //! polytypic [`Expr::Poly`] helpers, and the Delta and reference-cell
 //! primitives of [`Prim`]); ordinary programs never contain them, and the
 //! parser accepts them only in files that opt in (see `docs/transformations.md`).
@@ -161,8 +161,8 @@ pub enum Expr {
     Vector(Vec<Expr>),
 
     // ---- Constructs that appear only in the output of AD (Krawiec Fig. 1, shaded) ----
-    /// `pure e`: a computation that returns `e` (Fig. 9's monad M).
-    Pure(Box<Expr>),
+    // (`pure`, `deltaLet`, the Delta constructors and the reference cells are
+    // primitives: see `Prim`.)
     /// `do { p <- m; rest }`: run `m`, bind its result, continue (Fig. 9).
     /// Consecutive binds print as one `do` block.
     Bind(Pat, Box<Expr>, Box<Expr>),
@@ -263,11 +263,6 @@ pub fn let_(p: Pat, value: Expr, body: Expr) -> Expr {
 /// `do { p <- m; rest }`
 pub fn bind(p: Pat, m: Expr, rest: Expr) -> Expr {
     Expr::Bind(p, Box::new(m), Box::new(rest))
-}
-
-/// `pure e`
-pub fn pure(e: Expr) -> Expr {
-    Expr::Pure(Box::new(e))
 }
 
 /// `(a, b)`
