@@ -201,6 +201,87 @@ impl PrimAt {
     }
 }
 
+impl Expr {
+    /// Calls `f` on this expression and every subexpression, parents first.
+    pub fn for_each(&self, f: &mut impl FnMut(&Expr)) {
+        f(self);
+        match self {
+            Expr::Var(_) | Expr::Lit(_) | Expr::PrimRef(_) | Expr::Poly(..) => {}
+            Expr::Lam(_, b) | Expr::Inl(b) | Expr::Inr(b) => b.for_each(f),
+            Expr::Proj { tuple, .. } => tuple.for_each(f),
+            Expr::App(g, xs) => {
+                g.for_each(f);
+                xs.iter().for_each(|x| x.for_each(f));
+            }
+            Expr::Let(_, a, b) | Expr::Bind(_, a, b) | Expr::RunDelta(a, b) => {
+                a.for_each(f);
+                b.for_each(f);
+            }
+            Expr::LetRec { value, body, .. } => {
+                value.for_each(f);
+                body.for_each(f);
+            }
+            Expr::Tuple(xs) | Expr::Vector(xs) | Expr::Prim(_, xs) => {
+                xs.iter().for_each(|x| x.for_each(f))
+            }
+            Expr::Case {
+                scrutinee,
+                left,
+                right,
+            } => {
+                scrutinee.for_each(f);
+                left.1.for_each(f);
+                right.1.for_each(f);
+            }
+            Expr::If(a, b, c) => {
+                a.for_each(f);
+                b.for_each(f);
+                c.for_each(f);
+            }
+        }
+    }
+
+    /// True if the variable `name` occurs in this expression (free or not).
+    pub fn mentions(&self, name: &str) -> bool {
+        let mut found = false;
+        self.for_each(&mut |e| {
+            if let Expr::Var(n) = e {
+                found |= n == name;
+            }
+        });
+        found
+    }
+
+    /// Calls `f` on every name in this expression: variables and binders.
+    pub fn for_each_name(&self, f: &mut impl FnMut(&str)) {
+        self.for_each(&mut |e| match e {
+            Expr::Var(x) => f(x),
+            Expr::Lam(ps, _) => ps.iter().for_each(|p| p.for_each_name(f)),
+            Expr::Let(p, ..) | Expr::Bind(p, ..) => p.for_each_name(f),
+            Expr::LetRec { name, params, .. } => {
+                f(name);
+                params.iter().for_each(|p| p.for_each_name(f));
+            }
+            Expr::Case { left, right, .. } => {
+                left.0.for_each_name(f);
+                right.0.for_each_name(f);
+            }
+            _ => {}
+        });
+    }
+}
+
+impl Pat {
+    /// Calls `f` on each name the pattern binds.
+    pub fn for_each_name(&self, f: &mut impl FnMut(&str)) {
+        match self {
+            Pat::Var(x) => f(x),
+            Pat::Wild => {}
+            Pat::Tuple(ps) => ps.iter().for_each(|p| p.for_each_name(f)),
+        }
+    }
+}
+
 /// A top-level definition `def name p1 … pn = body` (n may be 0).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Def {

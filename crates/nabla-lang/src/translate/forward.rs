@@ -1,0 +1,352 @@
+//! Forward mode: the dual-number translation D→ of Krawiec et al. Figure 3,
+//! and its wrapper F (Figure 16, generalising Figure 4).
+//!
+//! Types: `Real ↦ (Real, Real)`, everything else homomorphically
+//! ([`super::types::translate_type`]). Terms: homomorphic — a lambda is a
+//! lambda, an application an application, a `let` a `let`, with every binder
+//! keeping its name and changing its type — except at real literals
+//! (`r ↦ (r, 0.0)`) and real primitives, whose translation pairs the value
+//! with the tangent Σᵢ ∂ᵢf · dxᵢ, the partials read off the derivative table
+//! ([`super::rules`]). Comparisons look at primals only.
+//!
+//! Two small departures from the figure keep the output readable, both
+//! exact: a primitive's operands are taken apart with `let (x, dx) = x in`
+//! instead of applying a translated primitive `λ((x, dx), (y, dy)). …`, and a
+//! tangent known to be zero at translation time (that of a literal operand)
+//! contributes no term — so `x ** 3.0` never forms the `log x` of the
+//! exponent's partial, as LANGUAGE.md requires.
+
+use super::{GlobalKind, Names, TResult, TranslateError, derivative_operator, rules};
+use crate::core::named::*;
+use crate::prim::{Prim, RealFn, Selection};
+use crate::types::Type;
+use std::collections::HashMap;
+
+/// The translated name of each definition in use.
+pub type Globals = HashMap<String, (String, GlobalKind)>;
+
+/// `def g_fwd p = D→{body}`.
+pub fn translate_def(d: &Def, globals: &Globals, names: &mut Names) -> TResult<Def> {
+    let mut t = Forward {
+        def: &d.name,
+        globals,
+        names,
+        locals: Vec::new(),
+    };
+    for p in &d.params {
+        super::pattern_names(p, &mut t.locals);
+    }
+    let body = t.expr(&d.body)?;
+    Ok(Def {
+        name: globals[&d.name].0.clone(),
+        params: d.params.clone(),
+        body,
+        ty: None,
+    })
+}
+
+/// Figure 16's forward wrapper for `f : S -> T`:
+/// `def f_jvp (s, ds) = tangentOf @T (f_fwd (zipDual @S (s, ds)))`.
+pub fn wrapper(f: &str, s: &Type, t: &Type, names: &mut Names) -> Def {
+    let (x, dx) = (names.fresh("s"), names.fresh("ds"));
+    let zipped = app(Expr::Poly(Poly::ZipDual, s.clone()), vec![pair(var(&x), var(&dx))]);
+    let result = app(var(super::translated_name(super::Mode::Forward, f)), vec![zipped]);
+    Def {
+        name: format!("{f}_jvp"),
+        params: vec![Pat::pair(x, dx)],
+        body: app(Expr::Poly(Poly::TangentOf, t.clone()), vec![result]),
+        ty: None,
+    }
+}
+
+struct Forward<'a> {
+    def: &'a str,
+    globals: &'a Globals,
+    names: &'a mut Names,
+    /// Local binders in scope (innermost last); they shadow definitions.
+    locals: Vec<Name>,
+}
+
+/// One operand of a real primitive once taken apart: its primal (a variable
+/// or literal) and its tangent (`None` when known to be zero).
+struct Operand {
+    primal: Expr,
+    tangent: Option<Expr>,
+}
+
+impl Forward<'_> {
+    fn unsupported(&self, what: impl Into<String>) -> TranslateError {
+        TranslateError::Unsupported {
+            def: self.def.to_string(),
+            what: what.into(),
+        }
+    }
+
+    /// Translates `body` with the names of `pats` in scope.
+    fn under(&mut self, pats: &[&Pat], body: &Expr) -> TResult<Expr> {
+        let mark = self.locals.len();
+        for p in pats {
+            super::pattern_names(p, &mut self.locals);
+        }
+        let r = self.expr(body);
+        self.locals.truncate(mark);
+        r
+    }
+
+    fn expr(&mut self, e: &Expr) -> TResult<Expr> {
+        if crate::stack::check().is_err() {
+            return Err(self.unsupported("the program is nested too deeply to translate"));
+        }
+        Ok(match e {
+            Expr::Var(x) => match self.globals.get(x) {
+                Some((g, _)) if !self.locals.contains(x) => var(g),
+                _ => e.clone(),
+            },
+            // D→{r} = (r, 0)
+            Expr::Lit(Lit::Real(r)) => pair(real(*r), real(0.0)),
+            Expr::Lit(_) => e.clone(),
+            Expr::Lam(ps, b) => lam(ps.clone(), self.under(&ps.iter().collect::<Vec<_>>(), b)?),
+            Expr::App(f, xs) => app(self.expr(f)?, self.exprs(xs)?),
+            Expr::Let(p, v, b) => let_(p.clone(), self.expr(v)?, self.under(&[p], b)?),
+            Expr::LetRec {
+                name,
+                params,
+                value,
+                body,
+            } => {
+                let me = Pat::Var(name.clone());
+                let mut scope: Vec<&Pat> = vec![&me];
+                scope.extend(params.iter());
+                Expr::LetRec {
+                    name: name.clone(),
+                    params: params.clone(),
+                    value: Box::new(self.under(&scope, value)?),
+                    body: Box::new(self.under(&[&me], body)?),
+                }
+            }
+            Expr::Tuple(xs) => Expr::Tuple(self.exprs(xs)?),
+            Expr::Vector(xs) => Expr::Vector(self.exprs(xs)?),
+            Expr::Proj {
+                tuple,
+                index,
+                arity,
+            } => Expr::Proj {
+                tuple: Box::new(self.expr(tuple)?),
+                index: *index,
+                arity: *arity,
+            },
+            Expr::Inl(x) => Expr::Inl(Box::new(self.expr(x)?)),
+            Expr::Inr(x) => Expr::Inr(Box::new(self.expr(x)?)),
+            Expr::Case {
+                scrutinee,
+                left,
+                right,
+            } => Expr::Case {
+                scrutinee: Box::new(self.expr(scrutinee)?),
+                left: (left.0.clone(), Box::new(self.under(&[&left.0], &left.1)?)),
+                right: (right.0.clone(), Box::new(self.under(&[&right.0], &right.1)?)),
+            },
+            Expr::If(c, a, b) => Expr::If(
+                Box::new(self.expr(c)?),
+                Box::new(self.expr(a)?),
+                Box::new(self.expr(b)?),
+            ),
+            Expr::Prim(p, args) => self.prim(p, args)?,
+            Expr::PrimRef(p) => match eta_expand(p, self.names) {
+                Some(f) => self.expr(&f)?,
+                None => self.check_prim(p).map(|()| e.clone())?,
+            },
+            Expr::Bind(..) | Expr::RunDelta(..) | Expr::Poly(..) => {
+                return Err(self.unsupported("the program is already a translation"));
+            }
+        })
+    }
+
+    fn exprs(&mut self, xs: &[Expr]) -> TResult<Vec<Expr>> {
+        xs.iter().map(|x| self.expr(x)).collect()
+    }
+
+    fn check_prim(&self, p: &PrimAt) -> TResult<()> {
+        if let Some(op) = derivative_operator(p.prim) {
+            return Err(TranslateError::NestedDerivative {
+                def: self.def.to_string(),
+                op,
+            });
+        }
+        Ok(())
+    }
+
+    fn prim(&mut self, p: &PrimAt, args: &[Expr]) -> TResult<Expr> {
+        self.check_prim(p)?;
+        let on_reals = p.at.is_none() || p.on_reals();
+        match (p.prim.info().real, p.prim) {
+            (Some(RealFn::Select(sel)), _) => self.select(sel, args),
+            (Some(f), _) if on_reals => self.real_function(f, p, args),
+            (None, Prim::Lt | Prim::Le | Prim::Gt | Prim::Ge | Prim::Eq | Prim::Ne)
+                if p.on_reals() =>
+            {
+                // Comparisons see primals only.
+                let primals = args
+                    .iter()
+                    .map(|a| self.primal_of(a))
+                    .collect::<TResult<_>>()?;
+                Ok(Expr::Prim(p.clone(), primals))
+            }
+            // D→{real n} = (real n, 0)
+            (None, Prim::ToReal) => Ok(pair(
+                Expr::Prim(p.clone(), self.exprs(args)?),
+                real(0.0),
+            )),
+            // The sum of dual numbers is the dual of the sums.
+            (None, Prim::Sum) if p.on_reals() => {
+                let v = self.expr(&args[0])?;
+                let (bind_v, v) = self.atom(v, "v");
+                let sum_of = |k: Prim| {
+                    Expr::Prim(
+                        p.clone(),
+                        vec![prim(Prim::Map, vec![Expr::PrimRef(PrimAt::plain(k)), v.clone()])],
+                    )
+                };
+                Ok(bind_v(pair(sum_of(Prim::Fst), sum_of(Prim::Snd))))
+            }
+            _ => Ok(Expr::Prim(p.clone(), self.exprs(args)?)),
+        }
+    }
+
+    /// The primal of a real operand, for comparisons.
+    fn primal_of(&mut self, a: &Expr) -> TResult<Expr> {
+        Ok(match a {
+            Expr::Lit(Lit::Real(_)) => a.clone(),
+            _ => Expr::Proj {
+                tuple: Box::new(self.expr(a)?),
+                index: 0,
+                arity: 2,
+            },
+        })
+    }
+
+    /// `e` as an atom: itself if it is a variable, else bound to a fresh name.
+    fn atom(&mut self, e: Expr, base: &str) -> (Box<dyn FnOnce(Expr) -> Expr>, Expr) {
+        if let Expr::Var(_) = e {
+            return (Box::new(|body| body), e);
+        }
+        let x = self.names.fresh(base);
+        let v = var(&x);
+        (Box::new(move |body| let_(Pat::Var(x), e, body)), v)
+    }
+
+    /// D→{f(e1, …, en)} = let (x1, dx1) = D→{e1} in … in (f(x1, …), Σ ∂ᵢf · dxᵢ)
+    fn real_function(&mut self, f: RealFn, p: &PrimAt, args: &[Expr]) -> TResult<Expr> {
+        let (lets, operands) = self.take_apart(args)?;
+        let primals: Vec<Expr> = operands.iter().map(|o| o.primal.clone()).collect();
+        let value = Expr::Prim(p.clone(), primals.clone());
+        let v = self.names.fresh("v");
+        let partials = rules::partials(f, &primals, &var(&v));
+        let mut tangent: Option<rules::Code> = None;
+        for (o, d) in operands.iter().zip(partials) {
+            let (Some(dx), false) = (&o.tangent, d == real(0.0)) else {
+                continue;
+            };
+            let term = rules::Code(d) * rules::Code(dx.clone());
+            tangent = Some(match tangent {
+                None => term,
+                Some(t) => t + term,
+            });
+        }
+        let tangent = tangent.map_or_else(|| real(0.0), |c| c.0);
+        let result = if tangent.mentions(&v) {
+            let_(Pat::Var(v.clone()), value, pair(var(&v), tangent))
+        } else {
+            pair(value, tangent)
+        };
+        Ok(lets.into_iter().rev().fold(result, |body, (p, e)| let_(p, e, body)))
+    }
+
+    /// Takes real operands apart into primal and tangent: a literal `r` is
+    /// `(r, zero)`; a compound operand is bound to `(a, da)` first (in order);
+    /// a variable `x` is taken apart last as `let (x, dx) = x`, so the names it
+    /// shadows are never needed by another operand.
+    fn take_apart(&mut self, args: &[Expr]) -> TResult<(Vec<(Pat, Expr)>, Vec<Operand>)> {
+        let mut lets = Vec::new();
+        let mut operands = Vec::new();
+        let mut variables: Vec<(String, usize)> = Vec::new();
+        for a in args {
+            match a {
+                Expr::Lit(Lit::Real(r)) => operands.push(Operand {
+                    primal: real(*r),
+                    tangent: None,
+                }),
+                Expr::Var(x) => {
+                    variables.push((x.clone(), operands.len()));
+                    operands.push(Operand {
+                        primal: var(x),
+                        tangent: None,
+                    });
+                }
+                _ => {
+                    let (x, dx) = (self.names.fresh("a"), self.names.fresh("da"));
+                    lets.push((Pat::pair(&x, &dx), self.expr(a)?));
+                    operands.push(Operand {
+                        primal: var(x),
+                        tangent: Some(var(dx)),
+                    });
+                }
+            }
+        }
+        let mut done: HashMap<String, String> = HashMap::new();
+        for (x, i) in variables {
+            if let Some(dx) = done.get(&x) {
+                operands[i].tangent = Some(var(dx));
+                continue;
+            }
+            let dx = self.names.fresh(&format!("d{x}"));
+            lets.push((Pat::pair(&x, &dx), self.expr(&var(&x))?));
+            operands[i].tangent = Some(var(&dx));
+            done.insert(x, dx);
+        }
+        Ok((lets, operands))
+    }
+
+    /// min/max select one of their operands, tangent and all (the derivative of
+    /// the branch taken): `if fst y < fst x then y else x` for `min x y`.
+    fn select(&mut self, sel: Selection, args: &[Expr]) -> TResult<Expr> {
+        let x = self.expr(&args[0])?;
+        let y = self.expr(&args[1])?;
+        let (bind_x, x) = self.atom(x, "a");
+        let (bind_y, y) = self.atom(y, "b");
+        let fst = |e: &Expr| Expr::Proj {
+            tuple: Box::new(e.clone()),
+            index: 0,
+            arity: 2,
+        };
+        let cmp = match sel {
+            Selection::Min => Prim::Lt,
+            Selection::Max => Prim::Gt,
+        };
+        let takes_second = real_op(cmp, vec![fst(&y), fst(&x)]);
+        Ok(bind_x(bind_y(Expr::If(
+            Box::new(takes_second),
+            Box::new(y),
+            Box::new(x),
+        ))))
+    }
+}
+
+/// A primitive whose translation is a rule, used as a first-class function,
+/// as the lambda `fun a b -> p a b` (so the rule applies); `None` for the
+/// primitives every mode passes through unchanged.
+pub fn eta_expand(p: &PrimAt, names: &mut Names) -> Option<Expr> {
+    let needs_rule = p.prim.info().real.is_some()
+        || p.prim == Prim::ToReal
+        || (p.prim == Prim::Sum && p.on_reals());
+    if !needs_rule {
+        return None;
+    }
+    let params: Vec<Name> = (0..p.prim.info().arity)
+        .map(|i| names.fresh(["a", "b", "c"].get(i).copied().unwrap_or("a")))
+        .collect();
+    Some(lam(
+        params.iter().map(Pat::var).collect(),
+        Expr::Prim(p.clone(), params.iter().map(var).collect()),
+    ))
+}
