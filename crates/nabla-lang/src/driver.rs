@@ -174,6 +174,7 @@ impl Session {
                 body: expr,
             },
             span,
+            translated: false,
         });
         let index = defs.len() - 1;
         Ok((defs, index))

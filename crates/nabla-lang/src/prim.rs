@@ -11,6 +11,11 @@
 //! `Real`, `Bool`); `s` and `t` range over the first-order types (no
 //! functions: what the differentiation operators accept and return); any
 //! other lowercase name is an ordinary type variable.
+//!
+//! The rows marked [`PrimInfo::translated`] are the primitives of the
+//! translated dialect (Krawiec et al. Fig. 9 and 11, Wang et al. Fig. 10):
+//! they exist only in files that start with `#!translated`, and their
+//! signatures use that dialect's types (`Delta`, `DeltaMap`, `M A`, `Ref A`).
 
 use nabla::{Binary, Unary};
 
@@ -101,6 +106,42 @@ pub enum Prim {
     Jacobian,
     /// `hessian f x`
     Hessian,
+
+    // ---- The translated dialect (Krawiec et al. Fig. 9 and 11, Wang et al. Fig. 10) ----
+    /// `pure e : M a` (at run time, the value of `e`)
+    Pure,
+    /// `deltaLet d : M Int`: binds `d` to the next Delta id of the innermost `runDelta`
+    DeltaLet,
+    /// `Zero : Delta`
+    DZero,
+    /// `Scale r d : Delta`
+    DScale,
+    /// `Add d1 d2 : Delta`
+    DAdd,
+    /// `Var id : Delta`
+    DVar,
+    /// `Let id rhs body : Delta`
+    DLet,
+    /// `eval x d m : DeltaMap` (Fig. 11)
+    EvalDelta,
+    /// `emptyMap : DeltaMap`
+    EmptyMap,
+    /// `lookupOrZero id m : Real`
+    LookupOrZero,
+    /// `mapM f v : M (Vec b)`
+    MapM,
+    /// `buildM n f : M (Vec a)`
+    BuildM,
+    /// `foldM f init v : M b`
+    FoldM,
+    /// `ref e : Ref a`: a new reference cell
+    NewRef,
+    /// `!r`: the contents of a reference cell
+    Deref,
+    /// `r += x`: add to a `Ref Real`
+    AddTo,
+    /// `shapeMismatch : a`: a run-time error (a cotangent shaped unlike its output)
+    ShapeMismatch,
 }
 
 /// How a primitive acts on reals, for the primitives that are real functions:
@@ -152,6 +193,9 @@ pub struct PrimInfo {
     pub sig: &'static str,
     /// The `f64` meaning, for real functions.
     pub real: Option<RealFn>,
+    /// True for the primitives of the translated dialect, which only files
+    /// starting with `#!translated` can name.
+    pub translated: bool,
 }
 
 const fn row(
@@ -169,6 +213,26 @@ const fn row(
         arity,
         sig,
         real,
+        translated: false,
+    }
+}
+
+/// A row of the translated dialect (no `f64` meaning).
+const fn trow(
+    prim: Prim,
+    name: &'static str,
+    named: bool,
+    arity: usize,
+    sig: &'static str,
+) -> PrimInfo {
+    PrimInfo {
+        prim,
+        name,
+        named,
+        arity,
+        sig,
+        real: None,
+        translated: true,
     }
 }
 
@@ -414,6 +478,54 @@ pub static PRIMS: &[PrimInfo] = &[
         "(Vec Real -> Real) -> Vec Real -> Vec (Vec Real)",
         None,
     ),
+    // ---- The translated dialect ----
+    trow(Prim::Pure, "pure", true, 1, "a -> M a"),
+    trow(Prim::DeltaLet, "deltaLet", true, 1, "Delta -> M Int"),
+    trow(Prim::DZero, "Zero", true, 0, "Delta"),
+    trow(Prim::DScale, "Scale", true, 2, "Real -> Delta -> Delta"),
+    trow(Prim::DAdd, "Add", true, 2, "Delta -> Delta -> Delta"),
+    trow(Prim::DVar, "Var", true, 1, "Int -> Delta"),
+    trow(Prim::DLet, "Let", true, 3, "Int -> Delta -> Delta -> Delta"),
+    trow(
+        Prim::EvalDelta,
+        "eval",
+        true,
+        3,
+        "Real -> Delta -> DeltaMap -> DeltaMap",
+    ),
+    trow(Prim::EmptyMap, "emptyMap", true, 0, "DeltaMap"),
+    trow(
+        Prim::LookupOrZero,
+        "lookupOrZero",
+        true,
+        2,
+        "Int -> DeltaMap -> Real",
+    ),
+    trow(
+        Prim::MapM,
+        "mapM",
+        true,
+        2,
+        "(a -> M b) -> Vec a -> M (Vec b)",
+    ),
+    trow(
+        Prim::BuildM,
+        "buildM",
+        true,
+        2,
+        "Int -> (Int -> M a) -> M (Vec a)",
+    ),
+    trow(
+        Prim::FoldM,
+        "foldM",
+        true,
+        3,
+        "(b -> M (a -> M b)) -> b -> Vec a -> M b",
+    ),
+    trow(Prim::NewRef, "ref", true, 1, "a -> Ref a"),
+    trow(Prim::Deref, "!", false, 1, "Ref a -> a"),
+    trow(Prim::AddTo, "+=", false, 2, "Ref Real -> Real -> ()"),
+    trow(Prim::ShapeMismatch, "shapeMismatch", true, 0, "a"),
 ];
 
 impl Prim {
@@ -448,9 +560,18 @@ impl Prim {
     }
 }
 
-/// The primitive a surface identifier names, if any (shadowable by user bindings).
+/// The primitive a surface identifier names in an ordinary file, if any
+/// (shadowable by user bindings).
 pub fn lookup_named(name: &str) -> Option<&'static PrimInfo> {
-    PRIMS.iter().find(|p| p.named && p.name == name)
+    lookup_named_in(name, false)
+}
+
+/// The primitive a surface identifier names, if any, in a translated file
+/// (`translated`: the dialect's primitives are visible too) or an ordinary one.
+pub fn lookup_named_in(name: &str, translated: bool) -> Option<&'static PrimInfo> {
+    PRIMS
+        .iter()
+        .find(|p| p.named && p.name == name && (translated || !p.translated))
 }
 
 #[cfg(test)]
@@ -474,5 +595,23 @@ mod tests {
             assert_eq!(p.prim.info().name, p.name);
             assert_eq!(p.prim.info().prim, p.prim, "rows must be in variant order");
         }
+    }
+
+    #[test]
+    fn the_dialect_primitives_are_visible_only_in_translated_files() {
+        assert!(lookup_named("deltaLet").is_none());
+        assert!(lookup_named("pure").is_none());
+        assert_eq!(
+            lookup_named_in("deltaLet", true).map(|p| p.prim),
+            Some(Prim::DeltaLet)
+        );
+        assert_eq!(
+            lookup_named_in("sin", true).map(|p| p.prim),
+            Some(Prim::Sin)
+        );
+        assert_eq!(
+            lookup_named_in("sin", false).map(|p| p.prim),
+            Some(Prim::Sin)
+        );
     }
 }

@@ -39,10 +39,12 @@ pub fn desugar_program(defs: &[ast::Def], typing: &Typing) -> DResult<Program> {
         globals: &globals,
         typing,
         lambdas: Vec::new(),
+        translated: false,
     };
     let mut out = Vec::new();
     for def in defs {
         let b = &def.binding;
+        d.translated = def.translated;
         let body = if b.params.is_empty() {
             d.expr(&b.body)?
         } else {
@@ -82,6 +84,8 @@ struct Desugarer<'a> {
     globals: &'a HashMap<String, u32>,
     typing: &'a Typing,
     lambdas: Vec<Lambda>,
+    /// Desugaring a definition from a translated file.
+    translated: bool,
 }
 
 enum Resolved {
@@ -119,7 +123,7 @@ impl Desugarer<'_> {
         if let Some(&g) = self.globals.get(name) {
             return Some(Resolved::Var(VarRef::Global(g)));
         }
-        prim::lookup_named(name).map(|p| Resolved::Prim(p.prim))
+        prim::lookup_named_in(name, self.translated).map(|p| Resolved::Prim(p.prim))
     }
 
     /// Outside any function (a global's value), locals live in a frame
@@ -272,6 +276,8 @@ impl Desugarer<'_> {
                     vec![self.sum_zero(e.id)],
                     span,
                 ),
+                // A constant (`Zero`, `emptyMap`, `shapeMismatch`).
+                Some(Resolved::Prim(p)) if p.info().arity == 0 => Expr::Prim(p, Vec::new(), span),
                 Some(Resolved::Prim(p)) => Expr::PrimRef(p),
                 // The type checker rejects unknown names; keep going harmlessly.
                 None => Expr::Lit(Lit::Unit),
@@ -294,7 +300,9 @@ impl Desugarer<'_> {
             }
             ExprKind::Lam(ps, body) => self.lambdas_for(ps, body, None, None, span)?,
             ExprKind::App(..) => self.application(e)?,
-            ExprKind::Let(p, v, body) => {
+            // At run time a computation has already run where it was
+            // evaluated (see `crate::eval::delta`): `p <- m` is `let p = m`.
+            ExprKind::Let(p, v, body) | ExprKind::Bind(p, v, body) => {
                 let value = self.expr(v)?;
                 let m = self.mark();
                 let mut lets = Vec::new();
@@ -404,6 +412,7 @@ impl Desugarer<'_> {
                     BinOp::Ge => Prim::Ge,
                     BinOp::Eq => Prim::Eq,
                     BinOp::Ne => Prim::Ne,
+                    BinOp::AddTo => Prim::AddTo,
                 };
                 Expr::Prim(p, vec![x, y], span)
             }
@@ -412,6 +421,15 @@ impl Desugarer<'_> {
                 Expr::Prim(Prim::Index, vec![self.expr(v)?, self.expr(i)?], span)
             }
             ExprKind::Annot(x, _) => self.expr(x)?,
+            ExprKind::Deref(r) => Expr::Prim(Prim::Deref, vec![self.expr(r)?], span),
+            ExprKind::RunDelta(first, m) => {
+                Expr::RunDelta(Box::new(self.expr(first)?), Box::new(self.expr(m)?), span)
+            }
+            ExprKind::Poly(p, te) => {
+                // Checked closed by the type checker.
+                let t = crate::types::infer::poly_index_type(te).unwrap_or(Type::Unit);
+                Expr::Poly(*p, t)
+            }
         })
     }
 
@@ -440,7 +458,7 @@ impl Desugarer<'_> {
         }
         let mut spans = args.iter().map(|a| head.span.to(a.span));
         let (mut f, rest) = match prim {
-            Some(p) if args.len() >= p.info().arity => {
+            Some(p) if p.info().arity > 0 && args.len() >= p.info().arity => {
                 let arity = p.info().arity;
                 let rest = core_args.split_off(arity);
                 let span = spans.nth(arity - 1).unwrap_or(e.span);

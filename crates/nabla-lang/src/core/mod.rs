@@ -16,6 +16,8 @@ pub use desugar::{DesugarError, desugar_program};
 
 use crate::prim::Prim;
 use crate::syntax::span::Span;
+use crate::types::Type;
+use named::Poly;
 
 /// A literal with its resolved type (an integer literal used as a Real is a `Real` here).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -114,6 +116,13 @@ pub enum Expr {
     PrimRef(Prim),
     /// A vector literal.
     Vector(Vec<Expr>),
+    /// `runDelta first m` (translated programs, Krawiec et al. Fig. 11):
+    /// evaluates `first` (the first Delta id), then `m` with a fresh Delta
+    /// state, and wraps the Delta of `m`'s result in the bindings it made.
+    RunDelta(Box<Expr>, Box<Expr>, Span),
+    /// A polytypic helper at a closed first-order type (translated programs):
+    /// a function value.
+    Poly(Poly, Type),
 }
 
 /// A top-level definition in core form.

@@ -1095,6 +1095,22 @@ impl Cx<'_> {
                 Box::new(move |_, _, _, _| Ok(Value::Prim(p, None)))
             }
             Expr::Prim(p, args, span) => self.prim::<Value>(*p, args, *span),
+            Expr::RunDelta(first, m, span) => {
+                let (first, m, span) = (self.vcode(first), self.vcode(m), *span);
+                Box::new(move |mach, c, bp, clo| {
+                    let Value::Int(id) = first(mach, c, bp, clo)? else {
+                        return err("internal error: `runDelta` of a non-Int id", span);
+                    };
+                    super::delta::run_delta(id, span, || m(mach, c, bp, clo))
+                })
+            }
+            Expr::Poly(p, t) => {
+                let f = Rc::new(super::poly::PolyFn {
+                    poly: *p,
+                    ty: t.clone(),
+                });
+                Box::new(move |_, _, _, _| Ok(Value::Poly(Rc::clone(&f))))
+            }
         }
     }
 

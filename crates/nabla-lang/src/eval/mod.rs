@@ -19,9 +19,15 @@
 //!   a top-level function by name jumps straight to its code.
 //! * All arithmetic on numbers goes through [`arith`] (the compiled code
 //!   inlines the Int and Real cases that cannot fail).
+//! * Translated programs' Deltas, `eval`, `runDelta` and `deltaLet` are in
+//!   [`delta`] (which also says how the monad `M` runs), their polytypic
+//!   helpers in [`poly`]; the remaining dialect primitives (reference cells,
+//!   `mapM`, …) are here.
 
 pub mod arith;
 mod compile;
+pub mod delta;
+pub mod poly;
 pub mod value;
 
 pub use value::{Closure, Partial, Value};
@@ -32,6 +38,8 @@ use crate::prim::Prim;
 use crate::stack;
 use crate::syntax::span::Span;
 use arith::ArithError;
+use delta::{Delta, DeltaMap, DeltaRef};
+use std::cell::RefCell;
 use std::mem::ManuallyDrop;
 use std::rc::Rc;
 
@@ -432,6 +440,15 @@ impl Machine {
                     f = self.apply_prim(p, pargs, x, span)?;
                     args = rest;
                 }
+                Value::Poly(pf) => {
+                    let rest = args.split_off(1);
+                    let x = args.pop().unwrap_or(Value::Unit);
+                    f = match poly::apply(&pf, &x) {
+                        Ok(v) => v,
+                        Err(m) => return err(m, span),
+                    };
+                    args = rest;
+                }
                 _ => return err("internal error: applying a non-function", span),
             }
         }
@@ -481,6 +498,7 @@ impl Machine {
         span: Span,
     ) -> RResult<Value> {
         match args.len() {
+            0 => self.prim0(p, span),
             1 => {
                 let a = args.pop().unwrap_or(Value::Unit);
                 self.prim1(p, a, span)
@@ -491,11 +509,21 @@ impl Machine {
                 self.prim2(p, a, b, span)
             }
             _ if p.is_derivative() => self.differentiate(p, args, span),
-            3 if p == Prim::Fold => {
-                let v = args.pop().unwrap_or(Value::Unit);
-                let init = args.pop().unwrap_or(Value::Unit);
-                let f = args.pop().unwrap_or(Value::Unit);
-                self.fold(f, init, v, span)
+            3 if matches!(p, Prim::Fold | Prim::FoldM | Prim::DLet | Prim::EvalDelta) => {
+                let c = args.pop().unwrap_or(Value::Unit);
+                let b = args.pop().unwrap_or(Value::Unit);
+                let a = args.pop().unwrap_or(Value::Unit);
+                match p {
+                    Prim::Fold => self.fold(a, b, c, span),
+                    Prim::FoldM => self.fold_m(a, b, c, span),
+                    Prim::DLet => match (a, b, c) {
+                        (Value::Int(id), Value::Delta(rhs), Value::Delta(body)) => {
+                            Ok(Value::Delta(DeltaRef::new(Delta::Let(id, rhs, body))))
+                        }
+                        _ => err("internal error: bad operands for `Let`", span),
+                    },
+                    _ => self.eval_delta(a, b, c, span),
+                }
             }
             _ => err(
                 format!(
@@ -507,8 +535,39 @@ impl Machine {
         }
     }
 
+    /// The constants of translated programs.
+    fn prim0(&mut self, p: Prim, span: Span) -> RResult<Value> {
+        match p {
+            Prim::DZero => Ok(Value::Delta(DeltaRef::zero())),
+            Prim::EmptyMap => Ok(Value::DeltaMap(Rc::new(DeltaMap::empty()))),
+            Prim::ShapeMismatch => err("cotangent and output differ in shape", span),
+            _ => err(
+                format!("internal error: `{}` without arguments", p.info().name),
+                span,
+            ),
+        }
+    }
+
     pub(crate) fn prim1(&mut self, p: Prim, a: Value, span: Span) -> RResult<Value> {
         match p {
+            // A computation runs where it is evaluated (see `delta`).
+            Prim::Pure => Ok(a),
+            Prim::DeltaLet => match a {
+                Value::Delta(d) => match delta::delta_let(d) {
+                    Ok(id) => Ok(Value::Int(id)),
+                    Err(m) => err(m, span),
+                },
+                _ => err("internal error: `deltaLet` of a non-Delta", span),
+            },
+            Prim::DVar => match a {
+                Value::Int(id) => Ok(Value::Delta(DeltaRef::new(Delta::Var(id)))),
+                _ => err("internal error: `Var` of a non-Int", span),
+            },
+            Prim::NewRef => Ok(Value::Ref(Rc::new(RefCell::new(a)))),
+            Prim::Deref => match a {
+                Value::Ref(r) => Ok(r.borrow().clone()),
+                _ => err("internal error: `!` of a non-reference", span),
+            },
             Prim::Not => match a {
                 Value::Bool(b) => Ok(Value::Bool(!b)),
                 _ => err("internal error: `not` on a non-Bool", span),
@@ -593,7 +652,40 @@ impl Machine {
                 }
                 Ok(Value::Vec(Rc::new(items)))
             }
-            Prim::Fold | Prim::Jvp => Ok(Value::Prim(p, Some(Rc::new(vec![a, b])))),
+            Prim::Fold | Prim::Jvp | Prim::FoldM | Prim::DLet | Prim::EvalDelta => {
+                Ok(Value::Prim(p, Some(Rc::new(vec![a, b]))))
+            }
+            Prim::MapM => self.map(a, b, span),
+            Prim::BuildM => self.prim2(Prim::Build, a, b, span),
+            Prim::DScale => match (a, b) {
+                (Value::Real(x), Value::Delta(u)) => {
+                    Ok(Value::Delta(DeltaRef::new(Delta::Scale(x, u))))
+                }
+                (x, Value::Delta(_)) if x.is_tagged() => err(
+                    "cannot differentiate through a Delta (`Scale` of a real being differentiated)",
+                    span,
+                ),
+                _ => err("internal error: bad operands for `Scale`", span),
+            },
+            Prim::DAdd => match (a, b) {
+                (Value::Delta(u1), Value::Delta(u2)) => {
+                    Ok(Value::Delta(DeltaRef::new(Delta::Add(u1, u2))))
+                }
+                _ => err("internal error: bad operands for `Add`", span),
+            },
+            Prim::LookupOrZero => match (a, b) {
+                (Value::Int(id), Value::DeltaMap(m)) => Ok(Value::Real(m.lookup_or_zero(id))),
+                _ => err("internal error: bad operands for `lookupOrZero`", span),
+            },
+            Prim::AddTo => match a {
+                Value::Ref(r) => {
+                    let sum = arith::binary(Prim::Add, &r.borrow(), &b)
+                        .map_err(|e| arith_err(e, Prim::Add, span))?;
+                    *r.borrow_mut() = sum;
+                    Ok(Value::Unit)
+                }
+                _ => err("internal error: `+=` on a non-reference", span),
+            },
             _ if p.is_derivative() => self.differentiate(p, vec![a, b], span),
             _ => arith::binary(p, &a, &b).map_err(|e| arith_err(e, p, span)),
         }
@@ -605,6 +697,37 @@ impl Machine {
             Value::Vec(xs) => self.apply_each(&f, xs.len(), |i| xs[i].clone(), span),
             _ => err("internal error: `map` over a non-vector", span),
         }
+    }
+
+    /// `eval x u m` (Krawiec et al. Fig. 11), updating `m` in place when no
+    /// one else holds it.
+    fn eval_delta(&mut self, x: Value, u: Value, m: Value, span: Span) -> RResult<Value> {
+        let (x, u, mut m) = match (x, u, m) {
+            (Value::Real(x), Value::Delta(u), Value::DeltaMap(m)) => (x, u, m),
+            (x, _, _) if x.is_tagged() => {
+                return err(
+                    "cannot differentiate through `eval` (a real being differentiated)",
+                    span,
+                );
+            }
+            _ => return err("internal error: bad operands for `eval`", span),
+        };
+        match delta::eval(x, &u, Rc::make_mut(&mut m), self.limits.max_vector_len) {
+            Ok(()) => Ok(Value::DeltaMap(m)),
+            Err(msg) => err(msg, span),
+        }
+    }
+
+    /// `foldM f init v`: `f : b -> M (a -> M b)`; each step's computations
+    /// have already run, so this is `fold (fun acc x -> f acc x) init v`.
+    fn fold_m(&mut self, f: Value, init: Value, v: Value, span: Span) -> RResult<Value> {
+        let n = v.vec_len().unwrap_or(0);
+        let mut acc = init;
+        for i in 0..n {
+            let x = v.vec_get(i).unwrap_or(Value::Unit);
+            acc = self.apply_many(f.clone(), vec![acc, x], span)?;
+        }
+        Ok(acc)
     }
 
     fn fold(&mut self, f: Value, init: Value, v: Value, span: Span) -> RResult<Value> {

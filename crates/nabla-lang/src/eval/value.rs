@@ -1,8 +1,11 @@
 //! Run-time values.
 
+use super::delta::{DeltaMap, DeltaRef};
+use super::poly::PolyFn;
 use crate::ad::{Level, Node, Pullback};
 use crate::core::LamId;
 use crate::prim::Prim;
+use std::cell::RefCell;
 use std::rc::Rc;
 
 /// A run-time value.
@@ -51,6 +54,14 @@ pub enum Value {
     Prim(Prim, Option<Rc<Vec<Value>>>),
     /// The pullback returned by `vjp`.
     Pullback(Rc<Pullback>),
+    /// A `Delta` (translated programs; see [`super::delta`]).
+    Delta(DeltaRef),
+    /// A `DeltaMap` (translated programs).
+    DeltaMap(Rc<DeltaMap>),
+    /// A reference cell `Ref A` (translated programs).
+    Ref(Rc<RefCell<Value>>),
+    /// A polytypic helper at its type, `initVars @(Vec Real)` (translated programs).
+    Poly(Rc<PolyFn>),
 }
 
 impl Clone for Value {
@@ -77,6 +88,10 @@ impl Clone for Value {
             Value::Partial(p) => Value::Partial(Rc::clone(p)),
             Value::Prim(p, a) => Value::Prim(*p, a.clone()),
             Value::Pullback(p) => Value::Pullback(Rc::clone(p)),
+            Value::Delta(d) => Value::Delta(d.clone()),
+            Value::DeltaMap(m) => Value::DeltaMap(Rc::clone(m)),
+            Value::Ref(r) => Value::Ref(Rc::clone(r)),
+            Value::Poly(p) => Value::Poly(Rc::clone(p)),
         }
     }
 }

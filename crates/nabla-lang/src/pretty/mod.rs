@@ -3,7 +3,7 @@
 pub mod program;
 mod value;
 
-pub use value::{format_real, print_value};
+pub use value::{format_real, print_delta, print_value};
 
 use crate::types::{Kind, Type};
 use std::collections::HashMap;

@@ -1,6 +1,7 @@
 //! Printing run-time values the way `nabla run` shows them.
 
 use crate::eval::Value;
+use crate::eval::delta::Delta;
 use crate::stack;
 use std::fmt::Write;
 
@@ -105,8 +106,98 @@ fn go(v: &Value, out: &mut String, arg: bool) {
             }
             out.push(']');
         }
-        Value::Closure(_) | Value::Partial(_) | Value::Prim(..) | Value::Pullback(_) => {
-            out.push_str("<function>")
+        Value::Closure(_)
+        | Value::Partial(_)
+        | Value::Prim(..)
+        | Value::Pullback(_)
+        | Value::Poly(_) => out.push_str("<function>"),
+        Value::Delta(d) => write_delta(d, out),
+        Value::DeltaMap(_) => out.push_str("<deltamap>"),
+        Value::Ref(_) => out.push_str("<ref>"),
+    }
+}
+
+/// How many Delta constructors [`print_delta`] prints before cutting off
+/// with `…` (a Delta with sharing can be exponentially larger as a tree).
+const DELTA_PRINT_LIMIT: usize = 100_000;
+
+/// Prints a Delta in constructor syntax, `Let 3 (Add (Var 1) (Var 2)) (Var 3)`,
+/// with an explicit stack (any depth), cut off with `…` after
+/// [`DELTA_PRINT_LIMIT`] constructors.
+///
+/// ```
+/// use nabla_lang::eval::delta::{Delta, DeltaRef};
+/// use nabla_lang::pretty::print_delta;
+/// let v = |i| DeltaRef::new(Delta::Var(i));
+/// let d = Delta::Let(3, DeltaRef::new(Delta::Add(v(1), v(2))), v(3));
+/// assert_eq!(print_delta(&d), "Let 3 (Add (Var 1) (Var 2)) (Var 3)");
+/// ```
+pub fn print_delta(d: &Delta) -> String {
+    let mut out = String::new();
+    write_delta(d, &mut out);
+    out
+}
+
+fn write_delta(d: &Delta, out: &mut String) {
+    enum Item<'a> {
+        Text(&'static str),
+        /// A Delta, parenthesised if it has arguments.
+        Arg(&'a Delta),
+    }
+    // Negative numbers are parenthesised, so the output reads back as source.
+    fn number(out: &mut String, s: String) {
+        if s.starts_with('-') {
+            let _ = write!(out, " ({s})");
+        } else {
+            let _ = write!(out, " {s}");
+        }
+    }
+    let mut work = vec![Item::Arg(d)];
+    let mut printed = 0usize;
+    let mut top = true;
+    while let Some(item) = work.pop() {
+        let d = match item {
+            Item::Text(s) => {
+                out.push_str(s);
+                continue;
+            }
+            Item::Arg(d) => d,
+        };
+        if !std::mem::take(&mut top) {
+            out.push(' ');
+        }
+        printed += 1;
+        if printed > DELTA_PRINT_LIMIT {
+            out.push('…');
+            continue;
+        }
+        let paren = printed > 1 && !matches!(d, Delta::Zero);
+        if paren {
+            out.push('(');
+            work.push(Item::Text(")"));
+        }
+        match d {
+            Delta::Zero => out.push_str("Zero"),
+            Delta::Var(i) => {
+                out.push_str("Var");
+                number(out, i.to_string());
+            }
+            Delta::Scale(r, u) => {
+                out.push_str("Scale");
+                number(out, format_real(*r));
+                work.push(Item::Arg(u));
+            }
+            Delta::Add(u1, u2) => {
+                out.push_str("Add");
+                work.push(Item::Arg(u2));
+                work.push(Item::Arg(u1));
+            }
+            Delta::Let(i, u1, u2) => {
+                out.push_str("Let");
+                number(out, i.to_string());
+                work.push(Item::Arg(u2));
+                work.push(Item::Arg(u1));
+            }
         }
     }
 }

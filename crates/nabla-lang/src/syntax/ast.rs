@@ -3,6 +3,8 @@
 //! (e.g. whether an integer literal was used as a Real).
 
 use super::span::Span;
+use crate::core::named::Poly;
+use crate::types::Con;
 
 /// Dense index of an expression node, unique within one parse session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -32,6 +34,9 @@ pub enum TypeExpr {
     Vec(Box<TypeExpr>, Span),
     /// `A -> B`
     Fun(Box<TypeExpr>, Box<TypeExpr>, Span),
+    /// `Delta`, `DeltaMap`, `M A`, `Ref A` (translated dialect only; the
+    /// arguments are as many as [`Con::arity`]).
+    Con(Con, Vec<TypeExpr>, Span),
 }
 
 impl TypeExpr {
@@ -43,7 +48,8 @@ impl TypeExpr {
             | TypeExpr::Tuple(_, s)
             | TypeExpr::Sum(_, _, s)
             | TypeExpr::Vec(_, s)
-            | TypeExpr::Fun(_, _, s) => *s,
+            | TypeExpr::Fun(_, _, s)
+            | TypeExpr::Con(_, _, s) => *s,
         }
     }
 }
@@ -105,6 +111,9 @@ pub enum BinOp {
     And,
     /// `||` (short-circuit)
     Or,
+    /// `r += e` (translated dialect: add to a `Ref Real`; lowest precedence,
+    /// non-associative)
+    AddTo,
 }
 
 impl BinOp {
@@ -124,6 +133,7 @@ impl BinOp {
             BinOp::Ne => "!=",
             BinOp::And => "&&",
             BinOp::Or => "||",
+            BinOp::AddTo => "+=",
         }
     }
 }
@@ -207,6 +217,19 @@ pub enum ExprKind {
     Index(Box<Expr>, Box<Expr>),
     /// `(e : T)`
     Annot(Box<Expr>, TypeExpr),
+
+    // ---- The translated dialect (files starting `#!translated`) ----
+    /// `do { p <- e1; rest }`: run the computation `e1 : M A`, bind its
+    /// result to `p : A`, continue with `rest : M B`. The parser turns a
+    /// `do` block into nested `Bind`s (and `Let`s for its `let` statements).
+    Bind(Pattern, Box<Expr>, Box<Expr>),
+    /// `runDelta e1 e2` (Krawiec et al. Fig. 11): run `e2 : M (a, Delta)`
+    /// with the Delta-id supply starting at `e1 : Int`.
+    RunDelta(Box<Expr>, Box<Expr>),
+    /// A polytypic helper at a closed first-order type: `initVars @(Vec Real)`.
+    Poly(Poly, TypeExpr),
+    /// `!e`: the contents of a reference cell.
+    Deref(Box<Expr>),
 }
 
 /// A top-level definition `def f p1 ... (: T)? = body`.
@@ -216,6 +239,9 @@ pub struct Def {
     pub binding: FunBinding,
     /// The whole definition.
     pub span: Span,
+    /// True if it comes from a translated file (`#!translated`): only then
+    /// may it use the dialect's primitives (`pure`, `deltaLet`, …).
+    pub translated: bool,
 }
 
 /// A parsed file.

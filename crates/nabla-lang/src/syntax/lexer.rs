@@ -1,4 +1,10 @@
 //! The lexer: source text to [`Token`]s, built with `logos`.
+//!
+//! The tokens of the translated dialect (`@ ! += <- { } ;` and the keywords
+//! `do`, `runDelta`) exist only in files that opt in with a first line
+//! `#!translated` ([`Dialect::Translated`]); elsewhere `@ ! { } ;` are
+//! unexpected characters, `+=` is `+` `=`, `<-` is `<` `-`, and `do`,
+//! `runDelta` are identifiers, exactly as before the dialect existed.
 
 use super::span::Span;
 use logos::Logos;
@@ -126,6 +132,31 @@ pub enum Tok {
     /// `||`
     #[token("||")]
     OrOr,
+    /// `@` (translated dialect: `initVars @(Vec Real)`)
+    #[token("@")]
+    At,
+    /// `!` (translated dialect: dereference)
+    #[token("!")]
+    Bang,
+    /// `+=` (translated dialect: add to a reference cell)
+    #[token("+=")]
+    PlusEq,
+    /// `<-` (translated dialect: bind in a `do` block)
+    #[token("<-")]
+    LArrow,
+    /// `{` (translated dialect)
+    #[token("{")]
+    LBrace,
+    /// `}` (translated dialect)
+    #[token("}")]
+    RBrace,
+    /// `;` (translated dialect: statement separator and sequencing)
+    #[token(";")]
+    Semi,
+    /// `do` (a keyword only in the translated dialect; never produced by logos)
+    Do,
+    /// `runDelta` (a keyword only in the translated dialect; never produced by logos)
+    RunDelta,
     /// End of input (never produced by logos; appended by [`lex`]).
     Eof,
 }
@@ -173,6 +204,15 @@ impl Tok {
             Tok::Ne => "`!=`",
             Tok::AndAnd => "`&&`",
             Tok::OrOr => "`||`",
+            Tok::At => "`@`",
+            Tok::Bang => "`!`",
+            Tok::PlusEq => "`+=`",
+            Tok::LArrow => "`<-`",
+            Tok::LBrace => "`{`",
+            Tok::RBrace => "`}`",
+            Tok::Semi => "`;`",
+            Tok::Do => "`do`",
+            Tok::RunDelta => "`runDelta`",
             Tok::Eof => "end of input",
         }
     }
@@ -196,10 +236,44 @@ pub struct LexError {
     pub text: String,
 }
 
+/// Which language a file is written in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Dialect {
+    /// The language of `LANGUAGE.md`.
+    #[default]
+    Ordinary,
+    /// The language of translated programs (the output of source-to-source
+    /// AD): ordinary nabla plus `do` blocks, `runDelta`, the polytypic
+    /// helpers `name @T`, `!`, `+=`, `;` and the Delta and reference-cell
+    /// primitives (see `docs/language.md`, "The translated dialect").
+    Translated,
+}
+
+/// The first line that makes a file [`Dialect::Translated`].
+pub const TRANSLATED_HEADER: &str = "#!translated";
+
+impl Dialect {
+    /// The dialect of a whole file: translated exactly when its first line
+    /// is `#!translated` (a comment for the ordinary lexer).
+    pub fn of(text: &str) -> Dialect {
+        if text.lines().next() == Some(TRANSLATED_HEADER) {
+            Dialect::Translated
+        } else {
+            Dialect::Ordinary
+        }
+    }
+}
+
 /// Splits `text` (whose first byte has global offset `base`) into tokens,
 /// ending with [`Tok::Eof`]. Unrecognised characters are returned as errors and
 /// left out of the token stream.
 pub fn lex(text: &str, base: u32) -> (Vec<Token>, Vec<LexError>) {
+    lex_in(text, base, Dialect::Ordinary)
+}
+
+/// [`lex`] in the given dialect.
+pub fn lex_in(text: &str, base: u32, dialect: Dialect) -> (Vec<Token>, Vec<LexError>) {
+    let translated = dialect == Dialect::Translated;
     let mut tokens = Vec::new();
     let mut errors = Vec::new();
     let mut lexer = Tok::lexer(text);
@@ -209,6 +283,35 @@ pub fn lex(text: &str, base: u32) -> (Vec<Token>, Vec<LexError>) {
             base.saturating_add(r.start as u32),
             base.saturating_add(r.end as u32),
         );
+        let result = match result {
+            Ok(Tok::Ident) if translated => Ok(match lexer.slice() {
+                "do" => Tok::Do,
+                "runDelta" => Tok::RunDelta,
+                _ => Tok::Ident,
+            }),
+            // Outside the dialect, its two-character tokens are what they were.
+            Ok(kind @ (Tok::PlusEq | Tok::LArrow)) if !translated => {
+                let (a, b) = if kind == Tok::PlusEq {
+                    (Tok::Plus, Tok::Assign)
+                } else {
+                    (Tok::Lt, Tok::Minus)
+                };
+                let mid = span.start.saturating_add(1);
+                tokens.push(Token {
+                    kind: a,
+                    span: Span::new(span.start, mid),
+                });
+                tokens.push(Token {
+                    kind: b,
+                    span: Span::new(mid, span.end),
+                });
+                continue;
+            }
+            Ok(Tok::At | Tok::Bang | Tok::LBrace | Tok::RBrace | Tok::Semi) if !translated => {
+                Err(())
+            }
+            other => other,
+        };
         match result {
             Ok(kind) => tokens.push(Token { kind, span }),
             Err(()) => {

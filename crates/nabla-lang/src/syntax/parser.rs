@@ -21,12 +21,22 @@
 //!
 //! `let`, `if`, `fun` and `match` extend as far to the right as possible and may
 //! appear as the last operand of an operator (`1 + if c then 2 else 3`).
+//!
+//! In a translated file ([`Dialect::Translated`]) there are also, loosest
+//! first: sequencing `e1; e2` (below everything, extending as far right as
+//! possible: `let x = a in b; c` is `let x = a in (b; c)`), then `r += e`
+//! (non-associative, below `||`); `!e` binds like unary `-`; `runDelta e1 e2`
+//! and `do { … }` are application-level forms, and `name @T` an atom. Inside
+//! a `do` block `;` separates statements, so a sequence there needs
+//! parentheses.
 
 use super::ast::*;
-use super::lexer::{LexError, Tok, Token, lex};
+use super::lexer::{Dialect, LexError, Tok, Token, lex_in};
 use super::span::Span;
+use crate::core::named::Poly;
 use crate::diagnostic::Diagnostic;
 use crate::stack;
+use crate::types::Con;
 
 /// A syntax error.
 #[derive(Clone, Debug, PartialEq)]
@@ -85,10 +95,12 @@ impl IdGen {
 
 /// Parses a whole file: a sequence of `def`s. `base` is the file's global
 /// offset in its [`SourceMap`](super::span::SourceMap). Returns every
-/// definition that parsed and every error found.
+/// definition that parsed and every error found. A file whose first line is
+/// `#!translated` is parsed in the translated dialect ([`Dialect::of`]).
 pub fn parse_program(text: &str, base: u32, ids: &mut IdGen) -> (Program, Vec<ParseError>) {
-    let (tokens, lex_errors) = lex(text, base);
-    let mut p = Parser::new(text, base, tokens, ids);
+    let dialect = Dialect::of(text);
+    let (tokens, lex_errors) = lex_in(text, base, dialect);
+    let mut p = Parser::new(text, base, tokens, ids, dialect);
     p.errors
         .extend(lex_errors.into_iter().map(ParseError::from));
     let mut defs = Vec::new();
@@ -110,8 +122,8 @@ pub fn parse_program(text: &str, base: u32, ids: &mut IdGen) -> (Program, Vec<Pa
 
 /// Parses a single expression filling the whole input (for `nabla eval` and the REPL).
 pub fn parse_expression(text: &str, base: u32, ids: &mut IdGen) -> Result<Expr, Vec<ParseError>> {
-    let (tokens, lex_errors) = lex(text, base);
-    let mut p = Parser::new(text, base, tokens, ids);
+    let (tokens, lex_errors) = lex_in(text, base, Dialect::Ordinary);
+    let mut p = Parser::new(text, base, tokens, ids, Dialect::Ordinary);
     p.errors
         .extend(lex_errors.into_iter().map(ParseError::from));
     let result = p.expr();
@@ -126,11 +138,13 @@ pub fn parse_expression(text: &str, base: u32, ids: &mut IdGen) -> Result<Expr, 
     }
 }
 
-/// Parses a type expression filling the whole input (used for the primitive table and tests).
+/// Parses a type expression filling the whole input (used for the primitive
+/// table and tests). The translated dialect's type constructors (`Delta`,
+/// `M A`, …) are recognised.
 pub fn parse_type(text: &str, base: u32) -> Result<TypeExpr, Vec<ParseError>> {
-    let (tokens, lex_errors) = lex(text, base);
+    let (tokens, lex_errors) = lex_in(text, base, Dialect::Translated);
     let mut ids = IdGen::new();
-    let mut p = Parser::new(text, base, tokens, &mut ids);
+    let mut p = Parser::new(text, base, tokens, &mut ids, Dialect::Translated);
     p.errors
         .extend(lex_errors.into_iter().map(ParseError::from));
     let result = p.ty();
@@ -154,10 +168,32 @@ struct Parser<'a> {
     ids: &'a mut IdGen,
     /// Set when the nesting budget ran out: stop, do not try to recover.
     fatal: bool,
+    /// Parsing a translated file.
+    translated: bool,
+    /// May `;` sequence expressions here? (Not at the top of a `do` block's
+    /// items, where it separates statements; brackets allow it again.)
+    allow_seq: bool,
+}
+
+/// The part of a `let` before `in`.
+enum LetHead {
+    /// `let p = value`
+    Pat(Pattern, Expr),
+    /// `let [rec] f x y = …`
+    Fun(bool, FunBinding),
+}
+
+/// A statement of a `do` block.
+enum Stmt {
+    /// `p <- e`
+    Bind(Pattern, Expr),
+    /// `let …` (without `in`)
+    Let(LetHead),
 }
 
 fn binop(t: Tok) -> Option<(BinOp, u8)> {
     Some(match t {
+        Tok::PlusEq => (BinOp::AddTo, 0),
         Tok::OrOr => (BinOp::Or, 1),
         Tok::AndAnd => (BinOp::And, 2),
         Tok::Lt => (BinOp::Lt, 3),
@@ -177,7 +213,13 @@ fn binop(t: Tok) -> Option<(BinOp, u8)> {
 const CMP_PREC: u8 = 3;
 
 impl<'a> Parser<'a> {
-    fn new(text: &'a str, base: u32, tokens: Vec<Token>, ids: &'a mut IdGen) -> Parser<'a> {
+    fn new(
+        text: &'a str,
+        base: u32,
+        tokens: Vec<Token>,
+        ids: &'a mut IdGen,
+        dialect: Dialect,
+    ) -> Parser<'a> {
         Parser {
             text,
             base,
@@ -186,7 +228,18 @@ impl<'a> Parser<'a> {
             errors: Vec::new(),
             ids,
             fatal: false,
+            translated: dialect == Dialect::Translated,
+            allow_seq: true,
         }
+    }
+
+    /// Runs `f` with sequencing allowed (inside brackets) or not (the items
+    /// of a `do` block).
+    fn with_seq<T>(&mut self, allow: bool, f: impl FnOnce(&mut Self) -> T) -> T {
+        let saved = std::mem::replace(&mut self.allow_seq, allow);
+        let r = f(self);
+        self.allow_seq = saved;
+        r
     }
 
     fn tok(&self) -> Token {
@@ -312,7 +365,11 @@ impl<'a> Parser<'a> {
         let start = self.expect(Tok::Def)?.span;
         let binding = self.fun_binding()?;
         let span = start.to(binding.body.span);
-        Ok(Def { binding, span })
+        Ok(Def {
+            binding,
+            span,
+            translated: self.translated,
+        })
     }
 
     /// `name params* (: T)? = body`
@@ -413,6 +470,14 @@ impl<'a> Parser<'a> {
         Ok(lhs)
     }
 
+    /// A type constructor of the translated dialect named by the current token.
+    fn type_con(&self) -> Option<Con> {
+        if !self.translated || self.peek() != Tok::Ident {
+            return None;
+        }
+        Con::from_name(self.text_of(self.tok().span))
+    }
+
     fn ty_app(&mut self) -> PResult<TypeExpr> {
         self.guard()?;
         if self.peek() == Tok::Ident && self.text_of(self.tok().span) == "Vec" {
@@ -421,10 +486,24 @@ impl<'a> Parser<'a> {
             let span = start.to(arg.span());
             return Ok(TypeExpr::Vec(Box::new(arg), span));
         }
+        if let Some(c) = self.type_con()
+            && c.arity() == 1
+        {
+            let start = self.bump().span;
+            let arg = self.ty_app()?;
+            let span = start.to(arg.span());
+            return Ok(TypeExpr::Con(c, vec![arg], span));
+        }
         self.ty_atom()
     }
 
     fn ty_atom(&mut self) -> PResult<TypeExpr> {
+        if let Some(c) = self.type_con()
+            && c.arity() == 0
+        {
+            let span = self.bump().span;
+            return Ok(TypeExpr::Con(c, Vec::new(), span));
+        }
         match self.peek() {
             Tok::Ident => Ok(TypeExpr::Name(self.ident()?)),
             Tok::LParen => {
@@ -454,17 +533,49 @@ impl<'a> Parser<'a> {
 
     fn expr(&mut self) -> PResult<Expr> {
         self.guard()?;
-        match self.peek() {
+        let e = match self.peek() {
             Tok::Let => self.let_expr(),
             Tok::If => self.if_expr(),
             Tok::Fun => self.fun_expr(),
             Tok::Match => self.match_expr(),
             _ => self.binary(0),
+        }?;
+        if self.allow_seq && self.peek() == Tok::Semi {
+            // `e; rest` is `let () = e in rest`.
+            self.bump();
+            let rest = self.expr()?;
+            let span = e.span.to(rest.span);
+            let unit = Pattern::Unit(e.span);
+            return Ok(self.mk(ExprKind::Let(unit, Box::new(e), Box::new(rest)), span));
         }
+        Ok(e)
     }
 
     fn let_expr(&mut self) -> PResult<Expr> {
-        let start = self.expect(Tok::Let)?.span;
+        let start = self.tok().span;
+        let head = self.let_head()?;
+        self.expect(Tok::In)?;
+        let body = self.expr()?;
+        Ok(self.finish_let(start, head, body))
+    }
+
+    /// `let p = e1 in body` or `let [rec] f x = e1 in body`, from its parts.
+    fn finish_let(&mut self, start: Span, head: LetHead, body: Expr) -> Expr {
+        let span = start.to(body.span);
+        let kind = match head {
+            LetHead::Pat(p, value) => ExprKind::Let(p, Box::new(value), Box::new(body)),
+            LetHead::Fun(rec, binding) => ExprKind::LetFun {
+                rec,
+                binding: Box::new(binding),
+                body: Box::new(body),
+            },
+        };
+        self.mk(kind, span)
+    }
+
+    /// `let [rec] …` up to (not including) `in`.
+    fn let_head(&mut self) -> PResult<LetHead> {
+        self.expect(Tok::Let)?;
         let rec = if self.peek() == Tok::Rec {
             self.bump();
             true
@@ -484,17 +595,7 @@ impl<'a> Parser<'a> {
                 );
                 return Err(());
             }
-            self.expect(Tok::In)?;
-            let body = self.expr()?;
-            let span = start.to(body.span);
-            return Ok(self.mk(
-                ExprKind::LetFun {
-                    rec,
-                    binding: Box::new(binding),
-                    body: Box::new(body),
-                },
-                span,
-            ));
+            return Ok(LetHead::Fun(rec, binding));
         }
         if rec {
             return self.error_expected("a function name after `let rec`");
@@ -508,10 +609,106 @@ impl<'a> Parser<'a> {
         }
         self.expect(Tok::Assign)?;
         let value = self.expr()?;
-        self.expect(Tok::In)?;
-        let body = self.expr()?;
-        let span = start.to(body.span);
-        Ok(self.mk(ExprKind::Let(pat, Box::new(value), Box::new(body)), span))
+        Ok(LetHead::Pat(pat, value))
+    }
+
+    /// `do { stmt; …; e }` (translated dialect), as nested [`ExprKind::Bind`]s
+    /// and `let`s.
+    fn do_block(&mut self) -> PResult<Expr> {
+        let start = self.expect(Tok::Do)?.span;
+        self.expect(Tok::LBrace)?;
+        let mut stmts: Vec<(Span, Stmt)> = Vec::new();
+        let last = self.with_seq(false, |p| -> PResult<Expr> {
+            loop {
+                p.guard()?;
+                let item_start = p.tok().span;
+                let e = if p.peek() == Tok::Let {
+                    let head = p.let_head()?;
+                    if p.peek() == Tok::In {
+                        p.bump();
+                        let body = p.expr()?;
+                        p.finish_let(item_start, head, body)
+                    } else {
+                        stmts.push((item_start, Stmt::Let(head)));
+                        p.end_statement()?;
+                        continue;
+                    }
+                } else if let Some(pat) = p.bind_pattern() {
+                    p.expect(Tok::LArrow)?;
+                    let value = p.expr()?;
+                    stmts.push((item_start, Stmt::Bind(pat, value)));
+                    p.end_statement()?;
+                    continue;
+                } else {
+                    p.expr()?
+                };
+                // An expression: the last item (a `;` may follow it).
+                if p.peek() == Tok::Semi {
+                    p.bump();
+                    if p.peek() != Tok::RBrace {
+                        p.error(
+                            "only the last item of a `do` block may be an expression",
+                            e.span,
+                            "a statement is `p <- e` or `let p = e`; \
+                             write `(a; b)` for a sequence",
+                        );
+                        return Err(());
+                    }
+                }
+                return Ok(e);
+            }
+        })?;
+        let close = self.expect(Tok::RBrace)?.span;
+        let mut body = last;
+        for (s, stmt) in stmts.into_iter().rev() {
+            body = match stmt {
+                Stmt::Bind(p, value) => {
+                    let span = s.to(close);
+                    self.mk(ExprKind::Bind(p, Box::new(value), Box::new(body)), span)
+                }
+                Stmt::Let(head) => {
+                    let mut e = self.finish_let(s, head, body);
+                    e.span = s.to(close);
+                    e
+                }
+            };
+        }
+        body.span = start.to(close);
+        Ok(body)
+    }
+
+    /// After a statement of a `do` block: its `;`, and more to come.
+    fn end_statement(&mut self) -> PResult<()> {
+        if self.peek() == Tok::RBrace {
+            let span = self.tok().span;
+            self.error(
+                "a `do` block must end with an expression",
+                span,
+                "the block ends here, after a statement",
+            );
+            return Err(());
+        }
+        self.expect(Tok::Semi)?;
+        Ok(())
+    }
+
+    /// A pattern followed by `<-` (not consumed), if the next item of a
+    /// `do` block starts with one; otherwise nothing is consumed.
+    fn bind_pattern(&mut self) -> Option<Pattern> {
+        if !self.starts_pattern() {
+            return None;
+        }
+        let (pos, errors) = (self.pos, self.errors.len());
+        match self.pattern() {
+            Ok(p) if self.peek() == Tok::LArrow => Some(p),
+            _ => {
+                self.pos = pos;
+                if !self.fatal {
+                    self.errors.truncate(errors);
+                }
+                None
+            }
+        }
     }
 
     fn if_expr(&mut self) -> PResult<Expr> {
@@ -598,6 +795,15 @@ impl<'a> Parser<'a> {
             }
             self.bump();
             let rhs = self.binary(prec + 1)?;
+            if op == BinOp::AddTo && self.peek() == Tok::PlusEq {
+                let span = self.tok().span;
+                self.error(
+                    "`+=` cannot be chained",
+                    span,
+                    "`r += e` is a statement; sequence two with `;`",
+                );
+                return Err(());
+            }
             if prec == CMP_PREC
                 && let Some((_, p2)) = binop(self.peek())
                 && p2 == CMP_PREC
@@ -624,6 +830,12 @@ impl<'a> Parser<'a> {
                 let e = self.unary()?;
                 let span = start.to(e.span);
                 Ok(self.mk(ExprKind::Neg(Box::new(e)), span))
+            }
+            Tok::Bang => {
+                let start = self.bump().span;
+                let e = self.unary()?;
+                let span = start.to(e.span);
+                Ok(self.mk(ExprKind::Deref(Box::new(e)), span))
             }
             // A trailing `let`/`if`/`fun`/`match` operand swallows the rest.
             Tok::Let | Tok::If | Tok::Fun | Tok::Match => self.expr(),
@@ -655,6 +867,7 @@ impl<'a> Parser<'a> {
                 | Tok::False
                 | Tok::LParen
                 | Tok::LBracket
+                | Tok::Do
         )
     }
 
@@ -676,6 +889,13 @@ impl<'a> Parser<'a> {
                     self.pos -= 1;
                     self.injection_fn()
                 }
+            }
+            Tok::RunDelta => {
+                let kw = self.bump().span;
+                let first = self.postfix()?;
+                let m = self.postfix()?;
+                let span = kw.to(m.span);
+                self.mk(ExprKind::RunDelta(Box::new(first), Box::new(m)), span)
             }
             _ => self.postfix()?,
         };
@@ -715,7 +935,7 @@ impl<'a> Parser<'a> {
         // `v[i]` only when `[` touches the previous token: `f [1]` is an application.
         while self.peek() == Tok::LBracket && self.tok().span.start == self.prev_end() {
             self.bump();
-            let index = self.expr()?;
+            let index = self.with_seq(true, |p| p.expr())?;
             let close = self.expect(Tok::RBracket)?.span;
             let span = e.span.to(close);
             e = self.mk(ExprKind::Index(Box::new(e), Box::new(index)), span);
@@ -737,6 +957,9 @@ impl<'a> Parser<'a> {
                         "`_` can only be used in a pattern",
                     );
                     return Err(());
+                }
+                if self.peek() == Tok::At {
+                    return self.poly(name, t.span);
                 }
                 Ok(self.mk(ExprKind::Var(name), t.span))
             }
@@ -768,53 +991,76 @@ impl<'a> Parser<'a> {
                 self.bump();
                 Ok(self.mk(ExprKind::Bool(t.kind == Tok::True), t.span))
             }
-            Tok::LParen => {
-                let open = self.bump().span;
-                if self.peek() == Tok::RParen {
-                    let close = self.bump().span;
-                    return Ok(self.mk(ExprKind::Unit, open.to(close)));
-                }
-                let first = self.expr()?;
-                match self.peek() {
-                    Tok::Colon => {
-                        self.bump();
-                        let ty = self.ty()?;
-                        let close = self.expect(Tok::RParen)?.span;
-                        Ok(self.mk(ExprKind::Annot(Box::new(first), ty), open.to(close)))
-                    }
-                    Tok::Comma => {
-                        let mut items = vec![first];
-                        while self.peek() == Tok::Comma {
-                            self.bump();
-                            items.push(self.expr()?);
-                        }
-                        let close = self.expect(Tok::RParen)?.span;
-                        Ok(self.mk(ExprKind::Tuple(items), open.to(close)))
-                    }
-                    _ => {
-                        let close = self.expect(Tok::RParen)?.span;
-                        // Keep the parentheses in the span so carets cover them.
-                        let mut inner = first;
-                        inner.span = open.to(close);
-                        Ok(inner)
-                    }
-                }
-            }
-            Tok::LBracket => {
-                let open = self.bump().span;
-                let mut items = Vec::new();
-                if self.peek() != Tok::RBracket {
-                    items.push(self.expr()?);
-                    while self.peek() == Tok::Comma {
-                        self.bump();
-                        items.push(self.expr()?);
-                    }
-                }
-                let close = self.expect(Tok::RBracket)?.span;
-                Ok(self.mk(ExprKind::Vector(items), open.to(close)))
-            }
+            Tok::Do => self.do_block(),
+            Tok::LParen => self.with_seq(true, |p| p.paren()),
+            Tok::LBracket => self.with_seq(true, |p| p.vector()),
             _ => self.error_expected("an expression"),
         }
+    }
+
+    /// `name @T` (the current token is `@`): a polytypic helper.
+    fn poly(&mut self, name: String, name_span: Span) -> PResult<Expr> {
+        let Some(p) = Poly::from_name(&name) else {
+            self.error(
+                format!("`{name}` is not a polytypic helper"),
+                name_span,
+                "`@T` follows zipDual, tangentOf, primalOf, initVars, initZeros or lookupDual",
+            );
+            return Err(());
+        };
+        self.bump();
+        let t = self.ty_atom()?;
+        let span = name_span.to(t.span());
+        Ok(self.mk(ExprKind::Poly(p, t), span))
+    }
+
+    /// `()`, `(e)`, `(e : T)` or a tuple.
+    fn paren(&mut self) -> PResult<Expr> {
+        let open = self.bump().span;
+        if self.peek() == Tok::RParen {
+            let close = self.bump().span;
+            return Ok(self.mk(ExprKind::Unit, open.to(close)));
+        }
+        let first = self.expr()?;
+        match self.peek() {
+            Tok::Colon => {
+                self.bump();
+                let ty = self.ty()?;
+                let close = self.expect(Tok::RParen)?.span;
+                Ok(self.mk(ExprKind::Annot(Box::new(first), ty), open.to(close)))
+            }
+            Tok::Comma => {
+                let mut items = vec![first];
+                while self.peek() == Tok::Comma {
+                    self.bump();
+                    items.push(self.expr()?);
+                }
+                let close = self.expect(Tok::RParen)?.span;
+                Ok(self.mk(ExprKind::Tuple(items), open.to(close)))
+            }
+            _ => {
+                let close = self.expect(Tok::RParen)?.span;
+                // Keep the parentheses in the span so carets cover them.
+                let mut inner = first;
+                inner.span = open.to(close);
+                Ok(inner)
+            }
+        }
+    }
+
+    /// `[e1, …, en]`
+    fn vector(&mut self) -> PResult<Expr> {
+        let open = self.bump().span;
+        let mut items = Vec::new();
+        if self.peek() != Tok::RBracket {
+            items.push(self.expr()?);
+            while self.peek() == Tok::Comma {
+                self.bump();
+                items.push(self.expr()?);
+            }
+        }
+        let close = self.expect(Tok::RBracket)?.span;
+        Ok(self.mk(ExprKind::Vector(items), open.to(close)))
     }
 }
 

@@ -1,6 +1,6 @@
 //! Algorithm W with levels (Rémy-style generalization) over the surface AST.
 
-use super::{Kind, Type};
+use super::{Con, Kind, Type};
 use crate::diagnostic::Diagnostic;
 use crate::pretty::TypeNamer;
 use crate::prim::{self, PRIMS, Prim};
@@ -109,6 +109,9 @@ struct Checker {
     fuel: std::cell::Cell<u64>,
     /// Set when `fuel` ran out.
     exhausted: std::cell::Cell<bool>,
+    /// Checking a definition from a translated file: the dialect's
+    /// primitives are visible.
+    translated: bool,
 }
 
 /// Type nodes a group of definitions may visit. Hindley–Milner types can
@@ -133,6 +136,7 @@ pub fn check_program(defs: &[Def]) -> Result<CheckedProgram, Vec<TypeError>> {
         annot_vars: HashMap::new(),
         fuel: std::cell::Cell::new(TYPE_WORK_BUDGET),
         exhausted: std::cell::Cell::new(false),
+        translated: false,
     };
     c.init_prims();
     let mut errors = Vec::new();
@@ -257,6 +261,9 @@ impl Checker {
             ),
             TypeExpr::Vec(a, _) => Type::Vec(Box::new(self.prim_type(a, names))),
             TypeExpr::Fun(a, b, _) => Type::fun(self.prim_type(a, names), self.prim_type(b, names)),
+            TypeExpr::Con(c, args, _) => {
+                Type::Con(*c, args.iter().map(|t| self.prim_type(t, names)).collect())
+            }
         }
     }
 
@@ -597,9 +604,19 @@ impl Checker {
                 self.free_globals(body, bound, out)?;
                 ps.iter().for_each(|p| unbind(p, bound));
             }
-            ExprKind::App(a, b) | ExprKind::Binary(_, a, b) | ExprKind::Index(a, b) => {
+            ExprKind::App(a, b)
+            | ExprKind::Binary(_, a, b)
+            | ExprKind::Index(a, b)
+            | ExprKind::RunDelta(a, b) => {
                 self.free_globals(a, bound, out)?;
                 self.free_globals(b, bound, out)?;
+            }
+            ExprKind::Poly(..) => {}
+            ExprKind::Bind(p, v, body) => {
+                self.free_globals(v, bound, out)?;
+                bind(p, bound);
+                self.free_globals(body, bound, out)?;
+                unbind(p, bound);
             }
             ExprKind::Let(p, v, body) => {
                 self.free_globals(v, bound, out)?;
@@ -626,7 +643,11 @@ impl Checker {
                 self.free_globals(b, bound, out)?;
                 self.free_globals(c, bound, out)?;
             }
-            ExprKind::Inl(a) | ExprKind::Inr(a) | ExprKind::Neg(a) | ExprKind::Annot(a, _) => {
+            ExprKind::Inl(a)
+            | ExprKind::Inr(a)
+            | ExprKind::Neg(a)
+            | ExprKind::Deref(a)
+            | ExprKind::Annot(a, _) => {
                 self.free_globals(a, bound, out)?;
             }
             ExprKind::Match {
@@ -689,6 +710,7 @@ impl Checker {
         for (k, &i) in scc.iter().enumerate() {
             self.annot_vars.clear();
             let d = &defs[i];
+            self.translated = d.translated;
             let t = self.infer_binding(&d.binding)?;
             self.expect(&tys[k], &t, d.binding.name.span, None)?;
         }
@@ -805,6 +827,12 @@ impl Checker {
             }
             TypeExpr::Vec(a, _) => Type::Vec(Box::new(self.annotation(a)?)),
             TypeExpr::Fun(a, b, _) => Type::fun(self.annotation(a)?, self.annotation(b)?),
+            TypeExpr::Con(c, args, _) => Type::Con(
+                *c,
+                args.iter()
+                    .map(|t| self.annotation(t))
+                    .collect::<TResult<_>>()?,
+            ),
         })
     }
 
@@ -864,7 +892,7 @@ impl Checker {
                 Global::Failed => self.fresh(),
             });
         }
-        if let Some(p) = prim::lookup_named(name) {
+        if let Some(p) = prim::lookup_named_in(name, self.translated) {
             let t = self.prim_instance(p.prim);
             if p.prim == Prim::Sum
                 && let Type::Fun(_, elem) = &t
@@ -1111,12 +1139,97 @@ impl Checker {
                 )?;
                 Ok(a)
             }
+            ExprKind::Bind(p, m, rest) => {
+                let mt = self.infer(m)?;
+                let a = self.fresh();
+                self.expect(
+                    &Type::Con(Con::M, vec![a.clone()]),
+                    &mt,
+                    m.span,
+                    Some((
+                        p.span(),
+                        "`<-` binds the result of a computation (of type M A)".into(),
+                    )),
+                )?;
+                let mut bound = Vec::new();
+                let pt = self.pattern(p, &mut bound)?;
+                self.expect(&pt, &a, p.span(), None)?;
+                self.push_mono(&bound);
+                let r = self.infer(rest);
+                self.pop(&bound);
+                let rt = r?;
+                let b = self.fresh();
+                self.expect(
+                    &Type::Con(Con::M, vec![b]),
+                    &rt,
+                    rest.span,
+                    Some((
+                        m.span,
+                        "after `<-`, a `do` block continues with a computation (of type M B)"
+                            .into(),
+                    )),
+                )?;
+                Ok(rt)
+            }
+            ExprKind::RunDelta(first, m) => {
+                let ft = self.infer(first)?;
+                self.expect(
+                    &Type::Int,
+                    &ft,
+                    first.span,
+                    Some((e.span, "`runDelta` starts the Delta ids at an Int".into())),
+                )?;
+                let mt = self.infer(m)?;
+                let a = self.fresh();
+                let result = Type::Tuple(vec![a, Type::Con(Con::Delta, Vec::new())]);
+                self.expect(
+                    &Type::Con(Con::M, vec![result.clone()]),
+                    &mt,
+                    m.span,
+                    Some((
+                        e.span,
+                        "`runDelta` runs a computation of type M (a, Delta)".into(),
+                    )),
+                )?;
+                Ok(result)
+            }
+            ExprKind::Poly(p, te) => {
+                let t = poly_index_type(te)?;
+                Ok(crate::translate::types::poly_type(*p, &t))
+            }
+            ExprKind::Deref(r) => {
+                let rt = self.infer(r)?;
+                let a = self.fresh();
+                self.expect(
+                    &Type::Con(Con::Ref, vec![a.clone()]),
+                    &rt,
+                    r.span,
+                    Some((e.span, "`!` reads a reference cell".into())),
+                )?;
+                Ok(a)
+            }
         }
     }
 
     fn binary(&mut self, id: NodeId, op: BinOp, a: &Expr, b: &Expr) -> TResult<Type> {
         let at = self.infer(a)?;
         let bt = self.infer(b)?;
+        if op == BinOp::AddTo {
+            let op_span = a.span.to(b.span);
+            self.expect(
+                &Type::Con(Con::Ref, vec![Type::Real]),
+                &at,
+                a.span,
+                Some((op_span, "`+=` adds to a cell of type Ref Real".into())),
+            )?;
+            self.expect(
+                &Type::Real,
+                &bt,
+                b.span,
+                Some((op_span, "`+=` adds a Real".into())),
+            )?;
+            return Ok(Type::Unit);
+        }
         let sym = op.symbol();
         let operand = match op {
             BinOp::And | BinOp::Or => Type::Bool,
@@ -1150,6 +1263,56 @@ impl Checker {
             _ => at,
         })
     }
+}
+
+/// The type `T` of a polytypic helper `name @T`: it must be closed
+/// first-order data (no type variables, functions or translated-only types).
+pub(crate) fn poly_index_type(te: &TypeExpr) -> TResult<Type> {
+    if stack::check().is_err() {
+        return Err(too_deep(te.span()));
+    }
+    let bad = |span: Span, what: &str| TypeError {
+        message: format!("a polytypic helper's type must be closed first-order data, not {what}"),
+        span,
+        label: "write a type built from Real, Int, Bool, (), tuples, sums and vectors".into(),
+        secondary: Vec::new(),
+    };
+    Ok(match te {
+        TypeExpr::Name(id) => match id.name.as_str() {
+            "Int" => Type::Int,
+            "Real" => Type::Real,
+            "Bool" => Type::Bool,
+            "Vec" => {
+                return Err(TypeError {
+                    message: "`Vec` needs an element type".into(),
+                    span: id.span,
+                    label: "write e.g. `@(Vec Real)`".into(),
+                    secondary: Vec::new(),
+                });
+            }
+            n if n.starts_with(|c: char| c.is_ascii_lowercase() || c == '_') => {
+                return Err(bad(id.span, &format!("a type variable `{n}`")));
+            }
+            n => {
+                return Err(TypeError {
+                    message: format!("unknown type `{n}`"),
+                    span: id.span,
+                    label: "not a type".into(),
+                    secondary: Vec::new(),
+                });
+            }
+        },
+        TypeExpr::Unit(_) => Type::Unit,
+        TypeExpr::Tuple(ts, _) => {
+            Type::Tuple(ts.iter().map(poly_index_type).collect::<TResult<_>>()?)
+        }
+        TypeExpr::Sum(a, b, _) => {
+            Type::Sum(Box::new(poly_index_type(a)?), Box::new(poly_index_type(b)?))
+        }
+        TypeExpr::Vec(a, _) => Type::Vec(Box::new(poly_index_type(a)?)),
+        TypeExpr::Fun(_, _, s) => return Err(bad(*s, "a function type")),
+        TypeExpr::Con(c, _, s) => return Err(bad(*s, &format!("`{}`", c.name()))),
+    })
 }
 
 /// Spells out a lone constrained type variable.
