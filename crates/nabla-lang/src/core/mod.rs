@@ -9,6 +9,7 @@
 //! interpreter never looks a name up.
 
 pub mod desugar;
+pub mod lower;
 pub mod named;
 
 pub use desugar::{DesugarError, desugar_program};

@@ -1,5 +1,6 @@
 //! Printing types and values in surface syntax.
 
+pub mod program;
 mod value;
 
 pub use value::{format_real, print_delta, print_value};

@@ -39,6 +39,9 @@ pub struct Typing {
     pub real_literals: HashSet<NodeId>,
     /// For each occurrence of the `sum` primitive, its element type.
     pub sum_types: HashMap<NodeId, Type>,
+    /// For each arithmetic or comparison operator node (`Binary` other than
+    /// `&&`/`||`, and unary `Neg`), the type of its operands.
+    pub operand_types: HashMap<NodeId, Type>,
 }
 
 /// The result of checking a program.
@@ -100,6 +103,7 @@ struct Checker {
     prim_schemes: HashMap<Prim, Scheme>,
     int_literals: Vec<(NodeId, Type)>,
     sums: Vec<(NodeId, Type)>,
+    operands: Vec<(NodeId, Type)>,
     annot_vars: HashMap<String, Type>,
     /// Work budget of the current group of definitions (see [`Checker::tick`]).
     fuel: std::cell::Cell<u64>,
@@ -128,6 +132,7 @@ pub fn check_program(defs: &[Def]) -> Result<CheckedProgram, Vec<TypeError>> {
         prim_schemes: HashMap::new(),
         int_literals: Vec::new(),
         sums: Vec::new(),
+        operands: Vec::new(),
         annot_vars: HashMap::new(),
         fuel: std::cell::Cell::new(TYPE_WORK_BUDGET),
         exhausted: std::cell::Cell::new(false),
@@ -192,6 +197,10 @@ pub fn check_program(defs: &[Def]) -> Result<CheckedProgram, Vec<TypeError>> {
     for (id, t) in std::mem::take(&mut c.sums) {
         let t = c.zonk(&t);
         typing.sum_types.insert(id, t);
+    }
+    for (id, t) in std::mem::take(&mut c.operands) {
+        let t = c.zonk(&t);
+        typing.operand_types.insert(id, t);
     }
     Ok(CheckedProgram { def_types, typing })
 }
@@ -1088,7 +1097,7 @@ impl Checker {
                 self.expect(&t0, &t1, s1, because)?;
                 Ok(t0)
             }
-            ExprKind::Binary(op, a, b) => self.binary(*op, a, b),
+            ExprKind::Binary(op, a, b) => self.binary(e.id, *op, a, b),
             ExprKind::Neg(a) => {
                 let t = self.infer(a)?;
                 let n = self.fresh_kind(Kind::Num);
@@ -1098,6 +1107,7 @@ impl Checker {
                     a.span,
                     Some((e.span, "unary `-` works on Int and Real".into())),
                 )?;
+                self.operands.push((e.id, t.clone()));
                 Ok(t)
             }
             ExprKind::Index(v, i) => {
@@ -1201,7 +1211,7 @@ impl Checker {
         }
     }
 
-    fn binary(&mut self, op: BinOp, a: &Expr, b: &Expr) -> TResult<Type> {
+    fn binary(&mut self, id: NodeId, op: BinOp, a: &Expr, b: &Expr) -> TResult<Type> {
         let at = self.infer(a)?;
         let bt = self.infer(b)?;
         if op == BinOp::AddTo {
@@ -1245,6 +1255,9 @@ impl Checker {
             format!("the left operand of `{sym}` has type {}", self.show(&at)),
         ));
         self.expect(&at, &bt, b.span, because)?;
+        if !matches!(op, BinOp::And | BinOp::Or) {
+            self.operands.push((id, at.clone()));
+        }
         Ok(match op {
             BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::Eq | BinOp::Ne => Type::Bool,
             _ => at,

@@ -1,0 +1,1718 @@
+//! Printing named-core programs ([`crate::core::named`]) as nabla source.
+//!
+//! The output re-parses, type-checks and runs: it is how the source-to-source
+//! AD translations are shown. [`print_program`] and [`print_expr`] follow
+//! these rules:
+//!
+//! * **Parentheses** only where the parser needs them (see the precedence
+//!   table in `docs/language.md`), plus two for the reader: a negation as
+//!   the right operand of a binary operator or of another negation is
+//!   parenthesised (`a - (-b)`, `-(-x)`). `let`, `if`, `fun` and `match`
+//!   are left bare where they end the enclosing expression
+//!   (`1.0 + if c then a else b`) and parenthesised elsewhere.
+//! * **Layout** at 100 columns, with [Wadler's algorithm][wadler]: a group
+//!   prints on one line if it fits, else it breaks. `def f x =` keeps its
+//!   body on the same line if it fits, else indents it by 2 on the next
+//!   lines; two or more `let … in` in a row print one binding per line at the
+//!   same indentation; `if`, `match`, `fun` and `do` break into their
+//!   conventional multi-line shapes when they do not fit (a `do` block with
+//!   two or more statements always does). The same input gives the same
+//!   text; no line has trailing spaces; definitions are separated by one
+//!   blank line; a program ends with one newline.
+//! * **Sugar**: `if a then b else false` prints as `a && b` and
+//!   `if a then true else b` as `a || b` (what they lower from); a
+//!   projection from a pair as `fst e`/`snd e`, from a wider tuple as
+//!   `let (_, x, _) = e in x`; an operator used as a value as a `fun`
+//!   (`fun a b -> a + b`: the language has no operator sections).
+//! * **Literals**: Reals with [`super::format_real`] (always a `.` or an
+//!   exponent, shortest round-trip); `inf`, `-inf` and `nan`, which have no
+//!   literal, as `1.0 / 0.0`, `-1.0 / 0.0` and `0.0 / 0.0`.
+//! * **Names**: variables print as they are, except a binder whose name the
+//!   printed program also needs for a primitive (a user `let sum = …` in a
+//!   program that also calls the built-in `sum`), or that is a keyword of the
+//!   output: such a binder and its uses are renamed with primes (`sum'`).
+//! * **Translated programs**: a program that contains a construct of the
+//!   translated dialect (a `do` block, `runDelta`, a polytypic helper
+//!   `initVars @(Vec Real)`, a Delta or reference primitive) starts with the
+//!   line `#!translated`. In such a program `let () = e1 in e2` prints as the
+//!   sequence `e1; e2`.
+//!
+//! A program nested too deeply for the printer's stack budget prints `...`
+//! where the budget ran out (the same convention as values).
+//!
+//! [wadler]: https://homepages.inf.ed.ac.uk/wadler/papers/prettier/prettier.pdf
+
+use super::{format_real, print_type};
+use crate::core::Lit;
+use crate::core::named::{Def, Expr, Pat, PrimAt, Program};
+use crate::prim::Prim;
+use crate::stack;
+use crate::types::Type;
+use std::collections::{HashMap, HashSet};
+
+/// Line width the layout aims for.
+pub const WIDTH: usize = 100;
+
+/// The widest one-line `let … in …` (a longer one puts its body on the next line).
+const SHORT_LET: usize = 60;
+
+/// The widest one-line `if` (a longer one prints `then` and `else` branches on lines of their own).
+const SHORT_IF: usize = 60;
+
+/// The widest one-line `match` (a longer one prints one arm per line).
+const SHORT_MATCH: usize = 50;
+
+/// The first line of every program that uses the translated dialect.
+pub const TRANSLATED_HEADER: &str = "#!translated";
+
+/// Prints a program as nabla source (see the module docs).
+pub fn print_program(p: &Program) -> String {
+    let translated = program_is_translated(p);
+    let renamed;
+    let p = match rename_program(p, translated) {
+        Some(q) => {
+            renamed = q;
+            &renamed
+        }
+        None => p,
+    };
+    let printer = Printer { translated };
+    let mut out = String::new();
+    if translated {
+        out.push_str(TRANSLATED_HEADER);
+        out.push('\n');
+        if !p.defs.is_empty() {
+            out.push('\n');
+        }
+    }
+    for (i, d) in p.defs.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(&render(&printer.def(d), WIDTH));
+        out.push('\n');
+    }
+    out
+}
+
+/// Prints an expression as nabla source, without a trailing newline. In an
+/// expression that contains a translated construct, `let () = e1 in e2`
+/// prints as `e1; e2`.
+pub fn print_expr(e: &Expr) -> String {
+    let translated = expr_is_translated(e);
+    let renamed;
+    let e = match rename_expr(e, translated) {
+        Some(x) => {
+            renamed = x;
+            &renamed
+        }
+        None => e,
+    };
+    let printer = Printer { translated };
+    render(&printer.expr(e, Ctx::TOP), WIDTH)
+}
+
+/// True if the program uses a construct of the translated dialect, so that
+/// its printed form needs the [`TRANSLATED_HEADER`].
+pub fn program_is_translated(p: &Program) -> bool {
+    p.defs.iter().any(|d| expr_is_translated(&d.body))
+}
+
+/// True if `e` uses a construct of the translated dialect.
+pub fn expr_is_translated(e: &Expr) -> bool {
+    let mut found = false;
+    walk(e, &mut |x| {
+        found |= match x {
+            Expr::Bind(..) | Expr::RunDelta(..) | Expr::Poly(..) => true,
+            Expr::Prim(p, _) | Expr::PrimRef(p) => is_translated_prim(p.prim),
+            _ => false,
+        };
+    });
+    found
+}
+
+/// True for the primitives that exist only in translated programs (the
+/// Delta, monad and reference-cell operations): every primitive but the
+/// ordinary ones listed here.
+fn is_translated_prim(p: Prim) -> bool {
+    !matches!(
+        p,
+        Prim::Add
+            | Prim::Sub
+            | Prim::Mul
+            | Prim::Div
+            | Prim::Neg
+            | Prim::Pow
+            | Prim::Lt
+            | Prim::Le
+            | Prim::Gt
+            | Prim::Ge
+            | Prim::Eq
+            | Prim::Ne
+            | Prim::Not
+            | Prim::Sin
+            | Prim::Cos
+            | Prim::Tan
+            | Prim::Exp
+            | Prim::Log
+            | Prim::Sqrt
+            | Prim::Tanh
+            | Prim::Abs
+            | Prim::Atan2
+            | Prim::Min
+            | Prim::Max
+            | Prim::Floor
+            | Prim::ToReal
+            | Prim::Fst
+            | Prim::Snd
+            | Prim::Build
+            | Prim::Index
+            | Prim::Size
+            | Prim::Sum
+            | Prim::Map
+            | Prim::Fold
+            | Prim::Zip
+            | Prim::Diff
+            | Prim::Grad
+            | Prim::ValueAndGrad
+            | Prim::Jvp
+            | Prim::Vjp
+            | Prim::Jacobian
+            | Prim::Hessian
+    )
+}
+
+/// Calls `f` on `e` and every expression inside it (iteratively: no native
+/// recursion on the depth of `e`).
+fn walk<'a>(e: &'a Expr, f: &mut dyn FnMut(&'a Expr)) {
+    let mut work = vec![e];
+    while let Some(e) = work.pop() {
+        f(e);
+        match e {
+            Expr::Var(_) | Expr::Lit(_) | Expr::PrimRef(_) | Expr::Poly(..) => {}
+            Expr::Lam(_, b) | Expr::Inl(b) | Expr::Inr(b) => work.push(b),
+            Expr::Proj { tuple, .. } => work.push(tuple),
+            Expr::App(f, args) => {
+                work.push(f);
+                work.extend(args);
+            }
+            Expr::Let(_, v, b) | Expr::Bind(_, v, b) | Expr::RunDelta(v, b) => {
+                work.push(v);
+                work.push(b);
+            }
+            Expr::LetRec { value, body, .. } => {
+                work.push(value);
+                work.push(body);
+            }
+            Expr::Tuple(es) | Expr::Vector(es) | Expr::Prim(_, es) => work.extend(es),
+            Expr::Case {
+                scrutinee,
+                left,
+                right,
+            } => {
+                work.push(scrutinee);
+                work.push(&left.1);
+                work.push(&right.1);
+            }
+            Expr::If(c, a, b) => {
+                work.push(c);
+                work.push(a);
+                work.push(b);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Renaming binders that would hide a primitive or are keywords
+// ---------------------------------------------------------------------------
+
+const KEYWORDS: &[&str] = &[
+    "def", "let", "rec", "in", "fun", "if", "then", "else", "match", "with", "inl", "inr", "true",
+    "false",
+];
+
+/// Words that are keywords only in translated files.
+const TRANSLATED_KEYWORDS: &[&str] = &["do", "runDelta"];
+
+/// The names a binder must not have in the printed program: the names the
+/// printer writes for primitives and helpers, and keywords.
+fn reserved_names(exprs: &[&Expr], translated: bool) -> HashSet<String> {
+    let mut r: HashSet<String> = KEYWORDS.iter().map(|s| s.to_string()).collect();
+    if translated {
+        r.extend(TRANSLATED_KEYWORDS.iter().map(|s| s.to_string()));
+    }
+    for e in exprs {
+        walk(e, &mut |x| match x {
+            Expr::Prim(p, _) | Expr::PrimRef(p) => {
+                let info = p.prim.info();
+                if info.named {
+                    r.insert(info.name.to_string());
+                }
+            }
+            Expr::Proj {
+                arity: 2, index, ..
+            } => {
+                r.insert(if *index == 0 { "fst" } else { "snd" }.to_string());
+            }
+            Expr::Poly(p, _) => {
+                r.insert(p.name().to_string());
+            }
+            _ => {}
+        });
+    }
+    r
+}
+
+fn pat_names<'a>(p: &'a Pat, out: &mut Vec<&'a str>) {
+    match p {
+        Pat::Var(n) => out.push(n),
+        Pat::Wild => {}
+        Pat::Tuple(ps) => ps.iter().for_each(|q| pat_names(q, out)),
+    }
+}
+
+/// Every name bound or used in `e`.
+fn all_names<'a>(e: &'a Expr, out: &mut HashSet<&'a str>) {
+    let mut names = Vec::new();
+    walk(e, &mut |x| match x {
+        Expr::Var(n) => names.push(n.as_str()),
+        Expr::Lam(ps, _) => ps.iter().for_each(|p| pat_names(p, &mut names)),
+        Expr::Let(p, _, _) | Expr::Bind(p, _, _) => pat_names(p, &mut names),
+        Expr::LetRec { name, params, .. } => {
+            names.push(name);
+            params.iter().for_each(|p| pat_names(p, &mut names));
+        }
+        Expr::Case { left, right, .. } => {
+            pat_names(&left.0, &mut names);
+            pat_names(&right.0, &mut names);
+        }
+        _ => {}
+    });
+    out.extend(names);
+}
+
+fn binds_reserved(e: &Expr, reserved: &HashSet<String>) -> bool {
+    let mut found = false;
+    let mut names = Vec::new();
+    walk(e, &mut |x| {
+        names.clear();
+        match x {
+            Expr::Lam(ps, _) => ps.iter().for_each(|p| pat_names(p, &mut names)),
+            Expr::Let(p, _, _) | Expr::Bind(p, _, _) => pat_names(p, &mut names),
+            Expr::LetRec { name, params, .. } => {
+                names.push(name);
+                params.iter().for_each(|p| pat_names(p, &mut names));
+            }
+            Expr::Case { left, right, .. } => {
+                pat_names(&left.0, &mut names);
+                pat_names(&right.0, &mut names);
+            }
+            _ => {}
+        }
+        found |= names.iter().any(|n| reserved.contains(*n));
+    });
+    found
+}
+
+/// Hands out names not used anywhere in the program.
+struct Renamer {
+    reserved: HashSet<String>,
+    taken: HashSet<String>,
+    /// Innermost last: (source name, printed name).
+    scope: Vec<(String, String)>,
+    globals: HashMap<String, String>,
+}
+
+impl Renamer {
+    fn fresh(&mut self, base: &str) -> String {
+        let mut n = format!("{base}'");
+        while self.taken.contains(&n) || self.reserved.contains(&n) {
+            n.push('\'');
+        }
+        self.taken.insert(n.clone());
+        n
+    }
+
+    fn binder(&mut self, name: &str) -> String {
+        let new = if self.reserved.contains(name) {
+            self.fresh(name)
+        } else {
+            name.to_string()
+        };
+        self.scope.push((name.to_string(), new.clone()));
+        new
+    }
+
+    fn pat(&mut self, p: &Pat) -> Pat {
+        match p {
+            Pat::Var(n) => Pat::Var(self.binder(n)),
+            Pat::Wild => Pat::Wild,
+            Pat::Tuple(ps) => Pat::Tuple(ps.iter().map(|q| self.pat(q)).collect()),
+        }
+    }
+
+    fn var(&self, name: &str) -> String {
+        if let Some((_, new)) = self.scope.iter().rev().find(|(n, _)| n == name) {
+            return new.clone();
+        }
+        self.globals
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| name.to_string())
+    }
+
+    fn expr(&mut self, e: &Expr) -> Expr {
+        if stack::check().is_err() {
+            return e.clone();
+        }
+        let mark = self.scope.len();
+        let out = match e {
+            Expr::Var(n) => Expr::Var(self.var(n)),
+            Expr::Lit(_) | Expr::PrimRef(_) | Expr::Poly(..) => e.clone(),
+            Expr::Lam(ps, b) => {
+                let ps = ps.iter().map(|p| self.pat(p)).collect();
+                Expr::Lam(ps, Box::new(self.expr(b)))
+            }
+            Expr::App(f, args) => Expr::App(
+                Box::new(self.expr(f)),
+                args.iter().map(|a| self.expr(a)).collect(),
+            ),
+            Expr::Let(p, v, b) | Expr::Bind(p, v, b) => {
+                let v = Box::new(self.expr(v));
+                let p = self.pat(p);
+                let b = Box::new(self.expr(b));
+                if matches!(e, Expr::Let(..)) {
+                    Expr::Let(p, v, b)
+                } else {
+                    Expr::Bind(p, v, b)
+                }
+            }
+            Expr::LetRec {
+                name,
+                params,
+                value,
+                body,
+            } => {
+                let name = self.binder(name);
+                let inner = self.scope.len();
+                let params = params.iter().map(|p| self.pat(p)).collect();
+                let value = Box::new(self.expr(value));
+                self.scope.truncate(inner);
+                let body = Box::new(self.expr(body));
+                Expr::LetRec {
+                    name,
+                    params,
+                    value,
+                    body,
+                }
+            }
+            Expr::Tuple(es) => Expr::Tuple(es.iter().map(|x| self.expr(x)).collect()),
+            Expr::Vector(es) => Expr::Vector(es.iter().map(|x| self.expr(x)).collect()),
+            Expr::Prim(p, es) => Expr::Prim(p.clone(), es.iter().map(|x| self.expr(x)).collect()),
+            Expr::Proj {
+                tuple,
+                index,
+                arity,
+            } => Expr::Proj {
+                tuple: Box::new(self.expr(tuple)),
+                index: *index,
+                arity: *arity,
+            },
+            Expr::Inl(x) => Expr::Inl(Box::new(self.expr(x))),
+            Expr::Inr(x) => Expr::Inr(Box::new(self.expr(x))),
+            Expr::Case {
+                scrutinee,
+                left,
+                right,
+            } => {
+                let s = Box::new(self.expr(scrutinee));
+                let mut arm = |(p, b): &(Pat, Box<Expr>)| {
+                    let m = self.scope.len();
+                    let p = self.pat(p);
+                    let b = Box::new(self.expr(b));
+                    self.scope.truncate(m);
+                    (p, b)
+                };
+                let left = arm(left);
+                let right = arm(right);
+                Expr::Case {
+                    scrutinee: s,
+                    left,
+                    right,
+                }
+            }
+            Expr::If(c, a, b) => Expr::If(
+                Box::new(self.expr(c)),
+                Box::new(self.expr(a)),
+                Box::new(self.expr(b)),
+            ),
+            Expr::RunDelta(a, b) => Expr::RunDelta(Box::new(self.expr(a)), Box::new(self.expr(b))),
+        };
+        self.scope.truncate(mark);
+        out
+    }
+}
+
+/// The program with every binder whose name is reserved (see
+/// [`reserved_names`]) renamed, or `None` if there is none.
+fn rename_program(p: &Program, translated: bool) -> Option<Program> {
+    let bodies: Vec<&Expr> = p.defs.iter().map(|d| &d.body).collect();
+    let reserved = reserved_names(&bodies, translated);
+    let needed = p.defs.iter().any(|d| {
+        reserved.contains(&d.name)
+            || binds_reserved(&d.body, &reserved)
+            || d.params.iter().any(|q| {
+                let mut ns = Vec::new();
+                pat_names(q, &mut ns);
+                ns.iter().any(|n| reserved.contains(*n))
+            })
+    });
+    if !needed {
+        return None;
+    }
+    let mut taken = HashSet::new();
+    for d in &p.defs {
+        taken.insert(d.name.as_str());
+        all_names(&d.body, &mut taken);
+        for q in &d.params {
+            let mut ns = Vec::new();
+            pat_names(q, &mut ns);
+            taken.extend(ns);
+        }
+    }
+    let mut r = Renamer {
+        taken: taken.into_iter().map(str::to_string).collect(),
+        reserved,
+        scope: Vec::new(),
+        globals: HashMap::new(),
+    };
+    for d in &p.defs {
+        if r.reserved.contains(&d.name) {
+            let new = r.fresh(&d.name);
+            r.globals.insert(d.name.clone(), new);
+        }
+    }
+    let defs = p
+        .defs
+        .iter()
+        .map(|d| {
+            let params = d.params.iter().map(|q| r.pat(q)).collect();
+            let body = r.expr(&d.body);
+            r.scope.clear();
+            Def {
+                name: r.var(&d.name),
+                params,
+                body,
+                ty: d.ty.clone(),
+            }
+        })
+        .collect();
+    Some(Program { defs })
+}
+
+fn rename_expr(e: &Expr, translated: bool) -> Option<Expr> {
+    let reserved = reserved_names(&[e], translated);
+    if !binds_reserved(e, &reserved) {
+        return None;
+    }
+    let mut taken = HashSet::new();
+    all_names(e, &mut taken);
+    let mut r = Renamer {
+        taken: taken.into_iter().map(str::to_string).collect(),
+        reserved,
+        scope: Vec::new(),
+        globals: HashMap::new(),
+    };
+    Some(r.expr(e))
+}
+
+// ---------------------------------------------------------------------------
+// Documents and Wadler's layout algorithm
+// ---------------------------------------------------------------------------
+
+/// A document: text with optional line breaks.
+#[derive(Clone, Debug)]
+enum Doc {
+    Text(String),
+    /// A space, or a newline if the enclosing group breaks.
+    Line,
+    /// Always a newline (its enclosing groups break).
+    Hard,
+    Cat(Vec<Doc>),
+    /// Indent the lines inside by this much more.
+    Nest(usize, Box<Doc>),
+    /// Indent the lines inside to the column where this starts.
+    Align(Box<Doc>),
+    /// On one line if it fits, else with every `Line` of its own broken.
+    Group(Box<Doc>),
+    /// A group that also breaks if its one-line form is wider than this.
+    Short(usize, Box<Doc>),
+}
+
+fn text(s: impl Into<String>) -> Doc {
+    Doc::Text(s.into())
+}
+
+fn cat(ds: Vec<Doc>) -> Doc {
+    Doc::Cat(ds)
+}
+
+fn nest(n: usize, d: Doc) -> Doc {
+    Doc::Nest(n, Box::new(d))
+}
+
+fn align(d: Doc) -> Doc {
+    Doc::Align(Box::new(d))
+}
+
+fn group(d: Doc) -> Doc {
+    Doc::Group(Box::new(d))
+}
+
+/// A group that stays on one line only if that line is at most `max` wide.
+fn short(max: usize, d: Doc) -> Doc {
+    Doc::Short(max, Box::new(d))
+}
+
+/// `(d)`, with the lines of `d` aligned after the parenthesis.
+fn parens(d: Doc) -> Doc {
+    cat(vec![text("("), align(d), text(")")])
+}
+
+/// Lays `doc` out in `width` columns.
+fn render(doc: &Doc, width: usize) -> String {
+    let mut out = String::new();
+    let mut col = 0usize;
+    // (indentation, flat?, document), next item last.
+    let mut stack: Vec<(usize, bool, &Doc)> = vec![(0, false, doc)];
+    let newline = |out: &mut String, col: &mut usize, indent: usize| {
+        let trimmed = out.trim_end_matches(' ').len();
+        out.truncate(trimmed);
+        out.push('\n');
+        out.extend(std::iter::repeat_n(' ', indent));
+        *col = indent;
+    };
+    while let Some((indent, flat, d)) = stack.pop() {
+        match d {
+            Doc::Text(s) => {
+                out.push_str(s);
+                col += s.chars().count();
+            }
+            Doc::Line if flat => {
+                out.push(' ');
+                col += 1;
+            }
+            Doc::Line | Doc::Hard => newline(&mut out, &mut col, indent),
+            Doc::Cat(ds) => stack.extend(ds.iter().rev().map(|d| (indent, flat, d))),
+            Doc::Nest(n, d) => stack.push((indent + n, flat, d)),
+            Doc::Align(d) => stack.push((col, flat, d)),
+            Doc::Group(d) => {
+                let fl = flat || fits(width.saturating_sub(col), d, &stack);
+                stack.push((indent, fl, d));
+            }
+            Doc::Short(max, d) => {
+                let fl = flat || (fits(*max, d, &[]) && fits(width.saturating_sub(col), d, &stack));
+                stack.push((indent, fl, d));
+            }
+        }
+    }
+    let trimmed = out.trim_end_matches(' ').len();
+    out.truncate(trimmed);
+    out
+}
+
+/// Whether `d` laid out flat, followed by the rest of the document up to
+/// its next possible line break, fits in `width` columns. (A later group
+/// can always break, so it counts up to its first line.)
+fn fits(width: usize, d: &Doc, rest: &[(usize, bool, &Doc)]) -> bool {
+    let mut left = width as isize;
+    let mut local: Vec<(bool, &Doc)> = vec![(true, d)];
+    let mut next_rest = rest.len();
+    loop {
+        let (flat, d) = match local.pop() {
+            Some(x) => x,
+            None => {
+                if next_rest == 0 {
+                    return true;
+                }
+                next_rest -= 1;
+                let (_, flat, d) = rest[next_rest];
+                (flat, d)
+            }
+        };
+        match d {
+            Doc::Text(s) => {
+                left -= s.chars().count() as isize;
+                if left < 0 {
+                    return false;
+                }
+            }
+            Doc::Line if flat => {
+                left -= 1;
+                if left < 0 {
+                    return false;
+                }
+            }
+            Doc::Hard if flat => return false,
+            Doc::Line | Doc::Hard => return true,
+            Doc::Cat(ds) => local.extend(ds.iter().rev().map(|d| (flat, d))),
+            // A short group inside a flat one must itself be short.
+            Doc::Short(max, d) if flat && !fits(*max, d, &[]) => return false,
+            Doc::Nest(_, d) | Doc::Align(d) | Doc::Group(d) | Doc::Short(_, d) => {
+                local.push((flat, d))
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Expressions to documents
+// ---------------------------------------------------------------------------
+
+/// Precedence levels, loosest first (`docs/language.md`, plus the
+/// translated dialect's `;` and `+=`).
+mod level {
+    /// `e1; e2`
+    pub(super) const SEQ: u8 = 0;
+    /// `let`, `if`, `fun`, `match`: extend as far right as possible.
+    pub(super) const OPEN: u8 = 1;
+    /// `r += e` (translated dialect), non-associative.
+    pub(super) const ADD_TO: u8 = 2;
+    /// `||`
+    pub(super) const OR: u8 = 3;
+    /// `&&`
+    pub(super) const AND: u8 = 4;
+    /// `< <= > >= == !=`, non-associative.
+    pub(super) const CMP: u8 = 5;
+    /// `+ -`
+    pub(super) const ADD: u8 = 6;
+    /// `* /`
+    pub(super) const MUL: u8 = 7;
+    /// prefix `-` and `!`
+    pub(super) const UNARY: u8 = 8;
+    /// `**`, right-associative.
+    pub(super) const POW: u8 = 9;
+    /// application, `inl e`
+    pub(super) const APP: u8 = 10;
+    /// `v[i]`
+    pub(super) const POSTFIX: u8 = 11;
+    /// names, literals, brackets
+    pub(super) const ATOM: u8 = 12;
+}
+
+use level::*;
+
+/// What follows an expression in the printed text, which decides whether
+/// an open construct (`let`, `if`, `fun`, `match`) may stay unparenthesised.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tail {
+    /// A closing token (`)`, `]`, `,`, `in`, `then`, `else`, `with`, the next `def`).
+    Free,
+    /// The `| inr` of a `match`: everything but a `match` may end here.
+    Bar,
+    /// A `;` (a statement of a `do` block, the left of a sequence).
+    Semi,
+    /// An operator or an argument: no open construct may end here.
+    Inner,
+}
+
+/// Where an expression is printed.
+#[derive(Clone, Copy, Debug)]
+struct Ctx {
+    /// The loosest level allowed without parentheses.
+    need: u8,
+    tail: Tail,
+    /// Parenthesise a negation here (right operands, for the reader).
+    neg_paren: bool,
+}
+
+impl Ctx {
+    const TOP: Ctx = Ctx::new(SEQ, Tail::Free);
+
+    const fn new(need: u8, tail: Tail) -> Ctx {
+        Ctx {
+            need,
+            tail,
+            neg_paren: false,
+        }
+    }
+
+    /// A right operand.
+    const fn right(need: u8, tail: Tail) -> Ctx {
+        Ctx {
+            need,
+            tail,
+            neg_paren: true,
+        }
+    }
+
+    /// For the last part of an open construct printed bare in this context.
+    fn trailing(self) -> Ctx {
+        Ctx::new(if self.need == SEQ { SEQ } else { OPEN }, self.tail)
+    }
+}
+
+/// A binary operator as printed: its level, symbol and associativity.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Assoc {
+    Left,
+    Right,
+    None,
+}
+
+#[derive(Clone, Copy)]
+struct BinOp<'a> {
+    level: u8,
+    symbol: &'static str,
+    assoc: Assoc,
+    lhs: &'a Expr,
+    rhs: &'a Expr,
+}
+
+fn bool_lit(e: &Expr) -> Option<bool> {
+    match e {
+        Expr::Lit(Lit::Bool(b)) => Some(*b),
+        _ => None,
+    }
+}
+
+/// `e` as a binary operator application, if it prints as one.
+fn as_binop(e: &Expr) -> Option<BinOp<'_>> {
+    match e {
+        Expr::Prim(p, args) if args.len() == 2 && p.prim.info().arity == 2 => {
+            let info = p.prim.info();
+            if info.named || p.prim == Prim::Index {
+                return None;
+            }
+            let (level, assoc) = match info.name {
+                "+" | "-" => (ADD, Assoc::Left),
+                "*" | "/" => (MUL, Assoc::Left),
+                "**" => (POW, Assoc::Right),
+                "<" | "<=" | ">" | ">=" | "==" | "!=" => (CMP, Assoc::None),
+                "&&" => (AND, Assoc::Left),
+                "||" => (OR, Assoc::Left),
+                // `+=` and any other operator of the translated dialect.
+                _ => (ADD_TO, Assoc::None),
+            };
+            Some(BinOp {
+                level,
+                symbol: info.name,
+                assoc,
+                lhs: &args[0],
+                rhs: &args[1],
+            })
+        }
+        Expr::If(c, a, b) if bool_lit(b) == Some(false) => Some(BinOp {
+            level: AND,
+            symbol: "&&",
+            assoc: Assoc::Left,
+            lhs: c,
+            rhs: a,
+        }),
+        Expr::If(c, a, b) if bool_lit(a) == Some(true) => Some(BinOp {
+            level: OR,
+            symbol: "||",
+            assoc: Assoc::Left,
+            lhs: c,
+            rhs: b,
+        }),
+        _ => None,
+    }
+}
+
+/// A prefix operator application (`-e`, `!e`), if `e` prints as one.
+fn as_prefix(e: &Expr) -> Option<(&'static str, &Expr)> {
+    match e {
+        Expr::Prim(p, args) if args.len() == 1 && p.prim.info().arity == 1 => {
+            let info = p.prim.info();
+            (!info.named).then(|| (info.name, &args[0]))
+        }
+        _ => None,
+    }
+}
+
+/// The name of a variable not occurring in `e`: `x`, `x1`, `x2`, ….
+fn name_not_in(e: &Expr) -> String {
+    let mut names = HashSet::new();
+    all_names(e, &mut names);
+    let mut n = "x".to_string();
+    let mut i = 0;
+    while names.contains(n.as_str()) {
+        i += 1;
+        n = format!("x{i}");
+    }
+    n
+}
+
+/// A projection from a tuple wider than a pair, as `let (_, x, _) = e in x`.
+fn projection_let(tuple: &Expr, index: u32, arity: u32) -> Expr {
+    let x = name_not_in(tuple);
+    let pats = (0..arity.max(index + 1))
+        .map(|i| {
+            if i == index {
+                Pat::Var(x.clone())
+            } else {
+                Pat::Wild
+            }
+        })
+        .collect();
+    Expr::Let(
+        Pat::Tuple(pats),
+        Box::new(tuple.clone()),
+        Box::new(Expr::Var(x)),
+    )
+}
+
+/// An operator used as a value, as a `fun`.
+fn operator_lambda(p: &PrimAt) -> Expr {
+    let info = p.prim.info();
+    let names: &[&str] = match (p.prim, info.arity) {
+        (Prim::Index, _) => &["v", "i"],
+        (_, 1) => &["a"],
+        (_, 2) => &["a", "b"],
+        (_, 3) => &["a", "b", "c"],
+        _ => &["a", "b", "c", "d"],
+    };
+    let names = &names[..info.arity.min(names.len())];
+    Expr::Lam(
+        names.iter().map(|n| Pat::var(*n)).collect(),
+        Box::new(Expr::Prim(
+            p.clone(),
+            names.iter().map(|n| Expr::Var(n.to_string())).collect(),
+        )),
+    )
+}
+
+fn real_doc(x: f64) -> (Doc, u8) {
+    if x.is_nan() {
+        (text("0.0 / 0.0"), MUL)
+    } else if x.is_infinite() {
+        (text(if x > 0.0 { "1.0 / 0.0" } else { "-1.0 / 0.0" }), MUL)
+    } else if x.is_sign_negative() {
+        (text(format!("-{}", format_real(-x))), UNARY)
+    } else {
+        (text(format_real(x)), ATOM)
+    }
+}
+
+fn lit_doc(l: &Lit) -> (Doc, u8) {
+    match l {
+        Lit::Unit => (text("()"), ATOM),
+        Lit::Bool(b) => (text(if *b { "true" } else { "false" }), ATOM),
+        Lit::Int(n) if *n == i64::MIN => (text(format!("-{} - 1", i64::MAX)), ADD),
+        Lit::Int(n) if *n < 0 => (text(format!("-{}", n.unsigned_abs())), UNARY),
+        Lit::Int(n) => (text(n.to_string()), ATOM),
+        Lit::Real(x) => real_doc(*x),
+    }
+}
+
+fn pat_text(p: &Pat) -> String {
+    match p {
+        Pat::Var(n) => n.clone(),
+        Pat::Wild => "_".into(),
+        Pat::Tuple(ps) if ps.is_empty() => "()".into(),
+        Pat::Tuple(ps) if ps.len() == 1 => pat_text(&ps[0]),
+        Pat::Tuple(ps) => format!(
+            "({})",
+            ps.iter().map(pat_text).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
+fn pats_text(ps: &[Pat]) -> String {
+    ps.iter().map(pat_text).collect::<Vec<_>>().join(" ")
+}
+
+/// A type as the argument of `@`: atomic, parenthesised if need be.
+fn type_arg(t: &Type) -> String {
+    let s = print_type(t);
+    match t {
+        Type::Int | Type::Real | Type::Bool | Type::Unit | Type::Tuple(_) | Type::Var(_) => s,
+        Type::Con(_, args) if args.is_empty() => s,
+        _ => format!("({s})"),
+    }
+}
+
+/// One item of a `do` block.
+enum Stmt<'a> {
+    Bind(&'a Pat, &'a Expr),
+    Let(&'a Pat, &'a Expr),
+}
+
+struct Printer {
+    /// Printing a translated program: `let () = a in b` is `a; b`.
+    translated: bool,
+}
+
+impl Printer {
+    fn def(&self, d: &Def) -> Doc {
+        let mut head = format!("def {}", d.name);
+        if !d.params.is_empty() {
+            head.push(' ');
+            head.push_str(&pats_text(&d.params));
+        }
+        head.push_str(" =");
+        group(cat(vec![
+            text(head),
+            nest(2, cat(vec![Doc::Line, self.expr(&d.body, Ctx::TOP)])),
+        ]))
+    }
+
+    /// A sequence `a; b` (a `let ()` in a translated program).
+    fn as_seq<'a>(&self, e: &'a Expr) -> Option<(&'a Expr, &'a Expr)> {
+        match e {
+            Expr::Let(Pat::Tuple(ps), a, b) if self.translated && ps.is_empty() => Some((a, b)),
+            _ => None,
+        }
+    }
+
+    /// The level `e` prints at (before parentheses), and whether it is a
+    /// `match` (which may not end the first arm of another).
+    fn level_of(&self, e: &Expr) -> u8 {
+        if self.as_seq(e).is_some() {
+            return SEQ;
+        }
+        if let Some(b) = as_binop(e) {
+            return b.level;
+        }
+        if as_prefix(e).is_some() {
+            return UNARY;
+        }
+        match e {
+            Expr::Var(_) | Expr::Tuple(_) | Expr::Vector(_) => ATOM,
+            Expr::Lit(l) => lit_doc(l).1,
+            Expr::Lam(..)
+            | Expr::Let(..)
+            | Expr::LetRec { .. }
+            | Expr::Case { .. }
+            | Expr::If(..) => OPEN,
+            Expr::Proj { arity, .. } => {
+                if *arity == 2 {
+                    APP
+                } else {
+                    OPEN
+                }
+            }
+            Expr::App(..) | Expr::Inl(_) | Expr::Inr(_) | Expr::RunDelta(..) | Expr::Poly(..) => {
+                APP
+            }
+            Expr::Prim(p, args) => {
+                if p.prim == Prim::Index && args.len() == 2 {
+                    POSTFIX
+                } else if args.is_empty() {
+                    ATOM
+                } else {
+                    APP
+                }
+            }
+            Expr::PrimRef(p) => {
+                let info = p.prim.info();
+                if info.named || info.arity == 0 {
+                    ATOM
+                } else {
+                    OPEN
+                }
+            }
+            Expr::Bind(..) => ATOM,
+        }
+    }
+
+    fn needs_parens(&self, e: &Expr, ctx: Ctx) -> bool {
+        let level = self.level_of(e);
+        match level {
+            SEQ => ctx.need > SEQ || ctx.tail != Tail::Free,
+            OPEN => {
+                ctx.need > UNARY
+                    || matches!(ctx.tail, Tail::Semi | Tail::Inner)
+                    || (ctx.tail == Tail::Bar && matches!(e, Expr::Case { .. }))
+            }
+            UNARY if ctx.neg_paren => true,
+            l => l < ctx.need,
+        }
+    }
+
+    /// `e` in context `ctx`, parenthesised if need be.
+    fn expr(&self, e: &Expr, ctx: Ctx) -> Doc {
+        if stack::check().is_err() {
+            return text("...");
+        }
+        if self.needs_parens(e, ctx) {
+            parens(self.bare(e, Ctx::TOP))
+        } else {
+            self.bare(e, ctx)
+        }
+    }
+
+    /// `e` without parentheses around it (`ctx` tells what follows).
+    fn bare(&self, e: &Expr, ctx: Ctx) -> Doc {
+        if let Some((a, b)) = self.as_seq(e) {
+            return self.seq(a, b, ctx);
+        }
+        if let Some(op) = as_binop(e) {
+            return self.binop(op, ctx);
+        }
+        if let Some((sym, x)) = as_prefix(e) {
+            return cat(vec![text(sym), self.expr(x, Ctx::right(UNARY, ctx.tail))]);
+        }
+        match e {
+            Expr::Var(n) => text(n.clone()),
+            Expr::Lit(l) => lit_doc(l).0,
+            Expr::Lam(ps, body) => self.lambda(ps, body, ctx),
+            Expr::App(f, args) => self.app(self.expr(f, Ctx::new(APP, Tail::Inner)), args),
+            Expr::Let(..) | Expr::LetRec { .. } => self.let_chain(e, ctx),
+            Expr::Tuple(es) => self.tuple(es),
+            Expr::Vector(es) => self.vector(es),
+            Expr::Proj {
+                tuple,
+                index,
+                arity,
+            } => {
+                if *arity == 2 && *index < 2 {
+                    let f = text(if *index == 0 { "fst" } else { "snd" });
+                    self.app(f, std::slice::from_ref(&**tuple))
+                } else {
+                    self.let_chain(&projection_let(tuple, *index, *arity), ctx)
+                }
+            }
+            Expr::Inl(x) => self.app(text("inl"), std::slice::from_ref(&**x)),
+            Expr::Inr(x) => self.app(text("inr"), std::slice::from_ref(&**x)),
+            Expr::Case {
+                scrutinee,
+                left,
+                right,
+            } => self.case(scrutinee, left, right, ctx),
+            Expr::If(..) => self.if_chain(e, ctx),
+            Expr::Prim(p, args) => self.prim(p, args),
+            Expr::PrimRef(p) => {
+                let info = p.prim.info();
+                if info.named || info.arity == 0 {
+                    text(info.name)
+                } else {
+                    self.bare(&operator_lambda(p), ctx)
+                }
+            }
+            Expr::Bind(..) => self.do_block(e),
+            Expr::RunDelta(a, b) => self.app(text("runDelta"), &[(**a).clone(), (**b).clone()]),
+            Expr::Poly(p, t) => text(format!("{} @{}", p.name(), type_arg(t))),
+        }
+    }
+
+    /// `f a1 … an`: on one line if it fits, else one argument per line;
+    /// with a `fun` argument, the arguments stay on the line and the `fun`
+    /// breaks inside.
+    fn app(&self, f: Doc, args: &[Expr]) -> Doc {
+        let arg_ctx = Ctx::new(POSTFIX, Tail::Inner);
+        let has_fun = matches!(args.last(), Some(Expr::Lam(..)));
+        let mut parts = Vec::with_capacity(2 * args.len());
+        for a in args {
+            parts.push(if has_fun { text(" ") } else { Doc::Line });
+            parts.push(self.expr(a, arg_ctx));
+        }
+        group(cat(vec![f, nest(2, cat(parts))]))
+    }
+
+    fn prim(&self, p: &PrimAt, args: &[Expr]) -> Doc {
+        let info = p.prim.info();
+        if args.len() != info.arity {
+            // Not a saturated call: apply the primitive as a value.
+            let f = self.expr(&Expr::PrimRef(p.clone()), Ctx::new(APP, Tail::Inner));
+            return if args.is_empty() {
+                f
+            } else {
+                self.app(f, args)
+            };
+        }
+        if p.prim == Prim::Index {
+            return cat(vec![
+                self.expr(&args[0], Ctx::new(POSTFIX, Tail::Inner)),
+                text("["),
+                align(self.expr(&args[1], Ctx::new(OPEN, Tail::Free))),
+                text("]"),
+            ]);
+        }
+        if args.is_empty() {
+            return text(info.name);
+        }
+        if let (Prim::Sum, Some(t), [Expr::Vector(es)]) = (p.prim, &p.at, args)
+            && es.is_empty()
+            && *t != Type::Int
+        {
+            // Nothing else says what `[]` holds: `sum []` alone would be an Int.
+            let v = format!("([] : {})", print_type(&Type::Vec(Box::new(t.clone()))));
+            return cat(vec![text("sum "), text(v)]);
+        }
+        self.app(text(info.name), args)
+    }
+
+    fn binop(&self, op: BinOp<'_>, ctx: Ctx) -> Doc {
+        // A left-associative chain `a + b - c` prints as one group.
+        let mut rights = Vec::new();
+        let mut lhs;
+        let mut cur = op;
+        loop {
+            rights.push((cur.symbol, cur.rhs));
+            lhs = cur.lhs;
+            if cur.assoc != Assoc::Left {
+                break;
+            }
+            match as_binop(lhs) {
+                Some(next)
+                    if next.level == op.level
+                        && next.assoc == Assoc::Left
+                        && !self.needs_parens(lhs, Ctx::new(op.level, Tail::Inner)) =>
+                {
+                    cur = next
+                }
+                _ => break,
+            }
+        }
+        rights.reverse();
+        let (lhs_need, rhs_need) = match op.assoc {
+            Assoc::Left => (op.level, op.level + 1),
+            Assoc::Right => (op.level + 1, op.level),
+            Assoc::None => (op.level + 1, op.level + 1),
+        };
+        // `**` takes an application on its left and a unary on its right.
+        let (lhs_need, rhs_need) = if op.level == POW {
+            (APP, UNARY)
+        } else {
+            (lhs_need, rhs_need)
+        };
+        let first = self.expr(lhs, Ctx::new(lhs_need, Tail::Inner));
+        let n = rights.len();
+        let mut rest = Vec::with_capacity(2 * n);
+        for (i, (sym, r)) in rights.into_iter().enumerate() {
+            let tail = if i + 1 == n { ctx.tail } else { Tail::Inner };
+            rest.push(Doc::Line);
+            rest.push(text(format!("{sym} ")));
+            rest.push(self.expr(r, Ctx::right(rhs_need, tail)));
+        }
+        group(cat(vec![first, nest(2, cat(rest))]))
+    }
+
+    fn seq(&self, a: &Expr, b: &Expr, ctx: Ctx) -> Doc {
+        let mut parts = vec![self.expr(a, Ctx::new(OPEN, Tail::Semi)), text(";")];
+        let mut cur = b;
+        while let Some((x, y)) = self.as_seq(cur) {
+            parts.push(Doc::Line);
+            parts.push(self.expr(x, Ctx::new(OPEN, Tail::Semi)));
+            parts.push(text(";"));
+            cur = y;
+        }
+        parts.push(Doc::Line);
+        parts.push(self.expr(cur, Ctx::new(SEQ, ctx.tail)));
+        group(cat(parts))
+    }
+
+    fn lambda(&self, ps: &[Pat], body: &Expr, ctx: Ctx) -> Doc {
+        group(cat(vec![
+            text(format!("fun {} ->", pats_text(ps))),
+            nest(
+                2,
+                cat(vec![Doc::Line, self.expr(body, Ctx::new(OPEN, ctx.tail))]),
+            ),
+        ]))
+    }
+
+    /// `let p = v in` (or `let f x = v in`, `let rec f x = v in`) and the
+    /// expression after the `let`s: two or more `let`s in a row print one
+    /// per line.
+    fn let_chain(&self, e: &Expr, ctx: Ctx) -> Doc {
+        let mut bindings = Vec::new();
+        let mut defines_function = false;
+        let mut cur = e;
+        loop {
+            if stack::check().is_err() {
+                break;
+            }
+            defines_function |= match cur {
+                Expr::LetRec { .. } => true,
+                Expr::Let(Pat::Var(_), v, _) => matches!(**v, Expr::Lam(..)),
+                _ => false,
+            };
+            match cur {
+                Expr::Let(p, v, b) if self.as_seq(cur).is_none() => {
+                    bindings.push(self.binding(p, v));
+                    cur = b;
+                }
+                Expr::LetRec {
+                    name,
+                    params,
+                    value,
+                    body,
+                } => {
+                    bindings.push(self.function_binding(
+                        &format!("let rec {name}"),
+                        params,
+                        value,
+                        " in",
+                    ));
+                    cur = body;
+                }
+                _ => break,
+            }
+        }
+        let body = self.expr(cur, ctx.trailing());
+        let sep = if bindings.len() >= 2 || defines_function {
+            Doc::Hard
+        } else {
+            Doc::Line
+        };
+        let mut parts = Vec::new();
+        for b in bindings {
+            parts.push(b);
+            parts.push(sep.clone());
+        }
+        parts.push(body);
+        short(SHORT_LET, cat(parts))
+    }
+
+    /// `let p = v in`, with `let f x = body in` for a function value.
+    fn binding(&self, p: &Pat, v: &Expr) -> Doc {
+        match (p, v) {
+            (Pat::Var(f), Expr::Lam(ps, body)) => {
+                self.function_binding(&format!("let {f}"), ps, body, " in")
+            }
+            _ => group(cat(vec![
+                text(format!("let {} =", pat_text(p))),
+                nest(
+                    2,
+                    cat(vec![Doc::Line, self.expr(v, Ctx::new(OPEN, Tail::Free))]),
+                ),
+                text(" in"),
+            ])),
+        }
+    }
+
+    fn function_binding(&self, head: &str, ps: &[Pat], body: &Expr, end: &str) -> Doc {
+        group(cat(vec![
+            text(format!("{head} {} =", pats_text(ps))),
+            nest(
+                2,
+                cat(vec![Doc::Line, self.expr(body, Ctx::new(OPEN, Tail::Free))]),
+            ),
+            text(end),
+        ]))
+    }
+
+    /// `if c1 then a1 else if c2 then a2 … else b`.
+    fn if_chain(&self, e: &Expr, ctx: Ctx) -> Doc {
+        let mut parts = Vec::new();
+        let mut cur = e;
+        let mut first = true;
+        loop {
+            if stack::check().is_err() {
+                break;
+            }
+            match cur {
+                Expr::If(c, a, b) if as_binop(cur).is_none() || first => {
+                    if !first {
+                        parts.push(Doc::Line);
+                        parts.push(text("else "));
+                    }
+                    first = false;
+                    parts.push(text("if "));
+                    parts.push(align(self.expr(c, Ctx::new(OPEN, Tail::Free))));
+                    parts.push(text(" then"));
+                    parts.push(nest(
+                        2,
+                        cat(vec![Doc::Line, self.expr(a, Ctx::new(OPEN, Tail::Free))]),
+                    ));
+                    cur = b;
+                }
+                _ => break,
+            }
+        }
+        parts.push(Doc::Line);
+        parts.push(text("else"));
+        parts.push(nest(
+            2,
+            cat(vec![Doc::Line, self.expr(cur, Ctx::new(OPEN, ctx.tail))]),
+        ));
+        short(SHORT_IF, cat(parts))
+    }
+
+    fn case(
+        &self,
+        scrutinee: &Expr,
+        left: &(Pat, Box<Expr>),
+        right: &(Pat, Box<Expr>),
+        ctx: Ctx,
+    ) -> Doc {
+        let arm = |kw: &str, p: &Pat, body: &Expr, tail: Tail| {
+            group(cat(vec![
+                text(format!("| {kw} {} ->", pat_text(p))),
+                nest(
+                    2,
+                    cat(vec![Doc::Line, self.expr(body, Ctx::new(OPEN, tail))]),
+                ),
+            ]))
+        };
+        short(
+            SHORT_MATCH,
+            cat(vec![
+                text("match "),
+                align(self.expr(scrutinee, Ctx::new(OPEN, Tail::Free))),
+                text(" with"),
+                nest(
+                    2,
+                    cat(vec![
+                        Doc::Line,
+                        arm("inl", &left.0, &left.1, Tail::Bar),
+                        Doc::Line,
+                        arm("inr", &right.0, &right.1, ctx.tail),
+                    ]),
+                ),
+            ]),
+        )
+    }
+
+    fn tuple(&self, es: &[Expr]) -> Doc {
+        if es.is_empty() {
+            return text("()");
+        }
+        if es.len() == 1 {
+            return parens(self.expr(&es[0], Ctx::TOP));
+        }
+        group(parens(self.items(es, false)))
+    }
+
+    fn vector(&self, es: &[Expr]) -> Doc {
+        let fill = es
+            .iter()
+            .all(|e| matches!(e, Expr::Lit(_) | Expr::Var(_)) || as_prefix(e).is_some());
+        group(cat(vec![text("["), align(self.items(es, fill)), text("]")]))
+    }
+
+    /// `e1, e2, …`: each on its own line if the group breaks, or as many
+    /// per line as fit when `fill`.
+    fn items(&self, es: &[Expr], fill: bool) -> Doc {
+        let mut parts = Vec::with_capacity(3 * es.len());
+        for (i, e) in es.iter().enumerate() {
+            if i > 0 {
+                parts.push(text(","));
+                parts.push(if fill { group(Doc::Line) } else { Doc::Line });
+            }
+            parts.push(self.expr(e, Ctx::new(OPEN, Tail::Free)));
+        }
+        cat(parts)
+    }
+
+    /// A chain of binds (and the `let`s between them) as one `do` block.
+    fn do_block(&self, e: &Expr) -> Doc {
+        let mut stmts = Vec::new();
+        let mut cur = e;
+        loop {
+            if stack::check().is_err() {
+                break;
+            }
+            match cur {
+                Expr::Bind(p, m, rest) => {
+                    stmts.push(Stmt::Bind(p, m));
+                    cur = rest;
+                }
+                Expr::Let(p, v, rest) => {
+                    stmts.push(Stmt::Let(p, v));
+                    cur = rest;
+                }
+                _ => break,
+            }
+        }
+        let stmt_ctx = Ctx::new(OPEN, Tail::Semi);
+        let mut items: Vec<Doc> = stmts
+            .iter()
+            .map(|s| match s {
+                Stmt::Bind(p, m) => cat(vec![
+                    text(format!("{} <- ", pat_text(p))),
+                    align(self.expr(m, stmt_ctx)),
+                    text(";"),
+                ]),
+                Stmt::Let(p, v) => cat(vec![
+                    text(format!("let {} = ", pat_text(p))),
+                    align(self.expr(v, stmt_ctx)),
+                    text(";"),
+                ]),
+            })
+            .collect();
+        items.push(self.expr(cur, Ctx::new(OPEN, Tail::Free)));
+        let sep = if stmts.len() >= 2 {
+            Doc::Hard
+        } else {
+            Doc::Line
+        };
+        let mut inner = Vec::new();
+        for it in items {
+            inner.push(sep.clone());
+            inner.push(it);
+        }
+        group(cat(vec![text("do {"), nest(2, cat(inner)), sep, text("}")]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::named::{self, app, int, lam, let_, pair, real, real_op, var};
+
+    fn op(p: Prim, a: Expr, b: Expr) -> Expr {
+        real_op(p, vec![a, b])
+    }
+
+    fn neg(a: Expr) -> Expr {
+        real_op(Prim::Neg, vec![a])
+    }
+
+    fn p(e: Expr) -> String {
+        print_expr(&e)
+    }
+
+    #[test]
+    fn arithmetic_parenthesises_only_where_needed() {
+        let (a, b, c) = (var("a"), var("b"), var("c"));
+        assert_eq!(
+            p(op(
+                Prim::Sub,
+                a.clone(),
+                op(Prim::Sub, b.clone(), c.clone())
+            )),
+            "a - (b - c)"
+        );
+        assert_eq!(
+            p(op(
+                Prim::Sub,
+                op(Prim::Sub, a.clone(), b.clone()),
+                c.clone()
+            )),
+            "a - b - c"
+        );
+        assert_eq!(
+            p(op(
+                Prim::Mul,
+                op(Prim::Add, a.clone(), b.clone()),
+                c.clone()
+            )),
+            "(a + b) * c"
+        );
+        assert_eq!(
+            p(op(
+                Prim::Add,
+                a.clone(),
+                op(Prim::Mul, b.clone(), c.clone())
+            )),
+            "a + b * c"
+        );
+        assert_eq!(p(neg(op(Prim::Mul, var("x"), var("y")))), "-(x * y)");
+        assert_eq!(p(op(Prim::Mul, neg(var("x")), var("y"))), "-x * y");
+        assert_eq!(p(op(Prim::Mul, var("y"), neg(var("x")))), "y * (-x)");
+        assert_eq!(p(neg(neg(var("x")))), "-(-x)");
+        assert_eq!(p(op(Prim::Sub, a.clone(), real(-1.0))), "a - (-1.0)");
+        assert_eq!(
+            p(op(
+                Prim::Div,
+                op(Prim::Mul, a.clone(), b.clone()),
+                op(Prim::Mul, b, c)
+            )),
+            "a * b / (b * c)"
+        );
+    }
+
+    #[test]
+    fn power_is_right_associative_and_binds_tighter_than_negation() {
+        let (x, y, z) = (var("x"), var("y"), var("z"));
+        let pow = |a, b| op(Prim::Pow, a, b);
+        assert_eq!(p(pow(x.clone(), pow(y.clone(), z.clone()))), "x ** y ** z");
+        assert_eq!(
+            p(pow(pow(x.clone(), y.clone()), z.clone())),
+            "(x ** y) ** z"
+        );
+        assert_eq!(p(neg(pow(x.clone(), y.clone()))), "-x ** y");
+        assert_eq!(p(pow(neg(x.clone()), y.clone())), "(-x) ** y");
+        assert_eq!(p(pow(x.clone(), neg(y.clone()))), "x ** (-y)");
+        assert_eq!(
+            p(pow(app(var("f"), vec![x.clone()]), real(2.0))),
+            "f x ** 2.0"
+        );
+        assert_eq!(p(op(Prim::Mul, pow(x, y), z)), "x ** y * z");
+    }
+
+    #[test]
+    fn comparisons_are_non_associative() {
+        let lt = |a, b| Expr::Prim(PrimAt::at(Prim::Lt, Type::Int), vec![a, b]);
+        let eq = |a, b| Expr::Prim(PrimAt::at(Prim::Eq, Type::Bool), vec![a, b]);
+        assert_eq!(
+            p(eq(lt(int(1), int(2)), Expr::Lit(Lit::Bool(true)))),
+            "(1 < 2) == true"
+        );
+        assert_eq!(
+            p(eq(Expr::Lit(Lit::Bool(true)), lt(int(1), int(2)))),
+            "true == (1 < 2)"
+        );
+    }
+
+    #[test]
+    fn application_and_indexing() {
+        let f = |x| app(var("f"), vec![x]);
+        let g = |x| app(var("g"), vec![x]);
+        let index = |v, i| named::prim(Prim::Index, vec![v, i]);
+        assert_eq!(p(f(g(var("x")))), "f (g x)");
+        assert_eq!(p(index(f(var("x")), int(0))), "(f x)[0]");
+        assert_eq!(p(f(index(var("x"), int(0)))), "f x[0]");
+        assert_eq!(p(index(index(var("m"), int(0)), int(1))), "m[0][1]");
+        assert_eq!(p(f(real(-1.0))), "f (-1.0)");
+        assert_eq!(p(f(int(-3))), "f (-3)");
+        assert_eq!(p(f(Expr::Vector(vec![real(1.0)]))), "f [1.0]");
+        assert_eq!(p(index(Expr::Vector(vec![real(1.0)]), int(0))), "[1.0][0]");
+        assert_eq!(
+            p(app(app(var("f"), vec![var("a")]), vec![var("b")])),
+            "f a b"
+        );
+        assert_eq!(p(app(var("f"), vec![var("a"), var("b")])), "f a b");
+        assert_eq!(
+            p(app(lam(vec![Pat::var("x")], var("x")), vec![int(1)])),
+            "(fun x -> x) 1"
+        );
+        assert_eq!(p(f(Expr::Inl(Box::new(var("x"))))), "f (inl x)");
+        assert_eq!(p(Expr::Inl(Box::new(f(var("x"))))), "inl (f x)");
+        assert_eq!(
+            p(named::prim(Prim::Sin, vec![index(var("x"), int(1))])),
+            "sin x[1]"
+        );
+    }
+
+    #[test]
+    fn open_constructs_need_parentheses_unless_they_end_the_expression() {
+        let ite = Expr::If(Box::new(var("c")), Box::new(var("a")), Box::new(var("b")));
+        assert_eq!(
+            p(op(Prim::Add, ite.clone(), real(1.0))),
+            "(if c then a else b) + 1.0"
+        );
+        assert_eq!(
+            p(op(Prim::Add, real(1.0), ite.clone())),
+            "1.0 + if c then a else b"
+        );
+        assert_eq!(
+            p(app(var("f"), vec![ite.clone()])),
+            "f (if c then a else b)"
+        );
+        let case = |l: Expr, r: Expr| Expr::Case {
+            scrutinee: Box::new(var("s")),
+            left: (Pat::var("x"), Box::new(l)),
+            right: (Pat::var("y"), Box::new(r)),
+        };
+        let inner = case(var("x"), var("y"));
+        assert_eq!(
+            p(case(inner.clone(), inner.clone())),
+            "match s with\n  | inl x -> (match s with | inl x -> x | inr y -> y)\n  | inr y -> match s with | inl x -> x | inr y -> y"
+        );
+        // A `let` ending in a `match` in the first arm also needs them around the match.
+        assert_eq!(
+            p(case(let_(Pat::var("z"), int(1), inner), var("y"))),
+            "match s with\n  | inl x -> let z = 1 in (match s with | inl x -> x | inr y -> y)\n  | inr y -> y"
+        );
+    }
+
+    #[test]
+    fn functions_in_tuples_and_operators_as_values() {
+        let id = lam(vec![Pat::var("x")], var("x"));
+        assert_eq!(p(pair(id.clone(), id.clone())), "(fun x -> x, fun x -> x)");
+        assert_eq!(p(Expr::Vector(vec![id.clone()])), "[fun x -> x]");
+        assert_eq!(
+            p(Expr::PrimRef(PrimAt::at(Prim::Add, Type::Real))),
+            "fun a b -> a + b"
+        );
+        assert_eq!(
+            p(app(
+                var("fold"),
+                vec![Expr::PrimRef(PrimAt::at(Prim::Mul, Type::Real)), real(1.0)]
+            )),
+            "fold (fun a b -> a * b) 1.0"
+        );
+        assert_eq!(p(Expr::PrimRef(PrimAt::plain(Prim::Sin))), "sin");
+        assert_eq!(
+            p(Expr::PrimRef(PrimAt::plain(Prim::Index))),
+            "fun v i -> v[i]"
+        );
+    }
+
+    #[test]
+    fn literals() {
+        assert_eq!(p(real(1e16)), "1e16");
+        assert_eq!(p(real(0.1)), "0.1");
+        assert_eq!(p(real(-0.0)), "-0.0");
+        assert_eq!(p(real(f64::INFINITY)), "1.0 / 0.0");
+        assert_eq!(p(app(var("f"), vec![real(f64::NAN)])), "f (0.0 / 0.0)");
+        assert_eq!(
+            p(op(Prim::Mul, real(2.0), real(f64::NEG_INFINITY))),
+            "2.0 * (-1.0 / 0.0)"
+        );
+        assert_eq!(p(int(i64::MIN)), "-9223372036854775807 - 1");
+        assert_eq!(p(Expr::Lit(Lit::Unit)), "()");
+        assert_eq!(
+            p(Expr::Prim(
+                PrimAt::at(Prim::Sum, Type::Real),
+                vec![Expr::Vector(vec![])]
+            )),
+            "sum ([] : Vec Real)"
+        );
+    }
+
+    #[test]
+    fn projections() {
+        let t = Expr::Tuple(vec![int(1), int(2), int(3)]);
+        let proj = |tuple: Expr, index, arity| Expr::Proj {
+            tuple: Box::new(tuple),
+            index,
+            arity,
+        };
+        assert_eq!(p(proj(var("p"), 1, 2)), "snd p");
+        assert_eq!(p(proj(t.clone(), 1, 3)), "let (_, x, _) = (1, 2, 3) in x");
+        assert_eq!(
+            p(op(Prim::Add, proj(var("x"), 2, 3), int(1))),
+            "(let (_, _, x1) = x in x1) + 1"
+        );
+    }
+
+    #[test]
+    fn short_circuit_sugar() {
+        let t = |e: Expr, a: Expr, b: Expr| Expr::If(Box::new(e), Box::new(a), Box::new(b));
+        let b = |x| Expr::Lit(Lit::Bool(x));
+        assert_eq!(p(t(var("a"), var("b"), b(false))), "a && b");
+        assert_eq!(p(t(var("a"), b(true), var("b"))), "a || b");
+        assert_eq!(
+            p(t(t(var("a"), b(true), var("b")), var("c"), b(false))),
+            "(a || b) && c"
+        );
+        assert_eq!(
+            p(t(var("a"), b(true), t(var("b"), var("c"), b(false)))),
+            "a || b && c"
+        );
+    }
+
+    #[test]
+    fn renames_a_binder_that_hides_a_needed_primitive() {
+        // `let sum = 1.0 in sum + sum v` (the inner `sum` is the primitive).
+        let e = let_(
+            Pat::var("sum"),
+            real(1.0),
+            op(
+                Prim::Add,
+                var("sum"),
+                Expr::Prim(PrimAt::at(Prim::Sum, Type::Real), vec![var("v")]),
+            ),
+        );
+        assert_eq!(p(e), "let sum' = 1.0 in sum' + sum v");
+    }
+
+    #[test]
+    fn layout_fits_in_the_width() {
+        let long: Vec<Expr> = (0..30).map(|i| var(format!("variable{i}"))).collect();
+        let e = app(var("f"), long);
+        let s = p(e);
+        assert!(
+            s.lines().all(|l| l.len() <= WIDTH && !l.ends_with(' ')),
+            "{s}"
+        );
+        assert!(s.starts_with("f\n  variable0\n  variable1\n"), "{s}");
+    }
+}
