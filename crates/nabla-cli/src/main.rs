@@ -51,12 +51,55 @@ enum Command {
     },
     /// Interactive read-eval-print loop (`:help` inside for commands).
     Repl,
+    /// Print a source-to-source derivative of a definition: the forward
+    /// (dual numbers), reverse (Delta monad) or reverse-CPS translation of the
+    /// papers, as nabla source. By default the definition `main` differentiates.
+    Ad {
+        /// Which translation: forward (Krawiec et al. Fig. 3), reverse (Fig. 9
+        /// and 16) or cps (Wang et al. Fig. 10).
+        #[arg(long, value_enum, default_value_t = AdMode::Reverse)]
+        mode: AdMode,
+        /// The definition to differentiate (default: the one `main` differentiates).
+        #[arg(long)]
+        def: Option<String>,
+        /// Instead of printing the translation, run it: compute `main`'s
+        /// derivative with the translated program and print it.
+        #[arg(long)]
+        run: bool,
+        /// Print the complete program that `--run` runs instead of running it.
+        #[arg(long, conflicts_with = "run")]
+        program: bool,
+        /// The program (a .nabla file).
+        file: String,
+    },
     /// Time three programs in nabla and in CPython (python3) and print a table.
     Bench {
         /// Run each program once instead of taking the best of seven.
         #[arg(long)]
         quick: bool,
     },
+}
+
+/// The translations `nabla ad` prints.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum AdMode {
+    /// Dual numbers (Krawiec et al. Fig. 3).
+    Forward,
+    /// The Delta monad (Krawiec et al. Fig. 9, 11, 16).
+    Reverse,
+    /// Continuation-passing style with gradient cells (Wang et al. Fig. 10).
+    Cps,
+}
+
+impl From<AdMode> for nabla_lang::translate::Mode {
+    fn from(m: AdMode) -> Self {
+        use nabla_lang::translate::Mode;
+        match m {
+            AdMode::Forward => Mode::Forward,
+            AdMode::Reverse => Mode::Reverse,
+            AdMode::Cps => Mode::Cps,
+        }
+    }
 }
 
 /// What a command produced: text for stdout and stderr, and the exit status.
@@ -152,6 +195,40 @@ fn eval(expr: &str) -> Report {
     }
 }
 
+fn ad(file: &str, mode: AdMode, def: Option<&str>, run: bool, program: bool) -> Report {
+    let mut session = Session::new();
+    if let Err(e) = load_file(&mut session, file) {
+        return Report::failed(e);
+    }
+    let mode = mode.into();
+    if !(run || program) {
+        return match session.translation(mode, def) {
+            Ok(text) => Report::ok(text),
+            Err(ds) => Report::failed(session.render(&ds)),
+        };
+    }
+    if def.is_some() {
+        return Report::failed(
+            "error: --run and --program differentiate what `main` differentiates; drop --def\n"
+                .into(),
+        );
+    }
+    let text = match session.runnable_translation(mode) {
+        Ok(text) => text,
+        Err(ds) => return Report::failed(session.render(&ds)),
+    };
+    if program {
+        return Report::ok(text);
+    }
+    // Run the printed program: what runs is exactly what a user would read.
+    let mut translated = Session::new();
+    let name = format!("{file} (translated)");
+    match translated.load(&name, &text).and_then(|_| translated.run_main()) {
+        Ok(v) => Report::ok(format!("{v}\n")),
+        Err(ds) => Report::failed(translated.render(&ds)),
+    }
+}
+
 fn emit(r: &Report) -> ExitCode {
     let _ = std::io::stdout().write_all(r.stdout.as_bytes());
     let _ = std::io::stdout().flush();
@@ -177,6 +254,13 @@ fn main() -> ExitCode {
         Command::Run { file, max_calls } => run(&file, max_calls),
         Command::Check { file } => check(&file),
         Command::Eval { expr } => eval(&expr),
+        Command::Ad {
+            mode,
+            def,
+            run,
+            program,
+            file,
+        } => ad(&file, mode, def.as_deref(), run, program),
         Command::Repl | Command::Bench { .. } => Report::ok(String::new()),
     });
     match report {

@@ -8,6 +8,7 @@ use crate::pretty::{TypeNamer, print_value};
 use crate::syntax::ast::{Def, Expr, FunBinding, Ident};
 use crate::syntax::parser::{IdGen, parse_expression, parse_program};
 use crate::syntax::span::{SourceMap, Span};
+use crate::translate;
 use crate::types::{Kind, Typing, check_program};
 
 /// Name of the synthetic definition that holds a REPL / `eval` expression.
@@ -198,10 +199,65 @@ impl Session {
             .unwrap_or_default())
     }
 
+    /// The definitions in force as a named-core program (the input of the
+    /// AD translations).
+    pub fn named_program(&self) -> Outcome<crate::core::named::Program> {
+        let checked = check_program(&self.defs)
+            .map_err(|es| es.into_iter().map(Diagnostic::from).collect::<Vec<_>>())?;
+        crate::core::lower::lower_program(&self.defs, &checked)
+            .map_err(|e| vec![Diagnostic::from(e)])
+    }
+
+    /// `nabla ad`: the source-to-source translation of mode `mode` of the
+    /// definition `def` — by default the one `main` differentiates — printed
+    /// as nabla source.
+    pub fn translation(&self, mode: translate::Mode, def: Option<&str>) -> Outcome<String> {
+        let program = self.named_program()?;
+        let def = match def {
+            Some(d) => d.to_string(),
+            None => main_call(&program)?.f,
+        };
+        let out = translate::translate(&program, &def, mode).map_err(translation_error)?;
+        Ok(crate::pretty::program::print_program(&out))
+    }
+
+    /// `nabla ad --run`: the program that computes `main`'s derivative with
+    /// the translation of mode `mode` (see [`translate::runnable`]), printed.
+    pub fn runnable_translation(&self, mode: translate::Mode) -> Outcome<String> {
+        let program = self.named_program()?;
+        let call = main_call(&program)?;
+        let out = translate::runnable(&program, &call, mode).map_err(translation_error)?;
+        Ok(crate::pretty::program::print_program(&out))
+    }
+
     /// Renders diagnostics against this session's sources.
     pub fn render(&self, diags: &[Diagnostic]) -> String {
         crate::diagnostic::render_all(diags, &self.sources)
     }
+}
+
+/// The derivative `main` asks for: `main` must be `op f x …` for a definition `f`.
+fn main_call(program: &crate::core::named::Program) -> Outcome<translate::DerivativeCall> {
+    let is_whole_main = |c: &translate::DerivativeCall| {
+        program.def("main").is_some_and(|m| match &m.body {
+            crate::core::named::Expr::Prim(p, args) => {
+                p.prim == c.op && args.get(1..) == Some(&c.args[..])
+            }
+            _ => false,
+        })
+    };
+    match translate::calls_in_main(program).into_iter().next() {
+        Some(c) if is_whole_main(&c) => Ok(c),
+        _ => Err(vec![Diagnostic::without_position(
+            "`nabla ad` needs `main` to be a derivative of a definition, such as \
+             `def main = grad f (3.0, 4.0)` or `def main = jvp f x dx` (or name the \
+             definition to translate with --def)",
+        )]),
+    }
+}
+
+fn translation_error(e: translate::TranslateError) -> Vec<Diagnostic> {
+    vec![Diagnostic::without_position(e.to_string())]
 }
 
 /// A checked program compiled for repeated evaluation by a host program

@@ -71,17 +71,24 @@ pub enum Poly {
     /// `lookupDual @A : (DeltaMap, D←{A}) -> A`: replace each `(x, Var id)` by the
     /// map's entry for id (0 if absent). Figure 16's `lookup`.
     LookupDual,
+    /// `newCells @A : A -> Dcps{A}`: pair each real with a fresh gradient cell
+    /// `ref 0.0` (Wang et al. Fig. 10's `(x, ref 0)`, for any first-order A).
+    NewCells,
+    /// `readCells @A : Dcps{A} -> A`: replace each `(x, r)` by the cell's content `!r`.
+    ReadCells,
 }
 
 impl Poly {
     /// Every helper, for tables and tests.
-    pub const ALL: [Poly; 6] = [
+    pub const ALL: [Poly; 8] = [
         Poly::ZipDual,
         Poly::TangentOf,
         Poly::PrimalOf,
         Poly::InitVars,
         Poly::InitZeros,
         Poly::LookupDual,
+        Poly::NewCells,
+        Poly::ReadCells,
     ];
 
     /// The name it is written with.
@@ -93,6 +100,8 @@ impl Poly {
             Poly::InitVars => "initVars",
             Poly::InitZeros => "initZeros",
             Poly::LookupDual => "lookupDual",
+            Poly::NewCells => "newCells",
+            Poly::ReadCells => "readCells",
         }
     }
 

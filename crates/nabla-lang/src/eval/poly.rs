@@ -1,6 +1,7 @@
 //! The polytypic helpers of translated programs (Krawiec et al. Figure 16,
 //! and `primal` of Figure 1): `zipDual @A`, `tangentOf @A`, `primalOf @A`,
-//! `initVars @A`, `initZeros @A` and `lookupDual @A`, each a function that
+//! `initVars @A`, `initZeros @A` and `lookupDual @A`, and for the CPS
+//! translation (Wang et al.) `newCells @A` and `readCells @A`, each a function that
 //! walks its argument guided by the closed first-order type `A` (see
 //! [`crate::core::named::Poly`] for their types and meanings).
 //!
@@ -205,6 +206,19 @@ pub fn apply(f: &PolyFn, x: &Value) -> PResult<Value> {
                 )),
             })
         }
+        Poly::NewCells => map_leaves(t, x, &mut |r| {
+            Ok(pair(
+                r.clone(),
+                Value::Ref(Rc::new(std::cell::RefCell::new(Value::Real(0.0)))),
+            ))
+        }),
+        Poly::ReadCells => map_leaves(t, x, &mut |d| match components(d)?.1 {
+            Value::Ref(cell) => Ok(cell.borrow().clone()),
+            other => Err(format!(
+                "internal error: {} where a gradient cell was expected",
+                describe(&other)
+            )),
+        }),
     };
     r.map_err(|m| format!("`{} @{}`: {m}", f.poly.name(), type_atom(t)))
 }

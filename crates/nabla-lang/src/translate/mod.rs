@@ -12,11 +12,13 @@
 //! translation to the derivative a user wants (Fig. 16): `f_jvp (s, ds)` in
 //! forward mode, `f_vjp (s, dt)` in the reverse modes.
 
+pub mod cps;
 pub mod forward;
+pub mod reverse;
 pub mod rules;
 pub mod types;
 
-use crate::core::named::{Def, Expr, Name, Pat, Program};
+use crate::core::named::{Def, Expr, Name, Pat, Program, app, lam, let_, pair, real, var};
 use crate::prim::Prim;
 use crate::types::Type;
 use std::collections::{HashMap, HashSet};
@@ -94,24 +96,35 @@ pub fn translate(program: &Program, def: &str, mode: Mode) -> TResult<Program> {
         .def(def)
         .ok_or_else(|| TranslateError::NoSuchDef(def.to_string()))?;
     let (s, t) = first_order_signature(target)?;
-    let used = reachable(program, def);
     let mut names = Names::new(program);
     let mut out = Program::default();
-    match mode {
-        Mode::Forward => {
-            let globals = global_table(program, &used, mode);
-            for d in program.defs.iter().filter(|d| used.contains(&d.name)) {
-                out.defs.push(forward::translate_def(d, &globals, &mut names)?);
-            }
-            out.defs.push(forward::wrapper(def, &s, &t, &mut names));
+    if mode == Mode::Forward {
+        let used = reachable(program, def);
+        let globals = global_table(program, &used, mode);
+        for d in program.defs.iter().filter(|d| used.contains(&d.name)) {
+            out.defs.push(forward::translate_def(d, &globals, &mut names)?);
         }
-        Mode::Reverse | Mode::Cps => {
-            return Err(TranslateError::Unsupported {
-                def: def.to_string(),
-                what: format!("the {mode:?} translation is not available yet"),
-            });
-        }
+        out.defs.push(forward::wrapper(def, &s, &t, &mut names));
+        return Ok(out);
     }
+    // The reverse modes translate λ(s, dt). f s ⊙ dt (Fig. 16), written out as `f_dot`.
+    let mut source = program.clone();
+    let dot = reverse::dot_def(def, &t, &mut names);
+    let dot_name = dot.name.clone();
+    source.defs.push(dot);
+    let used = reachable(&source, &dot_name);
+    let globals = global_table(&source, &used, mode);
+    for d in source.defs.iter().filter(|d| used.contains(&d.name)) {
+        out.defs.push(match mode {
+            Mode::Cps => cps::translate_def(d, &globals, &mut names)?,
+            _ => reverse::translate_def(d, &globals, &mut names)?,
+        });
+    }
+    let dot_translated = translated_name(mode, &dot_name);
+    out.defs.push(match mode {
+        Mode::Cps => cps::wrapper(def, &dot_translated, &s, &t, &mut names),
+        _ => reverse::wrapper(def, &dot_translated, &s, &t, &mut names),
+    });
     Ok(out)
 }
 
@@ -159,36 +172,40 @@ fn reachable(program: &Program, def: &str) -> HashSet<String> {
             for p in &d.params {
                 pattern_names(p, &mut bound);
             }
-            free_globals(&d.body, &mut bound, &globals, &mut |g| todo.push(g.to_string()));
+            free_vars(&d.body, &mut bound, &mut |x| {
+                if globals.contains(x) {
+                    todo.push(x.to_string())
+                }
+            });
         }
     }
     seen
 }
 
-/// Calls `found` for each variable of `e` that is a global (not shadowed by `bound`).
-fn free_globals(e: &Expr, bound: &mut Vec<Name>, globals: &HashSet<&str>, found: &mut dyn FnMut(&str)) {
+/// Calls `found` for each free variable of `e` (not bound in `e` nor in `bound`).
+pub fn free_vars(e: &Expr, bound: &mut Vec<Name>, found: &mut dyn FnMut(&str)) {
     let under = |ps: &[&Pat], body: &Expr, bound: &mut Vec<Name>, found: &mut dyn FnMut(&str)| {
         let mark = bound.len();
         for p in ps {
             pattern_names(p, bound);
         }
-        free_globals(body, bound, globals, found);
+        free_vars(body, bound, found);
         bound.truncate(mark);
     };
     match e {
         Expr::Var(x) => {
-            if globals.contains(x.as_str()) && !bound.contains(x) {
+            if !bound.contains(x) {
                 found(x);
             }
         }
         Expr::Lit(_) | Expr::PrimRef(_) | Expr::Poly(..) => {}
         Expr::Lam(ps, b) => under(&ps.iter().collect::<Vec<_>>(), b, bound, found),
         Expr::App(f, xs) => {
-            free_globals(f, bound, globals, found);
-            xs.iter().for_each(|x| free_globals(x, bound, globals, found));
+            free_vars(f, bound, found);
+            xs.iter().for_each(|x| free_vars(x, bound, found));
         }
         Expr::Let(p, v, b) | Expr::Bind(p, v, b) => {
-            free_globals(v, bound, globals, found);
+            free_vars(v, bound, found);
             under(&[p], b, bound, found);
         }
         Expr::LetRec {
@@ -204,27 +221,27 @@ fn free_globals(e: &Expr, bound: &mut Vec<Name>, globals: &HashSet<&str>, found:
             under(&[&me], body, bound, found);
         }
         Expr::Tuple(xs) | Expr::Vector(xs) | Expr::Prim(_, xs) => {
-            xs.iter().for_each(|x| free_globals(x, bound, globals, found))
+            xs.iter().for_each(|x| free_vars(x, bound, found))
         }
-        Expr::Proj { tuple, .. } => free_globals(tuple, bound, globals, found),
-        Expr::Inl(x) | Expr::Inr(x) => free_globals(x, bound, globals, found),
+        Expr::Proj { tuple, .. } => free_vars(tuple, bound, found),
+        Expr::Inl(x) | Expr::Inr(x) => free_vars(x, bound, found),
         Expr::Case {
             scrutinee,
             left,
             right,
         } => {
-            free_globals(scrutinee, bound, globals, found);
+            free_vars(scrutinee, bound, found);
             under(&[&left.0], &left.1, bound, found);
             under(&[&right.0], &right.1, bound, found);
         }
         Expr::If(a, b, c) => {
-            free_globals(a, bound, globals, found);
-            free_globals(b, bound, globals, found);
-            free_globals(c, bound, globals, found);
+            free_vars(a, bound, found);
+            free_vars(b, bound, found);
+            free_vars(c, bound, found);
         }
         Expr::RunDelta(a, b) => {
-            free_globals(a, bound, globals, found);
-            free_globals(b, bound, globals, found);
+            free_vars(a, bound, found);
+            free_vars(b, bound, found);
         }
     }
 }
@@ -306,4 +323,104 @@ pub fn global_table(program: &Program, used: &HashSet<String>, mode: Mode) -> Ha
             (d.name.clone(), (translated_name(mode, &d.name), kind))
         })
         .collect()
+}
+
+/// A call of a differentiation operator on a definition: `grad f x`, `jvp f x dx`, ….
+#[derive(Clone, Debug, PartialEq)]
+pub struct DerivativeCall {
+    /// The operator.
+    pub op: Prim,
+    /// The definition differentiated.
+    pub f: String,
+    /// The operator's remaining arguments (the point, and the tangent for `jvp`).
+    pub args: Vec<Expr>,
+}
+
+/// Every call `op f x …` inside `main` (outermost first) where `f` is a
+/// definition and the other arguments mention no local variable, so they
+/// can be evaluated in a `main` of their own.
+pub fn calls_in_main(program: &Program) -> Vec<DerivativeCall> {
+    let Some(main) = program.def("main") else {
+        return Vec::new();
+    };
+    let globals: HashSet<&str> = program.defs.iter().map(|d| d.name.as_str()).collect();
+    let closed = |e: &Expr| {
+        let mut ok = true;
+        free_vars(e, &mut Vec::new(), &mut |x| ok &= globals.contains(x));
+        ok
+    };
+    let mut calls = Vec::new();
+    main.body.for_each(&mut |e| {
+        if let Expr::Prim(p, args) = e
+            && p.prim.is_derivative()
+            && let Some((Expr::Var(f), rest)) = args.split_first()
+            && globals.contains(f.as_str())
+            && f != "main"
+            && rest.iter().all(closed)
+        {
+            calls.push(DerivativeCall {
+                op: p.prim,
+                f: f.clone(),
+                args: rest.to_vec(),
+            });
+        }
+    });
+    calls
+}
+
+/// The program that computes `call` with the translation of mode `mode`:
+/// `program`'s definitions except `main`, the translation of `call.f`, and a
+/// new `main` applying the wrapper to the call's point — e.g. `f_vjp (x, 1.0)`
+/// for `grad f x`, `(f x, f_jvp (x, dx))` for `jvp f x dx`. Its output reads
+/// like the original call's.
+pub fn runnable(program: &Program, call: &DerivativeCall, mode: Mode) -> TResult<Program> {
+    let translated = translate(program, &call.f, mode)?;
+    let mut names = Names::new(program);
+    for d in &translated.defs {
+        names.taken.insert(d.name.clone());
+    }
+    let x = names.fresh("x");
+    let f = || var(&call.f);
+    let arg = |i: usize| call.args.get(i).cloned().unwrap_or(Expr::Lit(crate::core::Lit::Unit));
+    let jvp = || var(format!("{}_jvp", call.f));
+    let vjp = || var(format!("{}_vjp", call.f));
+    let value = || app(f(), vec![var(&x)]);
+    let body = match (mode, call.op) {
+        (Mode::Forward, Prim::Jvp) => pair(value(), app(jvp(), vec![pair(var(&x), arg(1))])),
+        (Mode::Forward, Prim::Diff) => app(jvp(), vec![pair(var(&x), real(1.0))]),
+        (Mode::Reverse | Mode::Cps, Prim::Grad) => app(vjp(), vec![pair(var(&x), real(1.0))]),
+        (Mode::Reverse | Mode::Cps, Prim::ValueAndGrad) => {
+            pair(value(), app(vjp(), vec![pair(var(&x), real(1.0))]))
+        }
+        (Mode::Reverse | Mode::Cps, Prim::Vjp) => {
+            let dt = names.fresh("dt");
+            let pullback = lam(vec![Pat::var(&dt)], app(vjp(), vec![pair(var(&x), var(&dt))]));
+            pair(value(), pullback)
+        }
+        (mode, op) => {
+            let wanted = if mode == Mode::Forward {
+                "`jvp f x dx` or `diff f x`"
+            } else {
+                "`grad f x`, `value_and_grad f x` or `vjp f x`"
+            };
+            return Err(TranslateError::Unsupported {
+                def: "main".into(),
+                what: format!(
+                    "`{}` is not what the {} translation computes: its wrapper runs {wanted}",
+                    op.info().name,
+                    mode.name()
+                ),
+            });
+        }
+    };
+    let mut out = Program::default();
+    out.defs.extend(program.defs.iter().filter(|d| d.name != "main").cloned());
+    out.defs.extend(translated.defs);
+    out.defs.push(Def {
+        name: "main".into(),
+        params: Vec::new(),
+        body: let_(Pat::var(&x), arg(0), body),
+        ty: None,
+    });
+    Ok(out)
 }

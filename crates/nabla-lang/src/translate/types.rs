@@ -20,6 +20,17 @@ pub enum Mode {
     Cps,
 }
 
+impl Mode {
+    /// The name `nabla ad --mode` knows it by.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Forward => "forward",
+            Mode::Reverse => "reverse",
+            Mode::Cps => "cps",
+        }
+    }
+}
+
 /// D{A} for the given mode: every type is translated homomorphically except
 /// `Real` (a dual number) and, in the reverse modes, function results.
 pub fn translate_type(mode: Mode, t: &Type) -> Type {
@@ -59,6 +70,8 @@ pub fn poly_type(p: Poly, a: &Type) -> Type {
         Poly::InitVars => Type::fun(pair(a.clone(), Type::Int), pair(rev(), Type::Int)),
         Poly::InitZeros => Type::fun(a.clone(), rev()),
         Poly::LookupDual => Type::fun(pair(Type::Con(Con::DeltaMap, vec![]), rev()), a.clone()),
+        Poly::NewCells => Type::fun(a.clone(), translate_type(Mode::Cps, a)),
+        Poly::ReadCells => Type::fun(translate_type(Mode::Cps, a), a.clone()),
     }
 }
 

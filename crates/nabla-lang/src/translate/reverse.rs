@@ -1,0 +1,594 @@
+//! Reverse mode: the monadic translation D← of Krawiec et al. Figure 9, and
+//! its wrapper R for any first-order `S -> T` (Figure 16). The run-time half —
+//! the `Delta` type, `deltaLet`, `runDelta` and `eval` of Figure 11 — is in
+//! `crate::eval::delta`.
+//!
+//! Types: `Real ↦ (Real, Delta)` and `A -> B ↦ D←{A} -> M D←{B}`
+//! ([`super::types::translate_type`]). Terms: Moggi's call-by-value monadic
+//! translation — every subexpression becomes a computation, sequenced with
+//! `do` — except at reals: a literal is `pure (r, Zero)`, and a real primitive
+//! binds a fresh Delta id to the linear combination of its operands' Deltas
+//! weighted by the partials (`deltaLet (Add (Scale y u1) (Scale x u2))` for
+//! `x * y`), so every Delta a dual number carries is `Zero` or `Var id` and the
+//! Delta structure keeps the program's sharing (§5.3).
+//!
+//! Sharing is the whole point: without `deltaLet`, the Delta of
+//! `x1 = x + x; x2 = x1 + x1; …` would be the tree `Add (Add …) (Add …)` whose
+//! size — and evaluation time — doubles with each step (§5.2; the test
+//! `reverse_sharing` shows it). With it, the translation of a program that does
+//! n operations records O(n) Delta bindings and `eval` visits each once
+//! (Theorem 5).
+//!
+//! Administrative simplifications, all instances of the monad laws, keep the
+//! output close to the figure's intent: `do { p <- pure e; rest }` is printed
+//! `let p = e in rest`, and operands that are already values are used directly.
+//! As in forward mode, a literal operand's Delta is statically `Zero` and
+//! contributes no term.
+
+use super::{GlobalKind, Names, TResult, TranslateError, derivative_operator, rules};
+use crate::core::named::*;
+use crate::prim::{Prim, RealFn, Selection};
+use crate::types::Type;
+use std::collections::HashMap;
+
+/// The translated name and kind of each definition in use.
+pub type Globals = HashMap<String, (String, GlobalKind)>;
+
+/// A statement of a `do` block under construction.
+enum Stmt {
+    /// `p <- m`
+    Bind(Pat, Expr),
+    /// `let p = e`
+    Let(Pat, Expr),
+}
+
+/// Folds statements and a final computation into nested `do`/`let`, applying
+/// the left-identity law `do { p <- pure e; rest } = let p = e in rest`.
+fn block(stmts: Vec<Stmt>, last: Expr) -> Expr {
+    stmts.into_iter().rev().fold(last, |rest, s| match s {
+        Stmt::Bind(p, m) => match m {
+            Expr::Prim(ref q, ref a) if q.prim == Prim::Pure => let_(p, a[0].clone(), rest),
+            m => bind(p, m, rest),
+        },
+        Stmt::Let(p, e) => let_(p, e, rest),
+    })
+}
+
+/// `pure e`
+pub fn pure(e: Expr) -> Expr {
+    prim(Prim::Pure, vec![e])
+}
+
+/// The value inside `pure v` if `m` is one and `v` is a variable or literal.
+fn pure_atom(m: &Expr) -> Option<Expr> {
+    match m {
+        Expr::Prim(p, a) if p.prim == Prim::Pure => match &a[0] {
+            Expr::Var(_) | Expr::Lit(_) => Some(a[0].clone()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// `def g_rev p = D←{body}` (a function), or `def c_rev () = D←{body}` (a value:
+/// a computation must run each time it is used, so it becomes a function of `()`).
+pub fn translate_def(d: &Def, globals: &Globals, names: &mut Names) -> TResult<Def> {
+    let mut t = Reverse {
+        def: &d.name,
+        globals,
+        names,
+        locals: Vec::new(),
+    };
+    let name = globals[&d.name].0.clone();
+    if d.params.is_empty() {
+        return Ok(Def {
+            name,
+            params: vec![Pat::Tuple(vec![])],
+            body: t.expr(&d.body)?,
+            ty: None,
+        });
+    }
+    for p in &d.params {
+        super::pattern_names(p, &mut t.locals);
+    }
+    let body = t.expr(&d.body)?;
+    Ok(Def {
+        name,
+        params: vec![d.params[0].clone()],
+        body: curry(&d.params[1..], body),
+        ty: None,
+    })
+}
+
+/// D←{λp1 … pn. e} past its first parameter: `pure (fun p2 -> … pure (fun pn -> D←{e}))`.
+fn curry(params: &[Pat], body: Expr) -> Expr {
+    params
+        .iter()
+        .rev()
+        .fold(body, |b, p| pure(lam(vec![p.clone()], b)))
+}
+
+/// The source-level function `λ(s, dt). f s ⊙_T dt` that Figure 16 translates:
+/// `def f_dot (s, dt) = let y = f s in <y ⊙ dt>`, the dot product written out
+/// for the type T.
+pub fn dot_def(f: &str, t: &Type, names: &mut Names) -> Def {
+    let (s, dt, y) = (names.fresh("s"), names.fresh("dt"), names.fresh("y"));
+    let body = let_(
+        Pat::var(&y),
+        app(var(f), vec![var(&s)]),
+        dot(t, &y, &dt, names),
+    );
+    Def {
+        name: format!("{f}_dot"),
+        params: vec![Pat::pair(s, dt)],
+        body,
+        ty: None,
+    }
+}
+
+/// `y ⊙_T d` for variables `y`, `d` of type T (Fig. 1): the sum of the
+/// products of corresponding reals; `shapeMismatch` where constructors differ.
+fn dot(t: &Type, y: &str, d: &str, names: &mut Names) -> Expr {
+    let sum = |terms: Vec<Expr>| {
+        terms
+            .into_iter()
+            .reduce(|a, b| real_op(Prim::Add, vec![a, b]))
+            .unwrap_or_else(|| real(0.0))
+    };
+    match t {
+        Type::Real => real_op(Prim::Mul, vec![var(y), var(d)]),
+        Type::Tuple(ts) => {
+            let ys: Vec<Name> = ts.iter().map(|_| names.fresh(y)).collect();
+            let ds: Vec<Name> = ts.iter().map(|_| names.fresh(d)).collect();
+            let terms: Vec<Expr> = ts
+                .iter()
+                .zip(ys.iter().zip(&ds))
+                .map(|(t, (yi, di))| dot(t, yi, di, names))
+                .filter(|e| *e != real(0.0))
+                .collect();
+            if terms.is_empty() {
+                return real(0.0);
+            }
+            let pattern = |xs: &[Name]| Pat::Tuple(xs.iter().map(Pat::var).collect());
+            let_(
+                pattern(&ys),
+                var(y),
+                let_(pattern(&ds), var(d), sum(terms)),
+            )
+        }
+        Type::Vec(a) => {
+            let (ya, da) = (names.fresh(&format!("{y}i")), names.fresh(&format!("{d}i")));
+            let per_element = lam(vec![Pat::pair(&ya, &da)], dot(a, &ya, &da, names));
+            Expr::Prim(
+                PrimAt::at(Prim::Sum, Type::Real),
+                vec![prim(
+                    Prim::Map,
+                    vec![per_element, prim(Prim::Zip, vec![var(y), var(d)])],
+                )],
+            )
+        }
+        Type::Sum(a, b) => {
+            let (ya, yb, da, db) = (
+                names.fresh(&format!("{y}l")),
+                names.fresh(&format!("{y}r")),
+                names.fresh(&format!("{d}l")),
+                names.fresh(&format!("{d}r")),
+            );
+            let mismatch = || prim(Prim::ShapeMismatch, vec![]);
+            let inner = |this: Expr, other: Expr, left: bool| Expr::Case {
+                scrutinee: Box::new(var(d)),
+                left: (
+                    Pat::var(&da),
+                    Box::new(if left { this.clone() } else { other.clone() }),
+                ),
+                right: (Pat::var(&db), Box::new(if left { other } else { this })),
+            };
+            let on_left = inner(dot(a, &ya, &da, names), mismatch(), true);
+            let on_right = inner(dot(b, &yb, &db, names), mismatch(), false);
+            Expr::Case {
+                scrutinee: Box::new(var(y)),
+                left: (Pat::var(ya), Box::new(on_left)),
+                right: (Pat::var(yb), Box::new(on_right)),
+            }
+        }
+        Type::Int | Type::Bool | Type::Unit | Type::Var(_) | Type::Fun(..) | Type::Con(..) => {
+            real(0.0)
+        }
+    }
+}
+
+/// Figure 16's reverse wrapper for `f : S -> T`:
+///
+/// ```text
+/// def f_vjp (s, dt) =
+///   let (s0, next) = initVars @S (s, 0) in
+///   let dt0 = initZeros @T dt in
+///   let (_, u) = runDelta next (f_dot_rev (s0, dt0)) in
+///   let finalMap = eval 1.0 u emptyMap in
+///   lookupDual @S (finalMap, s0)
+/// ```
+pub fn wrapper(f: &str, dot_rev: &str, s: &Type, t: &Type, names: &mut Names) -> Def {
+    let [x, dt, s0, next, dt0, u, final_map] =
+        ["s", "dt", "s0", "next", "dt0", "u", "finalMap"].map(|n| names.fresh(n));
+    let body = let_(
+        Pat::pair(&s0, &next),
+        app(Expr::Poly(Poly::InitVars, s.clone()), vec![pair(var(&x), int(0))]),
+        let_(
+            Pat::var(&dt0),
+            app(Expr::Poly(Poly::InitZeros, t.clone()), vec![var(&dt)]),
+            let_(
+                Pat::Tuple(vec![Pat::Wild, Pat::var(&u)]),
+                Expr::RunDelta(
+                    Box::new(var(&next)),
+                    Box::new(app(var(dot_rev), vec![pair(var(&s0), var(&dt0))])),
+                ),
+                let_(
+                    Pat::var(&final_map),
+                    prim(
+                        Prim::EvalDelta,
+                        vec![real(1.0), var(&u), prim(Prim::EmptyMap, vec![])],
+                    ),
+                    app(
+                        Expr::Poly(Poly::LookupDual, s.clone()),
+                        vec![pair(var(&final_map), var(&s0))],
+                    ),
+                ),
+            ),
+        ),
+    );
+    Def {
+        name: format!("{f}_vjp"),
+        params: vec![Pat::pair(x, dt)],
+        body,
+        ty: None,
+    }
+}
+
+struct Reverse<'a> {
+    def: &'a str,
+    globals: &'a Globals,
+    names: &'a mut Names,
+    /// Local binders in scope (innermost last); they shadow definitions.
+    locals: Vec<Name>,
+}
+
+/// A real operand once taken apart: primal (variable or literal) and Delta
+/// (`None` when statically `Zero`).
+struct Operand {
+    primal: Expr,
+    delta: Option<Expr>,
+}
+
+impl Reverse<'_> {
+    fn unsupported(&self, what: impl Into<String>) -> TranslateError {
+        TranslateError::Unsupported {
+            def: self.def.to_string(),
+            what: what.into(),
+        }
+    }
+
+    fn under(&mut self, pats: &[&Pat], body: &Expr) -> TResult<Expr> {
+        let mark = self.locals.len();
+        for p in pats {
+            super::pattern_names(p, &mut self.locals);
+        }
+        let r = self.expr(body);
+        self.locals.truncate(mark);
+        r
+    }
+
+    /// Runs the computation `m` for its value: the value itself if `m` is
+    /// `pure` of a variable or literal, else a fresh name bound by `x <- m`.
+    fn value_of(&mut self, m: Expr, base: &str, stmts: &mut Vec<Stmt>) -> Expr {
+        if let Some(v) = pure_atom(&m) {
+            return v;
+        }
+        let x = self.names.fresh(base);
+        stmts.push(Stmt::Bind(Pat::var(&x), m));
+        var(x)
+    }
+
+    /// The values of the translations of `xs`, in order.
+    fn values_of(&mut self, xs: &[Expr], stmts: &mut Vec<Stmt>) -> TResult<Vec<Expr>> {
+        let mut out = Vec::with_capacity(xs.len());
+        for x in xs {
+            let m = self.expr(x)?;
+            out.push(self.value_of(m, "a", stmts));
+        }
+        Ok(out)
+    }
+
+    /// D←{e}: a computation of type M D←{A} for `e : A`.
+    fn expr(&mut self, e: &Expr) -> TResult<Expr> {
+        if crate::stack::check().is_err() {
+            return Err(self.unsupported("the program is nested too deeply to translate"));
+        }
+        let mut stmts = Vec::new();
+        let last = match e {
+            // D←{x} = pure x
+            Expr::Var(x) => match self.globals.get(x) {
+                Some((g, GlobalKind::Function)) if !self.locals.contains(x) => pure(var(g)),
+                Some((g, GlobalKind::Value)) if !self.locals.contains(x) => {
+                    app(var(g), vec![Expr::Lit(Lit::Unit)])
+                }
+                _ => pure(e.clone()),
+            },
+            // D←{r} = pure (r, Zero)
+            Expr::Lit(Lit::Real(r)) => pure(pair(real(*r), prim(Prim::DZero, vec![]))),
+            Expr::Lit(_) => pure(e.clone()),
+            // D←{λx. e} = pure (λx. D←{e})
+            Expr::Lam(ps, b) => {
+                let body = self.under(&ps.iter().collect::<Vec<_>>(), b)?;
+                pure(lam(vec![ps[0].clone()], curry(&ps[1..], body)))
+            }
+            // D←{f a} = do { g <- D←{f}; x <- D←{a}; g x }
+            Expr::App(f, xs) => {
+                let m = self.expr(f)?;
+                let mut g = self.value_of(m, "f", &mut stmts);
+                let args = self.values_of(xs, &mut stmts)?;
+                let mut call = None;
+                for a in args {
+                    // Curried: each application but the last yields a function.
+                    if let Some(c) = call.take() {
+                        let r = self.names.fresh("g");
+                        stmts.push(Stmt::Bind(Pat::var(&r), c));
+                        g = var(r);
+                    }
+                    call = Some(app(g.clone(), vec![a]));
+                }
+                call.unwrap_or_else(|| pure(g))
+            }
+            // D←{let p = e1 in e2} = do { p <- D←{e1}; D←{e2} }
+            Expr::Let(p, v, b) => {
+                let m = self.expr(v)?;
+                stmts.push(Stmt::Bind(p.clone(), m));
+                self.under(&[p], b)?
+            }
+            Expr::LetRec {
+                name,
+                params,
+                value,
+                body,
+            } => {
+                let me = Pat::Var(name.clone());
+                let mut scope: Vec<&Pat> = vec![&me];
+                scope.extend(params.iter());
+                let value = self.under(&scope, value)?;
+                Expr::LetRec {
+                    name: name.clone(),
+                    params: vec![params[0].clone()],
+                    value: Box::new(curry(&params[1..], value)),
+                    body: Box::new(self.under(&[&me], body)?),
+                }
+            }
+            Expr::Tuple(xs) => pure(Expr::Tuple(self.values_of(xs, &mut stmts)?)),
+            Expr::Vector(xs) => pure(Expr::Vector(self.values_of(xs, &mut stmts)?)),
+            Expr::Proj {
+                tuple,
+                index,
+                arity,
+            } => {
+                let m = self.expr(tuple)?;
+                let t = self.value_of(m, "t", &mut stmts);
+                pure(Expr::Proj {
+                    tuple: Box::new(t),
+                    index: *index,
+                    arity: *arity,
+                })
+            }
+            Expr::Inl(x) => pure(Expr::Inl(Box::new(self.values_of(std::slice::from_ref(x), &mut stmts)?.remove(0)))),
+            Expr::Inr(x) => pure(Expr::Inr(Box::new(self.values_of(std::slice::from_ref(x), &mut stmts)?.remove(0)))),
+            // D←{case e of …} = do { x <- D←{e}; case x of inl x1 -> D←{e1}, inr x2 -> D←{e2} }
+            Expr::Case {
+                scrutinee,
+                left,
+                right,
+            } => {
+                let m = self.expr(scrutinee)?;
+                let s = self.value_of(m, "s", &mut stmts);
+                Expr::Case {
+                    scrutinee: Box::new(s),
+                    left: (left.0.clone(), Box::new(self.under(&[&left.0], &left.1)?)),
+                    right: (right.0.clone(), Box::new(self.under(&[&right.0], &right.1)?)),
+                }
+            }
+            Expr::If(c, a, b) => {
+                let m = self.expr(c)?;
+                let c = self.value_of(m, "c", &mut stmts);
+                Expr::If(Box::new(c), Box::new(self.expr(a)?), Box::new(self.expr(b)?))
+            }
+            Expr::Prim(p, args) => self.prim(p, args, &mut stmts)?,
+            // A primitive used as a value: translate the lambda `fun a … -> p a …`.
+            Expr::PrimRef(p) => {
+                self.check_prim(p)?;
+                let params: Vec<Name> = (0..p.prim.info().arity)
+                    .map(|_| self.names.fresh("a"))
+                    .collect();
+                if params.is_empty() {
+                    return self.expr(&Expr::Prim(p.clone(), vec![]));
+                }
+                let f = lam(
+                    params.iter().map(Pat::var).collect(),
+                    Expr::Prim(p.clone(), params.iter().map(var).collect()),
+                );
+                self.expr(&f)?
+            }
+            Expr::Bind(..) | Expr::RunDelta(..) | Expr::Poly(..) => {
+                return Err(self.unsupported("the program is already a translation"));
+            }
+        };
+        Ok(block(stmts, last))
+    }
+
+    fn check_prim(&self, p: &PrimAt) -> TResult<()> {
+        match derivative_operator(p.prim) {
+            Some(op) => Err(TranslateError::NestedDerivative {
+                def: self.def.to_string(),
+                op,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// D← of a saturated primitive call; statements go to `stmts`, the final
+    /// computation is returned.
+    fn prim(&mut self, p: &PrimAt, args: &[Expr], stmts: &mut Vec<Stmt>) -> TResult<Expr> {
+        self.check_prim(p)?;
+        let on_reals = p.at.is_none() || p.on_reals();
+        Ok(match (p.prim.info().real, p.prim) {
+            (Some(RealFn::Select(sel)), _) => {
+                let v = self.values_of(args, stmts)?;
+                let fst = |e: &Expr| Expr::Proj {
+                    tuple: Box::new(e.clone()),
+                    index: 0,
+                    arity: 2,
+                };
+                let cmp = match sel {
+                    Selection::Min => Prim::Lt,
+                    Selection::Max => Prim::Gt,
+                };
+                pure(Expr::If(
+                    Box::new(real_op(cmp, vec![fst(&v[1]), fst(&v[0])])),
+                    Box::new(v[1].clone()),
+                    Box::new(v[0].clone()),
+                ))
+            }
+            (Some(f), _) if on_reals => self.real_function(f, p, args, stmts)?,
+            (None, Prim::Lt | Prim::Le | Prim::Gt | Prim::Ge | Prim::Eq | Prim::Ne)
+                if p.on_reals() =>
+            {
+                let mut primals = Vec::new();
+                for a in args {
+                    primals.push(match a {
+                        Expr::Lit(Lit::Real(_)) => a.clone(),
+                        _ => {
+                            let m = self.expr(a)?;
+                            let v = self.value_of(m, "a", stmts);
+                            Expr::Proj {
+                                tuple: Box::new(v),
+                                index: 0,
+                                arity: 2,
+                            }
+                        }
+                    });
+                }
+                pure(Expr::Prim(p.clone(), primals))
+            }
+            (None, Prim::ToReal) => {
+                let n = self.values_of(args, stmts)?;
+                pure(pair(Expr::Prim(p.clone(), n), prim(Prim::DZero, vec![])))
+            }
+            // sum of reals = a fold of the translated `+`
+            (None, Prim::Sum) if p.on_reals() => {
+                let v = self.values_of(args, stmts)?.remove(0);
+                let (acc, x) = (self.names.fresh("acc"), self.names.fresh("x"));
+                self.locals.push(acc.clone());
+                self.locals.push(x.clone());
+                let add = self.expr(&real_op(Prim::Add, vec![var(&acc), var(&x)]));
+                self.locals.truncate(self.locals.len() - 2);
+                let step = lam(vec![Pat::var(&acc)], pure(lam(vec![Pat::var(&x)], add?)));
+                let zero = pair(real(0.0), prim(Prim::DZero, vec![]));
+                prim(Prim::FoldM, vec![step, zero, v])
+            }
+            // The higher-order primitives take translated functions, which
+            // return computations: their monadic versions run them in order.
+            (None, Prim::Map | Prim::Build | Prim::Fold) => {
+                let monadic = match p.prim {
+                    Prim::Map => Prim::MapM,
+                    Prim::Build => Prim::BuildM,
+                    _ => Prim::FoldM,
+                };
+                prim(monadic, self.values_of(args, stmts)?)
+            }
+            _ => pure(Expr::Prim(p.clone(), self.values_of(args, stmts)?)),
+        })
+    }
+
+    /// Figure 9 and 14: D←{f(e1, …, en)} =
+    /// `do { (x1, u1) <- D←{e1}; …; u <- deltaLet (Add (Scale ∂1f u1) …); pure (f(x1, …), Var u) }`
+    fn real_function(
+        &mut self,
+        f: RealFn,
+        p: &PrimAt,
+        args: &[Expr],
+        stmts: &mut Vec<Stmt>,
+    ) -> TResult<Expr> {
+        let operands = self.take_apart(args, stmts)?;
+        let primals: Vec<Expr> = operands.iter().map(|o| o.primal.clone()).collect();
+        let value = Expr::Prim(p.clone(), primals.clone());
+        let v = self.names.fresh("v");
+        let partials = rules::partials(f, &primals, &var(&v));
+        let mut delta: Option<Expr> = None;
+        for (o, d) in operands.iter().zip(partials) {
+            let (Some(u), false) = (&o.delta, d == real(0.0)) else {
+                continue;
+            };
+            let term = if d == real(1.0) {
+                u.clone()
+            } else {
+                prim(Prim::DScale, vec![d, u.clone()])
+            };
+            delta = Some(match delta {
+                None => term,
+                Some(acc) => prim(Prim::DAdd, vec![acc, term]),
+            });
+        }
+        let Some(delta) = delta else {
+            // No operand is perturbed: a constant.
+            return Ok(pure(pair(value, prim(Prim::DZero, vec![]))));
+        };
+        let value = if delta.mentions(&v) {
+            stmts.push(Stmt::Let(Pat::var(&v), value));
+            var(&v)
+        } else {
+            value
+        };
+        let u = self.names.fresh("u");
+        stmts.push(Stmt::Bind(Pat::var(&u), prim(Prim::DeltaLet, vec![delta])));
+        Ok(pure(pair(value, prim(Prim::DVar, vec![var(u)]))))
+    }
+
+    /// As in forward mode: literals have a static `Zero` Delta; compound
+    /// operands are bound to `(a, ua)` in order; variables are taken apart
+    /// last with `let (x, ux) = x`.
+    fn take_apart(&mut self, args: &[Expr], stmts: &mut Vec<Stmt>) -> TResult<Vec<Operand>> {
+        let mut operands = Vec::new();
+        let mut variables: Vec<(String, usize)> = Vec::new();
+        for a in args {
+            match a {
+                Expr::Lit(Lit::Real(r)) => operands.push(Operand {
+                    primal: real(*r),
+                    delta: None,
+                }),
+                Expr::Var(x) if self.locals.contains(x) || !self.globals.contains_key(x) => {
+                    variables.push((x.clone(), operands.len()));
+                    operands.push(Operand {
+                        primal: var(x),
+                        delta: None,
+                    });
+                }
+                _ => {
+                    let (x, u) = (self.names.fresh("a"), self.names.fresh("ua"));
+                    let m = self.expr(a)?;
+                    stmts.push(Stmt::Bind(Pat::pair(&x, &u), m));
+                    operands.push(Operand {
+                        primal: var(x),
+                        delta: Some(var(u)),
+                    });
+                }
+            }
+        }
+        let mut done: HashMap<String, String> = HashMap::new();
+        for (x, i) in variables {
+            if let Some(u) = done.get(&x) {
+                operands[i].delta = Some(var(u));
+                continue;
+            }
+            let u = self.names.fresh(&format!("u{x}"));
+            stmts.push(Stmt::Let(Pat::pair(&x, &u), var(&x)));
+            operands[i].delta = Some(var(&u));
+            done.insert(x, u);
+        }
+        Ok(operands)
+    }
+}
