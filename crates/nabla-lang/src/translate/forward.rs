@@ -263,9 +263,9 @@ impl Forward<'_> {
     }
 
     /// Takes real operands apart into primal and tangent: a literal `r` is
-    /// `(r, zero)`; a compound operand is bound to `(a, da)` first (in order);
-    /// a variable `x` is taken apart last as `let (x, dx) = x`, so the names it
-    /// shadows are never needed by another operand.
+    /// `(r, zero)`; a compound operand is bound to `(a, da)` (in order); a
+    /// variable `x` is taken apart as `let (x1, dx) = x`. All names are fresh,
+    /// so the bindings can float out (see [`super::flatten`]).
     fn take_apart(&mut self, args: &[Expr]) -> TResult<(Vec<(Pat, Expr)>, Vec<Operand>)> {
         let mut lets = Vec::new();
         let mut operands = Vec::new();
@@ -293,16 +293,18 @@ impl Forward<'_> {
                 }
             }
         }
-        let mut done: HashMap<String, String> = HashMap::new();
+        let mut done: HashMap<String, (String, String)> = HashMap::new();
         for (x, i) in variables {
-            if let Some(dx) = done.get(&x) {
+            if let Some((x1, dx)) = done.get(&x) {
+                operands[i].primal = var(x1);
                 operands[i].tangent = Some(var(dx));
                 continue;
             }
-            let dx = self.names.fresh(&format!("d{x}"));
-            lets.push((Pat::pair(&x, &dx), self.expr(&var(&x))?));
+            let (x1, dx) = (self.names.fresh(&x), self.names.fresh(&format!("d{x}")));
+            lets.push((Pat::pair(&x1, &dx), self.expr(&var(&x))?));
+            operands[i].primal = var(&x1);
             operands[i].tangent = Some(var(&dx));
-            done.insert(x, dx);
+            done.insert(x, (x1, dx));
         }
         Ok((lets, operands))
     }

@@ -102,7 +102,7 @@ pub fn translate(program: &Program, def: &str, mode: Mode) -> TResult<Program> {
         let used = reachable(program, def);
         let globals = global_table(program, &used, mode);
         for d in program.defs.iter().filter(|d| used.contains(&d.name)) {
-            out.defs.push(forward::translate_def(d, &globals, &mut names)?);
+            out.defs.push(flatten_def(forward::translate_def(d, &globals, &mut names)?));
         }
         out.defs.push(forward::wrapper(def, &s, &t, &mut names));
         return Ok(out);
@@ -117,7 +117,7 @@ pub fn translate(program: &Program, def: &str, mode: Mode) -> TResult<Program> {
     for d in source.defs.iter().filter(|d| used.contains(&d.name)) {
         out.defs.push(match mode {
             Mode::Cps => cps::translate_def(d, &globals, &mut names)?,
-            _ => reverse::translate_def(d, &globals, &mut names)?,
+            _ => flatten_def(reverse::translate_def(d, &globals, &mut names)?),
         });
     }
     let dot_translated = translated_name(mode, &dot_name);
@@ -423,4 +423,203 @@ pub fn runnable(program: &Program, call: &DerivativeCall, mode: Mode) -> TResult
         ty: None,
     });
     Ok(out)
+}
+
+fn flatten_def(mut d: Def) -> Def {
+    d.body = share_destructuring(flatten(d.body), &mut HashMap::new());
+    d
+}
+
+/// Along a sequence of bindings, a dual number taken apart again
+/// (`let (x2, dx2) = x` after `let (x1, dx1) = x`, with `x` not rebound in
+/// between) reuses the first binding's names. The names are fresh and bound
+/// once, so renaming cannot capture.
+fn share_destructuring(e: Expr, seen: &mut HashMap<Name, (Name, Name)>) -> Expr {
+    let rebinds = |p: &Pat, seen: &mut HashMap<Name, (Name, Name)>| {
+        p.for_each_name(&mut |x| {
+            seen.remove(x);
+        });
+    };
+    match e {
+        Expr::Let(p, v, body) => {
+            if let (Pat::Tuple(ps), Expr::Var(x)) = (&p, &*v)
+                && let [Pat::Var(a), Pat::Var(b)] = &ps[..]
+            {
+                if let Some((a0, b0)) = seen.get(x).cloned() {
+                    let body = rename(*body, &[(a.as_str(), &a0), (b.as_str(), &b0)]);
+                    return share_destructuring(body, seen);
+                }
+                let (a, b, x) = (a.clone(), b.clone(), x.clone());
+                rebinds(&p, seen);
+                seen.insert(x, (a, b));
+                return Expr::Let(p, v, Box::new(share_destructuring(*body, seen)));
+            }
+            rebinds(&p, seen);
+            Expr::Let(p, v, Box::new(share_destructuring(*body, seen)))
+        }
+        Expr::Bind(p, m, rest) => {
+            rebinds(&p, seen);
+            Expr::Bind(p, m, Box::new(share_destructuring(*rest, seen)))
+        }
+        e => e,
+    }
+}
+
+/// `e` with the variables `from` renamed `to` (fresh names: no capture possible).
+fn rename(e: Expr, pairs: &[(&str, &String)]) -> Expr {
+    let mut e = e;
+    rename_in(&mut e, pairs);
+    e
+}
+
+fn rename_in(e: &mut Expr, pairs: &[(&str, &String)]) {
+    match e {
+        Expr::Var(x) => {
+            if let Some((_, to)) = pairs.iter().find(|(from, _)| from == x) {
+                *x = (*to).clone();
+            }
+        }
+        Expr::Lit(_) | Expr::PrimRef(_) | Expr::Poly(..) => {}
+        Expr::Lam(_, b) | Expr::Inl(b) | Expr::Inr(b) => rename_in(b, pairs),
+        Expr::Proj { tuple, .. } => rename_in(tuple, pairs),
+        Expr::App(f, xs) => {
+            rename_in(f, pairs);
+            xs.iter_mut().for_each(|x| rename_in(x, pairs));
+        }
+        Expr::Let(_, a, b) | Expr::Bind(_, a, b) | Expr::RunDelta(a, b) => {
+            rename_in(a, pairs);
+            rename_in(b, pairs);
+        }
+        Expr::LetRec { value, body, .. } => {
+            rename_in(value, pairs);
+            rename_in(body, pairs);
+        }
+        Expr::Tuple(xs) | Expr::Vector(xs) | Expr::Prim(_, xs) => {
+            xs.iter_mut().for_each(|x| rename_in(x, pairs))
+        }
+        Expr::Case {
+            scrutinee,
+            left,
+            right,
+        } => {
+            rename_in(scrutinee, pairs);
+            rename_in(&mut left.1, pairs);
+            rename_in(&mut right.1, pairs);
+        }
+        Expr::If(a, b, c) => {
+            rename_in(a, pairs);
+            rename_in(b, pairs);
+            rename_in(c, pairs);
+        }
+    }
+}
+
+/// Floats bindings out of the right-hand sides of bindings, so a translation
+/// reads as one sequence of steps rather than a staircase:
+///
+/// - `let p = (let q = e1 in e2) in e3` ⇒ `let q = e1 in let p = e2 in e3`
+/// - `do { p <- do { q <- m1; m2 }; m3 }` ⇒ `do { q <- m1; p <- m2; m3 }`
+///   (the monad's associativity law), and likewise for a `let` inside a bind.
+///
+/// Each step is only taken when the names `q` binds are not free in `e3`/`m3`
+/// (always the case for the translations' fresh names), so meaning is kept.
+pub fn flatten(e: Expr) -> Expr {
+    if crate::stack::check().is_err() {
+        return e;
+    }
+    match e {
+        Expr::Let(p, v, body) => {
+            let v = flatten(*v);
+            let body = flatten(*body);
+            float(p, v, body, false)
+        }
+        Expr::Bind(p, m, rest) => {
+            let m = flatten(*m);
+            let rest = flatten(*rest);
+            float(p, m, rest, true)
+        }
+        Expr::Lam(ps, b) => Expr::Lam(ps, Box::new(flatten(*b))),
+        Expr::App(f, xs) => Expr::App(Box::new(flatten(*f)), xs.into_iter().map(flatten).collect()),
+        Expr::LetRec {
+            name,
+            params,
+            value,
+            body,
+        } => Expr::LetRec {
+            name,
+            params,
+            value: Box::new(flatten(*value)),
+            body: Box::new(flatten(*body)),
+        },
+        Expr::Tuple(xs) => Expr::Tuple(xs.into_iter().map(flatten).collect()),
+        Expr::Vector(xs) => Expr::Vector(xs.into_iter().map(flatten).collect()),
+        Expr::Prim(p, xs) => Expr::Prim(p, xs.into_iter().map(flatten).collect()),
+        Expr::Proj {
+            tuple,
+            index,
+            arity,
+        } => Expr::Proj {
+            tuple: Box::new(flatten(*tuple)),
+            index,
+            arity,
+        },
+        Expr::Inl(x) => Expr::Inl(Box::new(flatten(*x))),
+        Expr::Inr(x) => Expr::Inr(Box::new(flatten(*x))),
+        Expr::Case {
+            scrutinee,
+            left,
+            right,
+        } => Expr::Case {
+            scrutinee: Box::new(flatten(*scrutinee)),
+            left: (left.0, Box::new(flatten(*left.1))),
+            right: (right.0, Box::new(flatten(*right.1))),
+        },
+        Expr::If(a, b, c) => Expr::If(
+            Box::new(flatten(*a)),
+            Box::new(flatten(*b)),
+            Box::new(flatten(*c)),
+        ),
+        Expr::RunDelta(a, b) => Expr::RunDelta(Box::new(flatten(*a)), Box::new(flatten(*b))),
+        e @ (Expr::Var(_) | Expr::Lit(_) | Expr::PrimRef(_) | Expr::Poly(..)) => e,
+    }
+}
+
+/// `let p = v in body` (or `do { p <- v; body }` when `monadic`), with the
+/// bindings at the head of `v` floated out where that keeps the meaning.
+fn float(p: Pat, v: Expr, body: Expr, monadic: bool) -> Expr {
+    let rebuild = |p: Pat, v: Expr, body: Expr| match v {
+        // do { p <- pure e; rest } = let p = e in rest (left identity)
+        Expr::Prim(q, mut a) if monadic && q.prim == Prim::Pure && a.len() == 1 => {
+            Expr::Let(p, Box::new(a.remove(0)), Box::new(body))
+        }
+        v if monadic => Expr::Bind(p, Box::new(v), Box::new(body)),
+        v => Expr::Let(p, Box::new(v), Box::new(body)),
+    };
+    let captures = |q: &Pat, body: &Expr| {
+        let mut bound = Vec::new();
+        pattern_names(q, &mut bound);
+        let mut hit = bound.contains(&"_".to_string());
+        free_vars(body, &mut Vec::new(), &mut |x| hit |= bound.iter().any(|b| b == x));
+        // The outer pattern must not rebind what the floated binding needs either.
+        hit
+    };
+    match v {
+        // A `let` heading a right-hand side floats out of a `let` or a bind.
+        Expr::Let(q, e1, e2) if !captures(&q, &body) && !shadows(&p, &q) => {
+            Expr::Let(q, e1, Box::new(float(p, *e2, body, monadic)))
+        }
+        // A bind heading a computation floats out of a bind (associativity).
+        Expr::Bind(q, m1, m2) if monadic && !captures(&q, &body) && !shadows(&p, &q) => {
+            Expr::Bind(q, m1, Box::new(float(p, *m2, body, true)))
+        }
+        v => rebuild(p, v, body),
+    }
+}
+
+/// True if `p` and `q` bind a name in common.
+fn shadows(p: &Pat, q: &Pat) -> bool {
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    pattern_names(p, &mut a);
+    pattern_names(q, &mut b);
+    a.iter().any(|x| b.contains(x))
 }

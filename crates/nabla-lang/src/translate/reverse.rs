@@ -550,7 +550,7 @@ impl Reverse<'_> {
 
     /// As in forward mode: literals have a static `Zero` Delta; compound
     /// operands are bound to `(a, ua)` in order; variables are taken apart
-    /// last with `let (x, ux) = x`.
+    /// with `let (x1, ux) = x` (fresh names, so bindings can float out).
     fn take_apart(&mut self, args: &[Expr], stmts: &mut Vec<Stmt>) -> TResult<Vec<Operand>> {
         let mut operands = Vec::new();
         let mut variables: Vec<(String, usize)> = Vec::new();
@@ -578,16 +578,18 @@ impl Reverse<'_> {
                 }
             }
         }
-        let mut done: HashMap<String, String> = HashMap::new();
+        let mut done: HashMap<String, (String, String)> = HashMap::new();
         for (x, i) in variables {
-            if let Some(u) = done.get(&x) {
+            if let Some((x1, u)) = done.get(&x) {
+                operands[i].primal = var(x1);
                 operands[i].delta = Some(var(u));
                 continue;
             }
-            let u = self.names.fresh(&format!("u{x}"));
-            stmts.push(Stmt::Let(Pat::pair(&x, &u), var(&x)));
+            let (x1, u) = (self.names.fresh(&x), self.names.fresh(&format!("u{x}")));
+            stmts.push(Stmt::Let(Pat::pair(&x1, &u), var(&x)));
+            operands[i].primal = var(&x1);
             operands[i].delta = Some(var(&u));
-            done.insert(x, u);
+            done.insert(x, (x1, u));
         }
         Ok(operands)
     }
