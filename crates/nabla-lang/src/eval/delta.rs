@@ -216,14 +216,28 @@ impl DeltaMap {
 /// ```
 ///
 /// The recursion is a work list: `Eval` is a pending `eval x u`, `LetRhs`
-/// the rest of a `Let` equation once its body has been evaluated.
-pub fn eval(x: f64, u: &Delta, m: &mut DeltaMap, limit: usize) -> Result<(), String> {
+/// the rest of a `Let` equation once its body has been evaluated. `limit`
+/// bounds the ids (the map's length); every constructor visited costs one
+/// of `steps` (the interpreter's call budget: a Delta whose sharing is
+/// implicit, `Add u u` with `u` itself shared, costs time exponential in its
+/// depth, as §5.3 explains, and must not hang a run with limits).
+pub fn eval(
+    x: f64,
+    u: &Delta,
+    m: &mut DeltaMap,
+    limit: usize,
+    steps: &mut u64,
+) -> Result<(), String> {
     enum Work<'a> {
         Eval(f64, &'a Delta),
         LetRhs(DeltaId, &'a Delta),
     }
     let mut work = vec![Work::Eval(x, u)];
     while let Some(w) = work.pop() {
+        if *steps == 0 {
+            return Err("evaluation step limit exceeded".into());
+        }
+        *steps -= 1;
         match w {
             Work::Eval(_, Delta::Zero) => {}
             Work::Eval(x, Delta::Scale(y, u)) => work.push(Work::Eval(x * y, u)),
@@ -349,7 +363,7 @@ mod tests {
             DeltaRef::new(Delta::Scale(10.0, var(3))),
         );
         let mut m = DeltaMap::empty();
-        eval(1.0, &d, &mut m, 100).unwrap();
+        eval(1.0, &d, &mut m, 100, &mut u64::MAX).unwrap();
         assert_eq!(m.lookup(1), Some(10.0));
         assert_eq!(m.lookup(2), Some(20.0));
         // The Let's id is deleted once its contribution has been passed on.
@@ -362,7 +376,7 @@ mod tests {
     fn an_unused_let_contributes_nothing_and_a_present_zero_is_present() {
         let d = Delta::Let(5, var(1), DeltaRef::new(Delta::Scale(0.0, var(2))));
         let mut m = DeltaMap::empty();
-        eval(1.0, &d, &mut m, 100).unwrap();
+        eval(1.0, &d, &mut m, 100, &mut u64::MAX).unwrap();
         assert_eq!(m.lookup(2), Some(0.0));
         assert_eq!(m.lookup(1), None);
     }
@@ -370,8 +384,23 @@ mod tests {
     #[test]
     fn ids_out_of_range_are_errors() {
         let mut m = DeltaMap::empty();
-        assert!(eval(1.0, &Delta::Var(-1), &mut m, 100).is_err());
-        assert!(eval(1.0, &Delta::Var(100), &mut m, 100).is_err());
+        assert!(eval(1.0, &Delta::Var(-1), &mut m, 100, &mut 10).is_err());
+        assert!(eval(1.0, &Delta::Var(100), &mut m, 100, &mut 10).is_err());
+    }
+
+    #[test]
+    fn eval_counts_its_steps() {
+        // Implicit sharing: 40 levels of `Add u u` is a tree of 2^40 leaves.
+        let mut d = var(0);
+        for _ in 0..40 {
+            d = DeltaRef::new(Delta::Add(d.clone(), d));
+        }
+        let mut m = DeltaMap::empty();
+        let mut steps = 10_000;
+        assert_eq!(
+            eval(1.0, &d, &mut m, 100, &mut steps),
+            Err("evaluation step limit exceeded".to_string())
+        );
     }
 
     #[test]
@@ -386,7 +415,7 @@ mod tests {
         }
         // Runs on the test thread's ordinary stack: recursion on the depth would overflow it.
         let mut m = DeltaMap::empty();
-        eval(1.0, &d, &mut m, n as usize + 1).unwrap();
+        eval(1.0, &d, &mut m, n as usize + 1, &mut u64::MAX).unwrap();
         assert_eq!(m.lookup(0), Some(1.0));
         assert_eq!(m.lookup(n), None);
         drop(d);

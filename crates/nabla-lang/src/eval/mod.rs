@@ -712,7 +712,8 @@ impl Machine {
             }
             _ => return err("internal error: bad operands for `eval`", span),
         };
-        match delta::eval(x, &u, Rc::make_mut(&mut m), self.limits.max_vector_len) {
+        let (limit, steps) = (self.limits.max_vector_len, &mut self.calls_left);
+        match delta::eval(x, &u, Rc::make_mut(&mut m), limit, steps) {
             Ok(()) => Ok(Value::DeltaMap(m)),
             Err(msg) => err(msg, span),
         }

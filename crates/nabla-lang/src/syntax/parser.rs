@@ -622,6 +622,14 @@ impl<'a> Parser<'a> {
             loop {
                 p.guard()?;
                 let item_start = p.tok().span;
+                if p.peek() == Tok::RBrace {
+                    p.error(
+                        "a `do` block must end with an expression",
+                        item_start,
+                        "the block ends here, without a final expression",
+                    );
+                    return Err(());
+                }
                 let e = if p.peek() == Tok::Let {
                     let head = p.let_head()?;
                     if p.peek() == Tok::In {

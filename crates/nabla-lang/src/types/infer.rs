@@ -1002,8 +1002,13 @@ impl Checker {
                 let pt = self.pattern(p, &mut bound);
                 let vt = pt.and_then(|pt| {
                     let vt = self.infer(v)?;
-                    let because =
-                        Some((p.span(), format!("the pattern has type {}", self.show(&pt))));
+                    // The parser writes `e1; e2` as `let () = e1 in e2`, the
+                    // pattern spanning `e1`.
+                    let because = if matches!(p, Pattern::Unit(s) if *s == v.span) {
+                        Some((v.span, "the left of `;` must have type ()".into()))
+                    } else {
+                        Some((p.span(), format!("the pattern has type {}", self.show(&pt))))
+                    };
                     self.expect(&pt, &vt, v.span, because)?;
                     Ok(vt)
                 });
