@@ -26,7 +26,8 @@ use crate::prim::{self, Prim};
 use crate::stack;
 use crate::syntax::ast::{self, BinOp, ExprKind, Pattern};
 use crate::syntax::span::Span;
-use crate::types::{CheckedProgram, Typing};
+use crate::types::infer::poly_index_type;
+use crate::types::{CheckedProgram, Type, Typing};
 use std::collections::HashSet;
 
 /// Lowering a well-typed program can only fail on absurd nesting.
@@ -55,10 +56,12 @@ pub fn lower_program(defs: &[ast::Def], checked: &CheckedProgram) -> LResult<nam
         locals: Vec::new(),
         globals,
         typing: &checked.typing,
+        translated: false,
     };
     let mut out = Vec::with_capacity(defs.len());
     for (i, def) in defs.iter().enumerate() {
         let b = &def.binding;
+        l.translated = def.translated;
         let mark = l.locals.len();
         let params = b
             .params
@@ -96,6 +99,9 @@ struct Lowerer<'a> {
     locals: Vec<String>,
     globals: HashSet<&'a str>,
     typing: &'a Typing,
+    /// Lowering a definition of a translated file (whose primitives include
+    /// the dialect's).
+    translated: bool,
 }
 
 impl Lowerer<'_> {
@@ -112,7 +118,7 @@ impl Lowerer<'_> {
         if self.locals.iter().any(|n| n == name) || self.globals.contains(name) {
             return None;
         }
-        prim::lookup_named(name).map(|p| p.prim)
+        prim::lookup_named_in(name, self.translated).map(|p| p.prim)
     }
 
     /// `prim` with the type it is used at, for the occurrence `id`.
@@ -229,6 +235,7 @@ impl Lowerer<'_> {
                     BinOp::Ge => Prim::Ge,
                     BinOp::Eq => Prim::Eq,
                     BinOp::Ne => Prim::Ne,
+                    BinOp::AddTo => Prim::AddTo,
                 };
                 Expr::Prim(self.prim_at(p, e.id), vec![x, y])
             }
@@ -238,6 +245,20 @@ impl Lowerer<'_> {
                 vec![self.expr(v)?, self.expr(i)?],
             ),
             ExprKind::Annot(x, _) => self.expr(x)?,
+            ExprKind::Bind(p, m, rest) => {
+                let m = self.expr(m)?;
+                let mark = self.locals.len();
+                let r = self.bind(p).and_then(|p| Ok((p, self.expr(rest)?)));
+                self.locals.truncate(mark);
+                let (p, rest) = r?;
+                Expr::Bind(p, Box::new(m), Box::new(rest))
+            }
+            ExprKind::RunDelta(a, m) => {
+                Expr::RunDelta(Box::new(self.expr(a)?), Box::new(self.expr(m)?))
+            }
+            // The checker has accepted the type (closed, first-order).
+            ExprKind::Poly(p, te) => Expr::Poly(*p, poly_index_type(te).unwrap_or(Type::Unit)),
+            ExprKind::Deref(r) => Expr::Prim(PrimAt::plain(Prim::Deref), vec![self.expr(r)?]),
         })
     }
 
@@ -347,7 +368,7 @@ impl Lowerer<'_> {
 mod tests {
     use super::*;
     use crate::syntax::parser::{IdGen, parse_program};
-    use crate::types::{Type, check_program};
+    use crate::types::check_program;
 
     fn lower(src: &str) -> named::Program {
         let (prog, errs) = parse_program(src, 0, &mut IdGen::new());

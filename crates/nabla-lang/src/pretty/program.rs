@@ -132,54 +132,9 @@ pub fn expr_is_translated(e: &Expr) -> bool {
 }
 
 /// True for the primitives that exist only in translated programs (the
-/// Delta, monad and reference-cell operations): every primitive but the
-/// ordinary ones listed here.
+/// Delta, monad and reference-cell operations).
 fn is_translated_prim(p: Prim) -> bool {
-    !matches!(
-        p,
-        Prim::Add
-            | Prim::Sub
-            | Prim::Mul
-            | Prim::Div
-            | Prim::Neg
-            | Prim::Pow
-            | Prim::Lt
-            | Prim::Le
-            | Prim::Gt
-            | Prim::Ge
-            | Prim::Eq
-            | Prim::Ne
-            | Prim::Not
-            | Prim::Sin
-            | Prim::Cos
-            | Prim::Tan
-            | Prim::Exp
-            | Prim::Log
-            | Prim::Sqrt
-            | Prim::Tanh
-            | Prim::Abs
-            | Prim::Atan2
-            | Prim::Min
-            | Prim::Max
-            | Prim::Floor
-            | Prim::ToReal
-            | Prim::Fst
-            | Prim::Snd
-            | Prim::Build
-            | Prim::Index
-            | Prim::Size
-            | Prim::Sum
-            | Prim::Map
-            | Prim::Fold
-            | Prim::Zip
-            | Prim::Diff
-            | Prim::Grad
-            | Prim::ValueAndGrad
-            | Prim::Jvp
-            | Prim::Vjp
-            | Prim::Jacobian
-            | Prim::Hessian
-    )
+    p.info().translated
 }
 
 /// Calls `f` on `e` and every expression inside it (iteratively: no native
@@ -790,10 +745,8 @@ fn as_binop(e: &Expr) -> Option<BinOp<'_>> {
                 "*" | "/" => (MUL, Assoc::Left),
                 "**" => (POW, Assoc::Right),
                 "<" | "<=" | ">" | ">=" | "==" | "!=" => (CMP, Assoc::None),
-                "&&" => (AND, Assoc::Left),
-                "||" => (OR, Assoc::Left),
-                // `+=` and any other operator of the translated dialect.
-                _ => (ADD_TO, Assoc::None),
+                "+=" => (ADD_TO, Assoc::None),
+                _ => return None,
             };
             Some(BinOp {
                 level,
@@ -953,10 +906,23 @@ impl Printer {
             head.push_str(&pats_text(&d.params));
         }
         head.push_str(" =");
-        group(cat(vec![
-            text(head),
-            nest(2, cat(vec![Doc::Line, self.expr(&d.body, Ctx::TOP)])),
-        ]))
+        self.body(text(head), &d.body, Ctx::TOP)
+    }
+
+    /// `head body`, where `head` ends with `=`, `->`, `then` or `else`: the
+    /// body on the same line if it fits, else indented on the next lines;
+    /// a `do` block stays on the head's line (`= do {`) and breaks inside.
+    fn body(&self, head: Doc, body: &Expr, ctx: Ctx) -> Doc {
+        group(cat(vec![head, self.indented(body, ctx)]))
+    }
+
+    /// What follows a head (`=`, `->`, `then`, `else`): a line break (or a
+    /// space) and `e` indented by 2, or ` do {` on the head's line.
+    fn indented(&self, e: &Expr, ctx: Ctx) -> Doc {
+        if matches!(e, Expr::Bind(..)) && !self.needs_parens(e, ctx) {
+            return cat(vec![text(" "), self.bare(e, ctx)]);
+        }
+        nest(2, cat(vec![Doc::Line, self.expr(e, ctx)]))
     }
 
     /// A sequence `a; b` (a `let ()` in a translated program).
@@ -994,9 +960,9 @@ impl Printer {
                     OPEN
                 }
             }
-            Expr::App(..) | Expr::Inl(_) | Expr::Inr(_) | Expr::RunDelta(..) | Expr::Poly(..) => {
-                APP
-            }
+            Expr::App(..) | Expr::Inl(_) | Expr::Inr(_) | Expr::RunDelta(..) => APP,
+            // `name @T` and `do { … }` are atoms.
+            Expr::Poly(..) | Expr::Bind(..) => ATOM,
             Expr::Prim(p, args) => {
                 if p.prim == Prim::Index && args.len() == 2 {
                     POSTFIX
@@ -1014,7 +980,6 @@ impl Printer {
                     OPEN
                 }
             }
-            Expr::Bind(..) => ATOM,
         }
     }
 
@@ -1027,7 +992,7 @@ impl Printer {
                     || matches!(ctx.tail, Tail::Semi | Tail::Inner)
                     || (ctx.tail == Tail::Bar && matches!(e, Expr::Case { .. }))
             }
-            UNARY if ctx.neg_paren => true,
+            UNARY if ctx.neg_paren => !matches!(as_prefix(e), Some(("!", _))),
             l => l < ctx.need,
         }
     }
@@ -1103,13 +1068,20 @@ impl Printer {
     /// breaks inside.
     fn app(&self, f: Doc, args: &[Expr]) -> Doc {
         let arg_ctx = Ctx::new(POSTFIX, Tail::Inner);
-        let has_fun = matches!(args.last(), Some(Expr::Lam(..)));
-        let mut parts = Vec::with_capacity(2 * args.len());
+        let hangs = matches!(args.last(), Some(Expr::Lam(..) | Expr::Bind(..)));
+        let mut parts = Vec::with_capacity(2 * args.len() + 1);
+        parts.push(f);
         for a in args {
-            parts.push(if has_fun { text(" ") } else { Doc::Line });
+            parts.push(if hangs { text(" ") } else { Doc::Line });
             parts.push(self.expr(a, arg_ctx));
         }
-        group(cat(vec![f, nest(2, cat(parts))]))
+        if hangs {
+            // The last argument breaks inside, indented from this line.
+            cat(parts)
+        } else {
+            let f = parts.remove(0);
+            group(cat(vec![f, nest(2, cat(parts))]))
+        }
     }
 
     fn prim(&self, p: &PrimAt, args: &[Expr]) -> Doc {
@@ -1191,28 +1163,33 @@ impl Printer {
         group(cat(vec![first, nest(2, cat(rest))]))
     }
 
+    /// `a; b; …`: on one line if short, else (and always with three or
+    /// more items) one item per line.
     fn seq(&self, a: &Expr, b: &Expr, ctx: Ctx) -> Doc {
-        let mut parts = vec![self.expr(a, Ctx::new(OPEN, Tail::Semi)), text(";")];
+        let mut items = vec![a];
         let mut cur = b;
         while let Some((x, y)) = self.as_seq(cur) {
-            parts.push(Doc::Line);
-            parts.push(self.expr(x, Ctx::new(OPEN, Tail::Semi)));
-            parts.push(text(";"));
+            items.push(x);
             cur = y;
         }
-        parts.push(Doc::Line);
+        let sep = if items.len() >= 2 {
+            Doc::Hard
+        } else {
+            Doc::Line
+        };
+        let mut parts = Vec::new();
+        for x in items {
+            parts.push(self.expr(x, Ctx::new(OPEN, Tail::Semi)));
+            parts.push(text(";"));
+            parts.push(sep.clone());
+        }
         parts.push(self.expr(cur, Ctx::new(SEQ, ctx.tail)));
-        group(cat(parts))
+        short(SHORT_LET, cat(parts))
     }
 
     fn lambda(&self, ps: &[Pat], body: &Expr, ctx: Ctx) -> Doc {
-        group(cat(vec![
-            text(format!("fun {} ->", pats_text(ps))),
-            nest(
-                2,
-                cat(vec![Doc::Line, self.expr(body, Ctx::new(OPEN, ctx.tail))]),
-            ),
-        ]))
+        let head = text(format!("fun {} ->", pats_text(ps)));
+        self.body(head, body, ctx.trailing())
     }
 
     /// `let p = v in` (or `let f x = v in`, `let rec f x = v in`) and the
@@ -1276,10 +1253,7 @@ impl Printer {
             }
             _ => group(cat(vec![
                 text(format!("let {} =", pat_text(p))),
-                nest(
-                    2,
-                    cat(vec![Doc::Line, self.expr(v, Ctx::new(OPEN, Tail::Free))]),
-                ),
+                self.indented(v, Ctx::new(OPEN, Tail::Free)),
                 text(" in"),
             ])),
         }
@@ -1288,10 +1262,7 @@ impl Printer {
     fn function_binding(&self, head: &str, ps: &[Pat], body: &Expr, end: &str) -> Doc {
         group(cat(vec![
             text(format!("{head} {} =", pats_text(ps))),
-            nest(
-                2,
-                cat(vec![Doc::Line, self.expr(body, Ctx::new(OPEN, Tail::Free))]),
-            ),
+            self.indented(body, Ctx::new(OPEN, Tail::Free)),
             text(end),
         ]))
     }
@@ -1315,10 +1286,7 @@ impl Printer {
                     parts.push(text("if "));
                     parts.push(align(self.expr(c, Ctx::new(OPEN, Tail::Free))));
                     parts.push(text(" then"));
-                    parts.push(nest(
-                        2,
-                        cat(vec![Doc::Line, self.expr(a, Ctx::new(OPEN, Tail::Free))]),
-                    ));
+                    parts.push(self.indented(a, Ctx::new(OPEN, Tail::Free)));
                     cur = b;
                 }
                 _ => break,
@@ -1326,10 +1294,7 @@ impl Printer {
         }
         parts.push(Doc::Line);
         parts.push(text("else"));
-        parts.push(nest(
-            2,
-            cat(vec![Doc::Line, self.expr(cur, Ctx::new(OPEN, ctx.tail))]),
-        ));
+        parts.push(self.indented(cur, Ctx::new(OPEN, ctx.tail)));
         short(SHORT_IF, cat(parts))
     }
 
@@ -1341,13 +1306,11 @@ impl Printer {
         ctx: Ctx,
     ) -> Doc {
         let arm = |kw: &str, p: &Pat, body: &Expr, tail: Tail| {
-            group(cat(vec![
+            self.body(
                 text(format!("| {kw} {} ->", pat_text(p))),
-                nest(
-                    2,
-                    cat(vec![Doc::Line, self.expr(body, Ctx::new(OPEN, tail))]),
-                ),
-            ]))
+                body,
+                Ctx::new(OPEN, tail),
+            )
         };
         short(
             SHORT_MATCH,
@@ -1419,7 +1382,8 @@ impl Printer {
                 _ => break,
             }
         }
-        let stmt_ctx = Ctx::new(OPEN, Tail::Semi);
+        // Inside a `do` block `;` ends a statement: nothing extends over it.
+        let stmt_ctx = Ctx::new(OPEN, Tail::Free);
         let mut items: Vec<Doc> = stmts
             .iter()
             .map(|s| match s {
