@@ -150,7 +150,6 @@ impl Lowerer<'_> {
             return Err(LowerError::TooDeep(e.span));
         }
         Ok(match &e.kind {
-            ExprKind::Bind(..) | ExprKind::RunDelta(..) | ExprKind::Poly(..) | ExprKind::Deref(..) => Expr::Lit(Lit::Unit),
             ExprKind::Var(name) => match self.prim_named(name) {
                 Some(p) => Expr::PrimRef(self.prim_at(p, e.id)),
                 None => Expr::Var(name.clone()),
@@ -224,7 +223,6 @@ impl Lowerer<'_> {
                         ));
                     }
                     BinOp::Add => Prim::Add,
-                    BinOp::AddTo => Prim::AddTo,
                     BinOp::Sub => Prim::Sub,
                     BinOp::Mul => Prim::Mul,
                     BinOp::Div => Prim::Div,
