@@ -116,7 +116,7 @@ pub fn translate(program: &Program, def: &str, mode: Mode) -> TResult<Program> {
     let globals = global_table(&source, &used, mode);
     for d in source.defs.iter().filter(|d| used.contains(&d.name)) {
         out.defs.push(match mode {
-            Mode::Cps => cps::translate_def(d, &globals, &mut names)?,
+            Mode::Cps => flatten_def(cps::translate_def(d, &globals, &mut names)?),
             _ => flatten_def(reverse::translate_def(d, &globals, &mut names)?),
         });
     }
@@ -441,6 +441,12 @@ fn share_destructuring(e: Expr, seen: &mut HashMap<Name, (Name, Name)>) -> Expr 
         });
     };
     match e {
+        // `e1; e2` (CPS code): the rest of the program runs inside `e1`.
+        Expr::Let(Pat::Tuple(ps), e1, e2) if ps.is_empty() => {
+            let e1 = share_destructuring(*e1, &mut seen.clone());
+            let e2 = share_destructuring(*e2, seen);
+            Expr::Let(Pat::Tuple(ps), Box::new(e1), Box::new(e2))
+        }
         Expr::Let(p, v, body) => {
             if let (Pat::Tuple(ps), Expr::Var(x)) = (&p, &*v)
                 && let [Pat::Var(a), Pat::Var(b)] = &ps[..]
