@@ -292,8 +292,9 @@ impl Reverse<'_> {
     fn values_of(&mut self, xs: &[Expr], stmts: &mut Vec<Stmt>) -> TResult<Vec<Expr>> {
         let mut out = Vec::with_capacity(xs.len());
         for x in xs {
+            let base = if let Expr::Lam(..) = x { "f" } else { "a" };
             let m = self.expr(x)?;
-            out.push(self.value_of(m, "a", stmts));
+            out.push(self.value_of(m, base, stmts));
         }
         Ok(out)
     }
