@@ -143,6 +143,7 @@ fn help_and_version() {
         &["eval", "--help"],
         &["repl", "--help"],
         &["bench", "--help"],
+        &["ad", "--help"],
     ] {
         let o = run(args);
         assert_eq!(o.status.code(), Some(0), "{args:?}");
@@ -150,6 +151,42 @@ fn help_and_version() {
     }
     let o = run(&["--version"]);
     assert_eq!(stdout(&o), format!("nabla {}\n", env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn ad_prints_and_runs_translations() {
+    let f = temp_file(
+        "ad.nabla",
+        b"def f (x, y) = x * y + sin x\ndef main = grad f (1.0, 2.0)\n",
+    );
+    let path = f.to_str().expect("path");
+    let direct = stdout(&run(&["run", path]));
+    assert_eq!(direct, "(2.5403023058681398, 1.0)\n");
+    for mode in ["reverse", "cps"] {
+        let o = run(&["ad", "--mode", mode, "--run", path]);
+        assert_eq!(o.status.code(), Some(0), "{mode}: {}", stderr(&o));
+        assert_eq!(stdout(&o), direct, "{mode}");
+    }
+    // The printed translation is a translated-dialect program naming the derived definitions.
+    let o = run(&["ad", "--mode", "reverse", path]);
+    let text = stdout(&o);
+    assert!(text.starts_with("#!translated\n"), "{text}");
+    for name in ["def f_rev", "deltaLet", "def f_vjp", "runDelta"] {
+        assert!(text.contains(name), "{name} missing from {text}");
+    }
+    let o = run(&["ad", "--mode", "forward", "--def", "f", path]);
+    assert!(stdout(&o).contains("def f_jvp"), "{}", stderr(&o));
+    // --program prints what --run runs, and that program runs on its own.
+    let o = run(&["ad", "--mode", "reverse", "--program", path]);
+    let whole = temp_file("ad-whole.nabla", &o.stdout);
+    assert_eq!(stdout(&run(&["run", whole.to_str().expect("path")])), direct);
+    // Errors: forward mode cannot run a gradient; an unknown definition.
+    let o = run(&["ad", "--mode", "forward", "--run", path]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("jvp f x dx"), "{}", stderr(&o));
+    let o = run(&["ad", "--def", "nope", path]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("no definition named `nope`"), "{}", stderr(&o));
 }
 
 #[test]
