@@ -15,8 +15,8 @@
 //! ```text
 //! D{e1 * e2} κ = D{e1} (λp1. D{e2} (λp2.
 //!                  let (x1, x1') = p1 in let (x2, x2') = p2 in
-//!                  let y = x1 * x2 in let y' = ref 0.0 in
-//!                  κ (y, y'); x1' += !y' * x2; x2' += !y' * x1))
+//!                  let v = x1 * x2 in let v' = ref 0.0 in
+//!                  κ (v, v'); x1' += !v' * x2; x2' += !v' * x1))
 //! ```
 //!
 //! (`e; e'` is printed `let () = e in e'`.) A continuation that is already a
@@ -497,7 +497,7 @@ impl Cps<'_> {
     }
 
     /// Wang et al.'s arithmetic rules, generalised by the table:
-    /// `let y = f x1 … in let y' = ref 0.0 in κ (y, y'); x1' += !y' * ∂1f; …`
+    /// `let v = f x1 … in let v' = ref 0.0 in κ (v, v'); x1' += !v' * ∂1f; …`
     fn real_function(
         &mut self,
         f: RealFn,
@@ -531,8 +531,8 @@ impl Cps<'_> {
             primals.push(x);
             cells.push(Some(c));
         }
-        let y = self.names.fresh("y");
-        let y_cell = self.names.fresh("y'");
+        let y = self.names.fresh("v");
+        let y_cell = self.names.fresh("v'");
         let partials = rules::partials(f, &primals, &var(&y));
         let mut updates = Vec::new();
         for (cell, d) in cells.into_iter().zip(partials) {
