@@ -62,3 +62,19 @@ fn cps_translations() {
         insta::assert_snapshot!(format!("cps_{name}"), translation(source, Mode::Cps));
     }
 }
+
+/// docs/transformations.md quotes the three translations of its worked
+/// example verbatim; this keeps the quotes true.
+#[test]
+fn the_documentation_quotes_the_tools_output() {
+    let doc_path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/transformations.md");
+    let doc = std::fs::read_to_string(doc_path).expect("docs/transformations.md");
+    let source = "def f (x, y) = x * y + sin x\ndef main = grad f (1.0, 2.0)\n";
+    for mode in [Mode::Forward, Mode::Reverse, Mode::Cps] {
+        let text = translation(source, mode);
+        assert!(
+            doc.contains(text.trim_end()),
+            "docs/transformations.md does not quote the current {mode:?} output:\n{text}"
+        );
+    }
+}
