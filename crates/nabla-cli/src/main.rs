@@ -223,7 +223,10 @@ fn ad(file: &str, mode: AdMode, def: Option<&str>, run: bool, program: bool) -> 
     // Run the printed program: what runs is exactly what a user would read.
     let mut translated = Session::new();
     let name = format!("{file} (translated)");
-    match translated.load(&name, &text).and_then(|_| translated.run_main()) {
+    match translated
+        .load(&name, &text)
+        .and_then(|_| translated.run_main())
+    {
         Ok(v) => Report::ok(format!("{v}\n")),
         Err(ds) => Report::failed(translated.render(&ds)),
     }

@@ -179,14 +179,21 @@ fn ad_prints_and_runs_translations() {
     // --program prints what --run runs, and that program runs on its own.
     let o = run(&["ad", "--mode", "reverse", "--program", path]);
     let whole = temp_file("ad-whole.nabla", &o.stdout);
-    assert_eq!(stdout(&run(&["run", whole.to_str().expect("path")])), direct);
+    assert_eq!(
+        stdout(&run(&["run", whole.to_str().expect("path")])),
+        direct
+    );
     // Errors: forward mode cannot run a gradient; an unknown definition.
     let o = run(&["ad", "--mode", "forward", "--run", path]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("jvp f x dx"), "{}", stderr(&o));
     let o = run(&["ad", "--def", "nope", path]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("no definition named `nope`"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no definition named `nope`"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]

@@ -39,10 +39,9 @@ fn tokens(s: &str) -> (Vec<f64>, String) {
     let mut text = String::new();
     let mut rest = s;
     while !rest.is_empty() {
-        let starts_number = rest
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_digit() || c == '-' && rest[1..].starts_with(|d: char| d.is_ascii_digit()));
+        let starts_number = rest.chars().next().is_some_and(|c| {
+            c.is_ascii_digit() || c == '-' && rest[1..].starts_with(|d: char| d.is_ascii_digit())
+        });
         if starts_number {
             let end = rest[1..]
                 .find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '-' | '+')))
@@ -109,7 +108,11 @@ fn check_file(path: &Path, tally: &mut Tally) {
         return;
     };
     for call in translate::calls_in_main(&program) {
-        let args: Vec<String> = call.args.iter().map(|a| format!("({})", print_expr(a))).collect();
+        let args: Vec<String> = call
+            .args
+            .iter()
+            .map(|a| format!("({})", print_expr(a)))
+            .collect();
         let call_text = format!("{} {} {}", call.op.info().name, call.f, args.join(" "));
         let expected = session
             .eval_expr("<call>", &call_text)
@@ -137,9 +140,13 @@ fn check_file(path: &Path, tally: &mut Tally) {
             // a 10^6-step loop exceeds the interpreter's depth limit — a clean
             // error, documented in docs/transformations.md.
             if mode == Mode::Cps
-                && found.as_ref().is_err_and(|e| e.contains("stack depth exceeded"))
+                && found
+                    .as_ref()
+                    .is_err_and(|e| e.contains("stack depth exceeded"))
             {
-                tally.skipped.push(format!("{what}: CPS needs stack depth per operation"));
+                tally
+                    .skipped
+                    .push(format!("{what}: CPS needs stack depth per operation"));
                 continue;
             }
             tally.compared += 1;
@@ -186,7 +193,10 @@ fn every_translation_agrees_with_the_run_time_operators() {
 
 #[test]
 fn output_comparison_tolerates_rounding_only() {
-    assert!(agree("(1.0, [2.5, -3.0e-5])", "(1.0000000000000002, [2.5, -3.0e-5])"));
+    assert!(agree(
+        "(1.0, [2.5, -3.0e-5])",
+        "(1.0000000000000002, [2.5, -3.0e-5])"
+    ));
     assert!(!agree("(1.0, 2.0)", "(1.0, 2.1)"));
     assert!(!agree("inl 1.0", "inr 1.0"));
     assert!(!agree("[1.0, 2.0]", "[1.0, 2.0, 3.0]"));

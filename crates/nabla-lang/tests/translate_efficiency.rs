@@ -37,7 +37,11 @@ fn program_size(p: &Program) -> usize {
 fn families(k: usize) -> Vec<(&'static str, String)> {
     let mut lets = String::from("def f x =\n");
     for i in 1..=k {
-        let prev = if i == 1 { "x".to_string() } else { format!("y{}", i - 1) };
+        let prev = if i == 1 {
+            "x".to_string()
+        } else {
+            format!("y{}", i - 1)
+        };
         lets += &format!("  let y{i} = {prev} * x + sin {prev} in\n");
     }
     lets += &format!("  y{k}\n");
@@ -56,7 +60,11 @@ fn families(k: usize) -> Vec<(&'static str, String)> {
         );
     }
     sums += &format!("  s{k}\n");
-    vec![("let-chain", lets), ("higher-order", higher), ("sums", sums)]
+    vec![
+        ("let-chain", lets),
+        ("higher-order", higher),
+        ("sums", sums),
+    ]
 }
 
 #[test]
@@ -110,18 +118,32 @@ fn chain_program(steps: usize, share: bool) -> String {
 /// repeats a shared subterm wherever it is used.
 fn inline_delta_lets(e: Expr) -> Expr {
     match e {
-        Expr::Bind(nabla_lang::core::named::Pat::Var(u), m, rest)
-            if matches!(&*m, Expr::Prim(p, _) if p.prim == Prim::DeltaLet) =>
+        Expr::Bind(nabla_lang::core::named::Pat::Var(u), m, rest) if matches!(&*m, Expr::Prim(p, _) if p.prim == Prim::DeltaLet) =>
         {
-            let Expr::Prim(_, mut args) = *m else { unreachable!() };
+            let Expr::Prim(_, mut args) = *m else {
+                unreachable!()
+            };
             let d = inline_delta_lets(args.remove(0));
             let rest = substitute_var_delta(inline_delta_lets(*rest), &u, &d);
             // `rest` is a computation: keep it one.
             rest
         }
-        Expr::Bind(p, m, rest) => Expr::Bind(p, Box::new(inline_delta_lets(*m)), Box::new(inline_delta_lets(*rest))),
-        Expr::Let(p, v, b) => Expr::Let(p, Box::new(inline_delta_lets(*v)), Box::new(inline_delta_lets(*b))),
-        Expr::LetRec { name, params, value, body } => Expr::LetRec {
+        Expr::Bind(p, m, rest) => Expr::Bind(
+            p,
+            Box::new(inline_delta_lets(*m)),
+            Box::new(inline_delta_lets(*rest)),
+        ),
+        Expr::Let(p, v, b) => Expr::Let(
+            p,
+            Box::new(inline_delta_lets(*v)),
+            Box::new(inline_delta_lets(*b)),
+        ),
+        Expr::LetRec {
+            name,
+            params,
+            value,
+            body,
+        } => Expr::LetRec {
             name,
             params,
             value: Box::new(inline_delta_lets(*value)),
@@ -133,7 +155,10 @@ fn inline_delta_lets(e: Expr) -> Expr {
             Box::new(inline_delta_lets(*b)),
             Box::new(inline_delta_lets(*c)),
         ),
-        Expr::App(f, xs) => Expr::App(Box::new(inline_delta_lets(*f)), xs.into_iter().map(inline_delta_lets).collect()),
+        Expr::App(f, xs) => Expr::App(
+            Box::new(inline_delta_lets(*f)),
+            xs.into_iter().map(inline_delta_lets).collect(),
+        ),
         Expr::Prim(p, xs) => Expr::Prim(p, xs.into_iter().map(inline_delta_lets).collect()),
         Expr::Tuple(xs) => Expr::Tuple(xs.into_iter().map(inline_delta_lets).collect()),
         e => e,
@@ -144,7 +169,11 @@ fn inline_delta_lets(e: Expr) -> Expr {
 fn substitute_var_delta(e: Expr, u: &str, d: &Expr) -> Expr {
     let go = |e: Expr| substitute_var_delta(e, u, d);
     match e {
-        Expr::Prim(p, args) if p.prim == Prim::DVar && matches!(&args[..], [Expr::Var(x)] if x == u) => d.clone(),
+        Expr::Prim(p, args)
+            if p.prim == Prim::DVar && matches!(&args[..], [Expr::Var(x)] if x == u) =>
+        {
+            d.clone()
+        }
         Expr::Prim(p, xs) => Expr::Prim(p, xs.into_iter().map(go).collect()),
         Expr::Tuple(xs) => Expr::Tuple(xs.into_iter().map(go).collect()),
         Expr::App(f, xs) => Expr::App(Box::new(go(*f)), xs.into_iter().map(go).collect()),
@@ -184,17 +213,26 @@ fn without_delta_lets_the_chain_costs_exponential_time() {
         // With sharing, a budget of 40 per step is enough at every length.
         for steps in [8, 16, 24] {
             let budget = 40 * steps as u64 + 200;
-            assert_eq!(run_with_budget(&chain_program(steps, true), budget), Ok("1.0".into()));
+            assert_eq!(
+                run_with_budget(&chain_program(steps, true), budget),
+                Ok("1.0".into())
+            );
         }
         // Without it, the same answer at 8 steps…
-        assert_eq!(run_with_budget(&chain_program(8, false), 10_000), Ok("1.0".into()));
+        assert_eq!(
+            run_with_budget(&chain_program(8, false), 10_000),
+            Ok("1.0".into())
+        );
         // …but each step doubles the work: 16 steps need more than 2^16.
         let out = run_with_budget(&chain_program(16, false), 1 << 16);
         assert!(
             out.as_ref().is_err_and(|e| e.contains("limit")),
             "expected the step limit, got {out:?}"
         );
-        assert_eq!(run_with_budget(&chain_program(16, false), 1 << 22), Ok("1.0".into()));
+        assert_eq!(
+            run_with_budget(&chain_program(16, false), 1 << 22),
+            Ok("1.0".into())
+        );
     })
     .expect("test thread");
 }

@@ -45,14 +45,20 @@ fn translation(source: &str, mode: Mode) -> String {
 #[test]
 fn forward_translations() {
     for (name, source) in PROGRAMS {
-        insta::assert_snapshot!(format!("forward_{name}"), translation(source, Mode::Forward));
+        insta::assert_snapshot!(
+            format!("forward_{name}"),
+            translation(source, Mode::Forward)
+        );
     }
 }
 
 #[test]
 fn reverse_translations() {
     for (name, source) in PROGRAMS {
-        insta::assert_snapshot!(format!("reverse_{name}"), translation(source, Mode::Reverse));
+        insta::assert_snapshot!(
+            format!("reverse_{name}"),
+            translation(source, Mode::Reverse)
+        );
     }
 }
 
@@ -67,7 +73,8 @@ fn cps_translations() {
 /// example verbatim; this keeps the quotes true.
 #[test]
 fn the_documentation_quotes_the_tools_output() {
-    let doc_path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/transformations.md");
+    let doc_path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/transformations.md");
     let doc = std::fs::read_to_string(doc_path).expect("docs/transformations.md");
     let source = "def f (x, y) = x * y + sin x\ndef main = grad f (1.0, 2.0)\n";
     for mode in [Mode::Forward, Mode::Reverse, Mode::Cps] {

@@ -44,8 +44,11 @@ enum Kont<'a> {
     /// `k`: apply it.
     Dynamic(Expr),
     /// κ: call it with the value.
-    Static(Box<dyn FnOnce(&mut Cps, Expr) -> TResult<Expr> + 'a>),
+    Static(RestOfProgram<'a>),
 }
+
+/// The rest of the program, still to be generated once a value is known.
+type RestOfProgram<'a> = Box<dyn FnOnce(&mut Cps, Expr) -> TResult<Expr> + 'a>;
 
 /// A continuation awaiting several values.
 type ValuesKont<'a> = Box<dyn FnOnce(&mut Cps, Vec<Expr>) -> TResult<Expr> + 'a>;
@@ -123,7 +126,10 @@ pub fn wrapper(f: &str, dot_cps: &str, s: &Type, t: &Type, names: &mut Names) ->
         let_(
             Pat::var(&dt0),
             app(Expr::Poly(Poly::NewCells, t.clone()), vec![var(&dt)]),
-            seq(run, app(Expr::Poly(Poly::ReadCells, s.clone()), vec![var(&s0)])),
+            seq(
+                run,
+                app(Expr::Poly(Poly::ReadCells, s.clone()), vec![var(&s0)]),
+            ),
         ),
     );
     Def {
@@ -218,7 +224,9 @@ impl Cps<'_> {
         }
         match e {
             Expr::Var(x) => match self.globals.get(x).cloned() {
-                Some((g, GlobalKind::Function)) if !self.locals.contains(x) => self.resume(k, var(g)),
+                Some((g, GlobalKind::Function)) if !self.locals.contains(x) => {
+                    self.resume(k, var(g))
+                }
                 Some((g, GlobalKind::Value)) if !self.locals.contains(x) => {
                     let k = self.reify(k)?;
                     Ok(app(var(g), vec![k]))
@@ -268,7 +276,8 @@ impl Cps<'_> {
                 let k2 = self.names.fresh("k");
                 let mut scope: Vec<&Pat> = vec![&me];
                 scope.extend(params.iter());
-                let f = self.with_locals(&scope, |s| s.function_body(&params[1..], value, k2.clone()))?;
+                let f =
+                    self.with_locals(&scope, |s| s.function_body(&params[1..], value, k2.clone()))?;
                 let rest = self.with_locals(&[&me], |s| s.expr(body, k))?;
                 Ok(Expr::LetRec {
                     name: name.clone(),
@@ -321,8 +330,12 @@ impl Cps<'_> {
                     s.expr(
                         scrutinee,
                         kont(move |s, v| {
-                            let l = s.with_locals(&[&left.0], |s| s.expr(&left.1, Kont::Dynamic(join.clone())))?;
-                            let r = s.with_locals(&[&right.0], |s| s.expr(&right.1, Kont::Dynamic(join)))?;
+                            let l = s.with_locals(&[&left.0], |s| {
+                                s.expr(&left.1, Kont::Dynamic(join.clone()))
+                            })?;
+                            let r = s.with_locals(&[&right.0], |s| {
+                                s.expr(&right.1, Kont::Dynamic(join))
+                            })?;
                             Ok(Expr::Case {
                                 scrutinee: Box::new(v),
                                 left: (left.0, Box::new(l)),
@@ -348,7 +361,9 @@ impl Cps<'_> {
             Expr::Prim(p, args) => self.prim(p, args, k),
             Expr::PrimRef(p) => {
                 self.check_prim(p)?;
-                let params: Vec<Name> = (0..p.prim.info().arity).map(|_| self.names.fresh("a")).collect();
+                let params: Vec<Name> = (0..p.prim.info().arity)
+                    .map(|_| self.names.fresh("a"))
+                    .collect();
                 if params.is_empty() {
                     return self.prim(p, &[], k);
                 }
@@ -426,7 +441,9 @@ impl Cps<'_> {
                 op,
             });
         }
-        if matches!(p.prim, Prim::Map | Prim::Fold | Prim::Build) || (p.prim == Prim::Sum && p.on_reals()) {
+        if matches!(p.prim, Prim::Map | Prim::Fold | Prim::Build)
+            || (p.prim == Prim::Sum && p.on_reals())
+        {
             return Err(self.unsupported(format!(
                 "the CPS translation (Wang et al. Fig. 10) has no rule for `{}`; use --mode reverse",
                 p.prim.info().name
@@ -441,7 +458,10 @@ impl Cps<'_> {
         let on_reals = p.at.is_none() || p.on_reals();
         let real_fn = p.prim.info().real;
         let compares_reals = p.on_reals()
-            && matches!(p.prim, Prim::Lt | Prim::Le | Prim::Gt | Prim::Ge | Prim::Eq | Prim::Ne);
+            && matches!(
+                p.prim,
+                Prim::Lt | Prim::Le | Prim::Gt | Prim::Ge | Prim::Eq | Prim::Ne
+            );
         // A literal operand of a real function or comparison stays a bare real:
         // its cell would never be read.
         let bare_literals = compares_reals
@@ -457,7 +477,10 @@ impl Cps<'_> {
                 let mut computed = computed.into_iter();
                 let vs: Vec<Expr> = literals
                     .into_iter()
-                    .map(|l| l.or_else(|| computed.next()).unwrap_or(Expr::Lit(Lit::Unit)))
+                    .map(|l| {
+                        l.or_else(|| computed.next())
+                            .unwrap_or(Expr::Lit(Lit::Unit))
+                    })
                     .collect();
                 let fst = |e: &Expr| match e {
                     Expr::Tuple(xs) => xs[0].clone(),
@@ -543,12 +566,15 @@ impl Cps<'_> {
             updates.push(prim(Prim::AddTo, vec![cell, gradient.0]));
         }
         let rest = self.resume(k, pair(var(&y), var(&y_cell)))?;
-        let backward = updates.into_iter().rev().fold(None, |acc: Option<Expr>, u| {
-            Some(match acc {
-                None => u,
-                Some(after) => seq(u, after),
-            })
-        });
+        let backward = updates
+            .into_iter()
+            .rev()
+            .fold(None, |acc: Option<Expr>, u| {
+                Some(match acc {
+                    None => u,
+                    Some(after) => seq(u, after),
+                })
+            });
         let body = match backward {
             None => rest,
             Some(b) => seq(rest, b),
@@ -561,4 +587,3 @@ impl Cps<'_> {
         Ok(lets.into_iter().rev().fold(body, |b, (p, e)| let_(p, e, b)))
     }
 }
-

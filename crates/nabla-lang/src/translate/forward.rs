@@ -49,8 +49,14 @@ pub fn translate_def(d: &Def, globals: &Globals, names: &mut Names) -> TResult<D
 /// `def f_jvp (s, ds) = tangentOf @T (f_fwd (zipDual @S (s, ds)))`.
 pub fn wrapper(f: &str, s: &Type, t: &Type, names: &mut Names) -> Def {
     let (x, dx) = (names.fresh("s"), names.fresh("ds"));
-    let zipped = app(Expr::Poly(Poly::ZipDual, s.clone()), vec![pair(var(&x), var(&dx))]);
-    let result = app(var(super::translated_name(super::Mode::Forward, f)), vec![zipped]);
+    let zipped = app(
+        Expr::Poly(Poly::ZipDual, s.clone()),
+        vec![pair(var(&x), var(&dx))],
+    );
+    let result = app(
+        var(super::translated_name(super::Mode::Forward, f)),
+        vec![zipped],
+    );
     Def {
         name: format!("{f}_jvp"),
         params: vec![Pat::pair(x, dx)],
@@ -66,6 +72,9 @@ struct Forward<'a> {
     /// Local binders in scope (innermost last); they shadow definitions.
     locals: Vec<Name>,
 }
+
+/// `let p = e in …` bindings, outermost first.
+type Bindings = Vec<(Pat, Expr)>;
 
 /// One operand of a real primitive once taken apart: its primal (a variable
 /// or literal) and its tangent (`None` when known to be zero).
@@ -144,7 +153,10 @@ impl Forward<'_> {
             } => Expr::Case {
                 scrutinee: Box::new(self.expr(scrutinee)?),
                 left: (left.0.clone(), Box::new(self.under(&[&left.0], &left.1)?)),
-                right: (right.0.clone(), Box::new(self.under(&[&right.0], &right.1)?)),
+                right: (
+                    right.0.clone(),
+                    Box::new(self.under(&[&right.0], &right.1)?),
+                ),
             },
             Expr::If(c, a, b) => Expr::If(
                 Box::new(self.expr(c)?),
@@ -193,10 +205,7 @@ impl Forward<'_> {
                 Ok(Expr::Prim(p.clone(), primals))
             }
             // D→{real n} = (real n, 0)
-            (None, Prim::ToReal) => Ok(pair(
-                Expr::Prim(p.clone(), self.exprs(args)?),
-                real(0.0),
-            )),
+            (None, Prim::ToReal) => Ok(pair(Expr::Prim(p.clone(), self.exprs(args)?), real(0.0))),
             // The sum of dual numbers is the dual of the sums.
             (None, Prim::Sum) if p.on_reals() => {
                 let v = self.expr(&args[0])?;
@@ -204,7 +213,10 @@ impl Forward<'_> {
                 let sum_of = |k: Prim| {
                     Expr::Prim(
                         p.clone(),
-                        vec![prim(Prim::Map, vec![Expr::PrimRef(PrimAt::plain(k)), v.clone()])],
+                        vec![prim(
+                            Prim::Map,
+                            vec![Expr::PrimRef(PrimAt::plain(k)), v.clone()],
+                        )],
                     )
                 };
                 Ok(bind_v(pair(sum_of(Prim::Fst), sum_of(Prim::Snd))))
@@ -259,14 +271,17 @@ impl Forward<'_> {
         } else {
             pair(value, tangent)
         };
-        Ok(lets.into_iter().rev().fold(result, |body, (p, e)| let_(p, e, body)))
+        Ok(lets
+            .into_iter()
+            .rev()
+            .fold(result, |body, (p, e)| let_(p, e, body)))
     }
 
     /// Takes real operands apart into primal and tangent: a literal `r` is
     /// `(r, zero)`; a compound operand is bound to `(a, da)` (in order); a
     /// variable `x` is taken apart as `let (x1, dx) = x`. All names are fresh,
     /// so the bindings can float out (see [`super::flatten`]).
-    fn take_apart(&mut self, args: &[Expr]) -> TResult<(Vec<(Pat, Expr)>, Vec<Operand>)> {
+    fn take_apart(&mut self, args: &[Expr]) -> TResult<(Bindings, Vec<Operand>)> {
         let mut lets = Vec::new();
         let mut operands = Vec::new();
         let mut variables: Vec<(String, usize)> = Vec::new();

@@ -102,7 +102,9 @@ pub fn translate(program: &Program, def: &str, mode: Mode) -> TResult<Program> {
         let used = reachable(program, def);
         let globals = global_table(program, &used, mode);
         for d in program.defs.iter().filter(|d| used.contains(&d.name)) {
-            out.defs.push(flatten_def(forward::translate_def(d, &globals, &mut names)?));
+            out.defs.push(flatten_def(forward::translate_def(
+                d, &globals, &mut names,
+            )?));
         }
         out.defs.push(forward::wrapper(def, &s, &t, &mut names));
         return Ok(out);
@@ -138,9 +140,7 @@ fn first_order_signature(d: &Def) -> TResult<(Type, Type)> {
             .map_or_else(|| "unknown".to_string(), crate::pretty::print_type),
     };
     match &d.ty {
-        Some(Type::Fun(s, t))
-            if d.params.len() == 1 && is_closed_data(s) && is_closed_data(t) =>
-        {
+        Some(Type::Fun(s, t)) if d.params.len() == 1 && is_closed_data(s) && is_closed_data(t) => {
             Ok(((**s).clone(), (**t).clone()))
         }
         _ => Err(not_first_order()),
@@ -309,7 +309,11 @@ pub enum GlobalKind {
 }
 
 /// The translated name and kind of every definition a translation uses.
-pub fn global_table(program: &Program, used: &HashSet<String>, mode: Mode) -> HashMap<String, (String, GlobalKind)> {
+pub fn global_table(
+    program: &Program,
+    used: &HashSet<String>,
+    mode: Mode,
+) -> HashMap<String, (String, GlobalKind)> {
     program
         .defs
         .iter()
@@ -381,7 +385,12 @@ pub fn runnable(program: &Program, call: &DerivativeCall, mode: Mode) -> TResult
     }
     let x = names.fresh("x");
     let f = || var(&call.f);
-    let arg = |i: usize| call.args.get(i).cloned().unwrap_or(Expr::Lit(crate::core::Lit::Unit));
+    let arg = |i: usize| {
+        call.args
+            .get(i)
+            .cloned()
+            .unwrap_or(Expr::Lit(crate::core::Lit::Unit))
+    };
     let jvp = || var(format!("{}_jvp", call.f));
     let vjp = || var(format!("{}_vjp", call.f));
     let value = || app(f(), vec![var(&x)]);
@@ -394,7 +403,10 @@ pub fn runnable(program: &Program, call: &DerivativeCall, mode: Mode) -> TResult
         }
         (Mode::Reverse | Mode::Cps, Prim::Vjp) => {
             let dt = names.fresh("dt");
-            let pullback = lam(vec![Pat::var(&dt)], app(vjp(), vec![pair(var(&x), var(&dt))]));
+            let pullback = lam(
+                vec![Pat::var(&dt)],
+                app(vjp(), vec![pair(var(&x), var(&dt))]),
+            );
             pair(value(), pullback)
         }
         (mode, op) => {
@@ -414,7 +426,8 @@ pub fn runnable(program: &Program, call: &DerivativeCall, mode: Mode) -> TResult
         }
     };
     let mut out = Program::default();
-    out.defs.extend(program.defs.iter().filter(|d| d.name != "main").cloned());
+    out.defs
+        .extend(program.defs.iter().filter(|d| d.name != "main").cloned());
     out.defs.extend(translated.defs);
     out.defs.push(Def {
         name: "main".into(),
@@ -605,7 +618,9 @@ fn float(p: Pat, v: Expr, body: Expr, monadic: bool) -> Expr {
         let mut bound = Vec::new();
         pattern_names(q, &mut bound);
         let mut hit = bound.contains(&"_".to_string());
-        free_vars(body, &mut Vec::new(), &mut |x| hit |= bound.iter().any(|b| b == x));
+        free_vars(body, &mut Vec::new(), &mut |x| {
+            hit |= bound.iter().any(|b| b == x)
+        });
         // The outer pattern must not rebind what the floated binding needs either.
         hit
     };

@@ -150,11 +150,7 @@ fn dot(t: &Type, y: &str, d: &str, names: &mut Names) -> Expr {
                 return real(0.0);
             }
             let pattern = |xs: &[Name]| Pat::Tuple(xs.iter().map(Pat::var).collect());
-            let_(
-                pattern(&ys),
-                var(y),
-                let_(pattern(&ds), var(d), sum(terms)),
-            )
+            let_(pattern(&ys), var(y), let_(pattern(&ds), var(d), sum(terms)))
         }
         Type::Vec(a) => {
             let (ya, da) = (names.fresh(&format!("{y}i")), names.fresh(&format!("{d}i")));
@@ -212,7 +208,10 @@ pub fn wrapper(f: &str, dot_rev: &str, s: &Type, t: &Type, names: &mut Names) ->
         ["s", "dt", "s0", "next", "dt0", "u", "finalMap"].map(|n| names.fresh(n));
     let body = let_(
         Pat::pair(&s0, &next),
-        app(Expr::Poly(Poly::InitVars, s.clone()), vec![pair(var(&x), int(0))]),
+        app(
+            Expr::Poly(Poly::InitVars, s.clone()),
+            vec![pair(var(&x), int(0))],
+        ),
         let_(
             Pat::var(&dt0),
             app(Expr::Poly(Poly::InitZeros, t.clone()), vec![var(&dt)]),
@@ -377,8 +376,14 @@ impl Reverse<'_> {
                     arity: *arity,
                 })
             }
-            Expr::Inl(x) => pure(Expr::Inl(Box::new(self.values_of(std::slice::from_ref(x), &mut stmts)?.remove(0)))),
-            Expr::Inr(x) => pure(Expr::Inr(Box::new(self.values_of(std::slice::from_ref(x), &mut stmts)?.remove(0)))),
+            Expr::Inl(x) => pure(Expr::Inl(Box::new(
+                self.values_of(std::slice::from_ref(x), &mut stmts)?
+                    .remove(0),
+            ))),
+            Expr::Inr(x) => pure(Expr::Inr(Box::new(
+                self.values_of(std::slice::from_ref(x), &mut stmts)?
+                    .remove(0),
+            ))),
             // D←{case e of …} = do { x <- D←{e}; case x of inl x1 -> D←{e1}, inr x2 -> D←{e2} }
             Expr::Case {
                 scrutinee,
@@ -390,13 +395,20 @@ impl Reverse<'_> {
                 Expr::Case {
                     scrutinee: Box::new(s),
                     left: (left.0.clone(), Box::new(self.under(&[&left.0], &left.1)?)),
-                    right: (right.0.clone(), Box::new(self.under(&[&right.0], &right.1)?)),
+                    right: (
+                        right.0.clone(),
+                        Box::new(self.under(&[&right.0], &right.1)?),
+                    ),
                 }
             }
             Expr::If(c, a, b) => {
                 let m = self.expr(c)?;
                 let c = self.value_of(m, "c", &mut stmts);
-                Expr::If(Box::new(c), Box::new(self.expr(a)?), Box::new(self.expr(b)?))
+                Expr::If(
+                    Box::new(c),
+                    Box::new(self.expr(a)?),
+                    Box::new(self.expr(b)?),
+                )
             }
             Expr::Prim(p, args) => self.prim(p, args, &mut stmts)?,
             // A primitive used as a value: translate the lambda `fun a … -> p a …`.

@@ -185,10 +185,7 @@ impl Number for Code {
             Binary::Mul => self * other,
             Binary::Div => self / other,
             Binary::Powf => Code::op(Prim::Pow, vec![self, other]),
-            Binary::Atan2 => Code(crate::core::named::prim(
-                Prim::Atan2,
-                vec![self.0, other.0],
-            )),
+            Binary::Atan2 => Code(crate::core::named::prim(Prim::Atan2, vec![self.0, other.0])),
             Binary::Hypot => Code(crate::core::named::app(
                 crate::core::named::var("hypot"),
                 vec![self.0, other.0],
@@ -285,7 +282,11 @@ mod tests {
 
     #[test]
     fn multiplication_has_the_other_factor_as_partials() {
-        let d = partials(RealFn::Binary(Binary::Mul), &[var("x"), var("y")], &var("v"));
+        let d = partials(
+            RealFn::Binary(Binary::Mul),
+            &[var("x"), var("y")],
+            &var("v"),
+        );
         assert_eq!(d, vec![var("y"), var("x")]);
     }
 
