@@ -614,7 +614,12 @@ fn fits(width: usize, d: &Doc, rest: &[(usize, bool, &Doc)]) -> bool {
             Doc::Cat(ds) => local.extend(ds.iter().rev().map(|d| (flat, d))),
             // A short group inside a flat one must itself be short.
             Doc::Short(max, d) if flat && !fits(*max, d, &[]) => return false,
-            Doc::Nest(_, d) | Doc::Align(d) | Doc::Group(d) | Doc::Short(_, d) => {
+            Doc::Nest(_, d) | Doc::Align(d) => local.push((flat, d)),
+            Doc::Group(d) | Doc::Short(_, d) if flat => local.push((true, d)),
+            // A later group will be flat if it fits in what is left, else break.
+            Doc::Group(d) => local.push((fits(left.max(0) as usize, d, &[]), d)),
+            Doc::Short(max, d) => {
+                let flat = fits(*max, d, &[]) && fits(left.max(0) as usize, d, &[]);
                 local.push((flat, d))
             }
         }
@@ -1003,7 +1008,14 @@ impl Printer {
             return text("...");
         }
         if self.needs_parens(e, ctx) {
-            parens(self.bare(e, Ctx::TOP))
+            let inner = self.bare(e, Ctx::TOP);
+            if matches!(e, Expr::Lam(..)) || self.level_of(e) == APP {
+                // A call or a `fun` in parentheses breaks inside (a hanging
+                // last argument, a `fun` body), indented from its line.
+                cat(vec![text("("), inner, text(")")])
+            } else {
+                parens(inner)
+            }
         } else {
             self.bare(e, ctx)
         }
@@ -1068,7 +1080,7 @@ impl Printer {
     /// breaks inside.
     fn app(&self, f: Doc, args: &[Expr]) -> Doc {
         let arg_ctx = Ctx::new(POSTFIX, Tail::Inner);
-        let hangs = matches!(args.last(), Some(Expr::Lam(..) | Expr::Bind(..)));
+        let hangs = self.hangs(args);
         let mut parts = Vec::with_capacity(2 * args.len() + 1);
         parts.push(f);
         for a in args {
@@ -1081,6 +1093,35 @@ impl Printer {
         } else {
             let f = parts.remove(0);
             group(cat(vec![f, nest(2, cat(parts))]))
+        }
+    }
+
+    /// The arguments `e` prints with if it prints as a call `f a1 … an`.
+    fn call_args<'a>(&self, e: &'a Expr) -> Option<&'a [Expr]> {
+        match e {
+            Expr::App(_, args) => Some(args),
+            Expr::Prim(p, args) if !args.is_empty() && p.prim.info().named => Some(args),
+            Expr::Inl(x) | Expr::Inr(x) => Some(std::slice::from_ref(&**x)),
+            _ => None,
+        }
+    }
+
+    /// Whether a call with these arguments keeps them all on its line and
+    /// lets a `fun` or `do` argument (or the last argument, if it is such
+    /// a call itself) break inside, rather than one argument per line.
+    fn hangs(&self, args: &[Expr]) -> bool {
+        let mut args = args;
+        loop {
+            if args
+                .iter()
+                .any(|a| matches!(a, Expr::Lam(..) | Expr::Bind(..)))
+            {
+                return true;
+            }
+            match args.last().and_then(|a| self.call_args(a)) {
+                Some(inner) => args = inner,
+                None => return false,
+            }
         }
     }
 
