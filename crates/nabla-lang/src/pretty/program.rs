@@ -1721,3 +1721,73 @@ mod tests {
         assert!(s.starts_with("f\n  variable0\n  variable1\n"), "{s}");
     }
 }
+
+#[cfg(test)]
+mod long_chains {
+    use super::*;
+    use crate::core::named::{bind, int, let_, prim, real_op, var};
+
+    /// Builds a chain of `n` links around `last`, innermost first.
+    fn chain(n: usize, link: impl Fn(usize, Expr) -> Expr, last: Expr) -> Expr {
+        (0..n).rev().fold(last, |acc, i| link(i, acc))
+    }
+
+    /// Long `let`, `do`, sequence and `+` chains print without native
+    /// recursion per link: on a thread with the default (1 MiB) budget the
+    /// printer would otherwise run out and print `...`.
+    #[test]
+    fn long_chains_print_in_constant_stack() {
+        let n = 20_000;
+        let out = std::thread::Builder::new()
+            .stack_size(256 << 20)
+            .spawn(move || {
+                let x = |i: usize| var(format!("x{i}"));
+                let lets = chain(
+                    n,
+                    |i, acc| {
+                        let_(
+                            Pat::Var(format!("x{}", i + 1)),
+                            real_op(Prim::Add, vec![x(i), x(i)]),
+                            acc,
+                        )
+                    },
+                    x(n),
+                );
+                let binds = chain(
+                    n,
+                    |i, acc| {
+                        bind(
+                            Pat::Var(format!("x{}", i + 1)),
+                            prim(Prim::Pure, vec![x(i)]),
+                            acc,
+                        )
+                    },
+                    prim(Prim::Pure, vec![x(n)]),
+                );
+                let seqs = chain(
+                    n,
+                    |i, acc| {
+                        let_(
+                            Pat::Tuple(vec![]),
+                            prim(Prim::AddTo, vec![x(i), int(1)]),
+                            acc,
+                        )
+                    },
+                    int(0),
+                );
+                let sum = (1..n).fold(x(0), |acc, i| real_op(Prim::Add, vec![acc, x(i)]));
+                let outs: Vec<String> = [lets, binds, seqs, sum].iter().map(print_expr).collect();
+                outs
+            })
+            .expect("spawn")
+            .join()
+            .expect("no panic");
+        for s in &out {
+            assert!(!s.contains("..."), "ran out of stack");
+            assert!(s.lines().count() >= n / 20, "{}", &s[..200]);
+        }
+        assert!(out[0].starts_with("let x1 = x0 + x0 in\nlet x2 = x1 + x1 in\n"));
+        assert!(out[1].starts_with("do {\n  x1 <- pure x0;\n"));
+        assert!(out[2].starts_with("x0 += 1;\nx1 += 1;\n"));
+    }
+}
