@@ -230,13 +230,19 @@ fn ast_shape(e: &ast::Expr) -> String {
                 ast_shape(&right.1),
             ],
         ),
-        ExprKind::Binary(BinOp::And, a, b) => list("if", [ast_shape(a), ast_shape(b), "false".into()]),
-        ExprKind::Binary(BinOp::Or, a, b) => list("if", [ast_shape(a), "true".into(), ast_shape(b)]),
+        ExprKind::Binary(BinOp::And, a, b) => {
+            list("if", [ast_shape(a), ast_shape(b), "false".into()])
+        }
+        ExprKind::Binary(BinOp::Or, a, b) => {
+            list("if", [ast_shape(a), "true".into(), ast_shape(b)])
+        }
         ExprKind::Binary(op, a, b) => list(op.symbol(), [ast_shape(a), ast_shape(b)]),
         ExprKind::Neg(a) => list("neg", [ast_shape(a)]),
         ExprKind::Index(v, i) => list("idx", [ast_shape(v), ast_shape(i)]),
         ExprKind::Annot(x, _) => ast_shape(x),
-        ExprKind::Bind(p, m, rest) => list("bind", [ast_pat_shape(p), ast_shape(m), ast_shape(rest)]),
+        ExprKind::Bind(p, m, rest) => {
+            list("bind", [ast_pat_shape(p), ast_shape(m), ast_shape(rest)])
+        }
         ExprKind::RunDelta(a, b) => list("runDelta", [ast_shape(a), ast_shape(b)]),
         ExprKind::Poly(p, t) => format!("{}@{:?}", p.name(), type_of(t)),
         ExprKind::Deref(a) => list("deref", [ast_shape(a)]),
@@ -301,21 +307,31 @@ fn expr() -> impl Strategy<Value = Expr> {
             e2().prop_map(|(v, i)| Expr::Prim(PrimAt::plain(Prim::Index), vec![v, i])),
             (e.clone(), prop::collection::vec(e.clone(), 1..3))
                 .prop_map(|(f, args)| Expr::App(Box::new(f), args)),
-            (pat(), e.clone(), e.clone())
-                .prop_map(|(p, v, b)| Expr::Let(p, Box::new(v), Box::new(b))),
+            (pat(), e.clone(), e.clone()).prop_map(|(p, v, b)| Expr::Let(
+                p,
+                Box::new(v),
+                Box::new(b)
+            )),
             e2().prop_map(|(a, b)| Expr::Let(Pat::Tuple(vec![]), Box::new(a), Box::new(b))),
-            (name(), prop::collection::vec(pat(), 1..3), e.clone(), e.clone()).prop_map(
-                |(name, params, value, body)| Expr::LetRec {
+            (
+                name(),
+                prop::collection::vec(pat(), 1..3),
+                e.clone(),
+                e.clone()
+            )
+                .prop_map(|(name, params, value, body)| Expr::LetRec {
                     name,
                     params,
                     value: Box::new(value),
                     body: Box::new(body),
-                }
-            ),
+                }),
             (prop::collection::vec(pat(), 1..3), e.clone())
                 .prop_map(|(ps, b)| Expr::Lam(ps, Box::new(b))),
-            (e.clone(), e.clone(), e.clone())
-                .prop_map(|(c, a, b)| Expr::If(Box::new(c), Box::new(a), Box::new(b))),
+            (e.clone(), e.clone(), e.clone()).prop_map(|(c, a, b)| Expr::If(
+                Box::new(c),
+                Box::new(a),
+                Box::new(b)
+            )),
             e2().prop_map(|(c, a)| Expr::If(
                 Box::new(c),
                 Box::new(a),
@@ -342,8 +358,11 @@ fn expr() -> impl Strategy<Value = Expr> {
             }),
             e.clone().prop_map(|x| Expr::Inl(Box::new(x))),
             e.clone().prop_map(|x| Expr::Inr(Box::new(x))),
-            (pat(), e.clone(), e.clone())
-                .prop_map(|(p, m, r)| Expr::Bind(p, Box::new(m), Box::new(r))),
+            (pat(), e.clone(), e.clone()).prop_map(|(p, m, r)| Expr::Bind(
+                p,
+                Box::new(m),
+                Box::new(r)
+            )),
             e2().prop_map(|(a, b)| Expr::RunDelta(Box::new(a), Box::new(b))),
         ]
     })

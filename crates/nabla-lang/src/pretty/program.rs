@@ -62,6 +62,9 @@ const SHORT_IF: usize = 60;
 /// The widest one-line `match` (a longer one prints one arm per line).
 const SHORT_MATCH: usize = 50;
 
+/// The widest argument that may follow a hanging `fun` on its closing line.
+const SHORT_ARG: usize = 24;
+
 /// The first line of every program that uses the translated dialect.
 pub const TRANSLATED_HEADER: &str = "#!translated";
 
@@ -1107,22 +1110,32 @@ impl Printer {
     }
 
     /// Whether a call with these arguments keeps them all on its line and
-    /// lets a `fun` or `do` argument (or the last argument, if it is such
-    /// a call itself) break inside, rather than one argument per line.
+    /// lets a `fun` or `do` argument break inside (`map (fun x ->` … `) v`),
+    /// rather than putting one argument per line: when only short arguments
+    /// follow the last `fun` or `do`, or the last argument is such a call.
     fn hangs(&self, args: &[Expr]) -> bool {
         let mut args = args;
         loop {
-            if args
+            if let Some(i) = args
                 .iter()
-                .any(|a| matches!(a, Expr::Lam(..) | Expr::Bind(..)))
+                .rposition(|a| matches!(a, Expr::Lam(..) | Expr::Bind(..)))
             {
-                return true;
+                return args[i + 1..].iter().all(|a| self.is_short(a));
             }
             match args.last().and_then(|a| self.call_args(a)) {
                 Some(inner) => args = inner,
                 None => return false,
             }
         }
+    }
+
+    /// An argument that prints in a few columns on one line.
+    fn is_short(&self, e: &Expr) -> bool {
+        fits(
+            SHORT_ARG,
+            &self.expr(e, Ctx::new(POSTFIX, Tail::Inner)),
+            &[],
+        )
     }
 
     fn prim(&self, p: &PrimAt, args: &[Expr]) -> Doc {
