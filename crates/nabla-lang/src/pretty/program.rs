@@ -66,7 +66,7 @@ const SHORT_MATCH: usize = 50;
 const SHORT_ARG: usize = 24;
 
 /// The first line of every program that uses the translated dialect.
-pub const TRANSLATED_HEADER: &str = "#!translated";
+pub use crate::syntax::lexer::TRANSLATED_HEADER;
 
 /// Prints a program as nabla source (see the module docs).
 pub fn print_program(p: &Program) -> String {
@@ -944,6 +944,11 @@ impl Printer {
     /// The level `e` prints at (before parentheses), and whether it is a
     /// `match` (which may not end the first arm of another).
     fn level_of(&self, e: &Expr) -> u8 {
+        match e {
+            Expr::Lam(ps, body) if ps.is_empty() => return self.level_of(body),
+            Expr::App(f, args) if args.is_empty() => return self.level_of(f),
+            _ => {}
+        }
         if self.as_seq(e).is_some() {
             return SEQ;
         }
@@ -1038,6 +1043,11 @@ impl Printer {
         match e {
             Expr::Var(n) => text(n.clone()),
             Expr::Lit(l) => lit_doc(l).0,
+            // (Degenerate forms the named core does not produce: a `fun`
+            // without parameters is its body, a call without arguments its
+            // function.)
+            Expr::Lam(ps, body) if ps.is_empty() => self.bare(body, ctx),
+            Expr::App(f, args) if args.is_empty() => self.bare(f, ctx),
             Expr::Lam(ps, body) => self.lambda(ps, body, ctx),
             Expr::App(f, args) => self.app(self.expr(f, Ctx::new(APP, Tail::Inner)), args),
             Expr::Let(..) | Expr::LetRec { .. } => self.let_chain(e, ctx),
