@@ -62,8 +62,11 @@ const SHORT_IF: usize = 60;
 /// The widest one-line `match` (a longer one prints one arm per line).
 const SHORT_MATCH: usize = 50;
 
+/// The widest argument that may follow a hanging `fun` on its closing line.
+const SHORT_ARG: usize = 24;
+
 /// The first line of every program that uses the translated dialect.
-pub const TRANSLATED_HEADER: &str = "#!translated";
+pub use crate::syntax::lexer::TRANSLATED_HEADER;
 
 /// Prints a program as nabla source (see the module docs).
 pub fn print_program(p: &Program) -> String {
@@ -614,7 +617,12 @@ fn fits(width: usize, d: &Doc, rest: &[(usize, bool, &Doc)]) -> bool {
             Doc::Cat(ds) => local.extend(ds.iter().rev().map(|d| (flat, d))),
             // A short group inside a flat one must itself be short.
             Doc::Short(max, d) if flat && !fits(*max, d, &[]) => return false,
-            Doc::Nest(_, d) | Doc::Align(d) | Doc::Group(d) | Doc::Short(_, d) => {
+            Doc::Nest(_, d) | Doc::Align(d) => local.push((flat, d)),
+            Doc::Group(d) | Doc::Short(_, d) if flat => local.push((true, d)),
+            // A later group will be flat if it fits in what is left, else break.
+            Doc::Group(d) => local.push((fits(left.max(0) as usize, d, &[]), d)),
+            Doc::Short(max, d) => {
+                let flat = fits(*max, d, &[]) && fits(left.max(0) as usize, d, &[]);
                 local.push((flat, d))
             }
         }
@@ -936,6 +944,11 @@ impl Printer {
     /// The level `e` prints at (before parentheses), and whether it is a
     /// `match` (which may not end the first arm of another).
     fn level_of(&self, e: &Expr) -> u8 {
+        match e {
+            Expr::Lam(ps, body) if ps.is_empty() => return self.level_of(body),
+            Expr::App(f, args) if args.is_empty() => return self.level_of(f),
+            _ => {}
+        }
         if self.as_seq(e).is_some() {
             return SEQ;
         }
@@ -1003,7 +1016,14 @@ impl Printer {
             return text("...");
         }
         if self.needs_parens(e, ctx) {
-            parens(self.bare(e, Ctx::TOP))
+            let inner = self.bare(e, Ctx::TOP);
+            if matches!(e, Expr::Lam(..)) || self.level_of(e) == APP {
+                // A call or a `fun` in parentheses breaks inside (a hanging
+                // last argument, a `fun` body), indented from its line.
+                cat(vec![text("("), inner, text(")")])
+            } else {
+                parens(inner)
+            }
         } else {
             self.bare(e, ctx)
         }
@@ -1023,6 +1043,11 @@ impl Printer {
         match e {
             Expr::Var(n) => text(n.clone()),
             Expr::Lit(l) => lit_doc(l).0,
+            // (Degenerate forms the named core does not produce: a `fun`
+            // without parameters is its body, a call without arguments its
+            // function.)
+            Expr::Lam(ps, body) if ps.is_empty() => self.bare(body, ctx),
+            Expr::App(f, args) if args.is_empty() => self.bare(f, ctx),
             Expr::Lam(ps, body) => self.lambda(ps, body, ctx),
             Expr::App(f, args) => self.app(self.expr(f, Ctx::new(APP, Tail::Inner)), args),
             Expr::Let(..) | Expr::LetRec { .. } => self.let_chain(e, ctx),
@@ -1068,7 +1093,7 @@ impl Printer {
     /// breaks inside.
     fn app(&self, f: Doc, args: &[Expr]) -> Doc {
         let arg_ctx = Ctx::new(POSTFIX, Tail::Inner);
-        let hangs = matches!(args.last(), Some(Expr::Lam(..) | Expr::Bind(..)));
+        let hangs = self.hangs(args);
         let mut parts = Vec::with_capacity(2 * args.len() + 1);
         parts.push(f);
         for a in args {
@@ -1082,6 +1107,45 @@ impl Printer {
             let f = parts.remove(0);
             group(cat(vec![f, nest(2, cat(parts))]))
         }
+    }
+
+    /// The arguments `e` prints with if it prints as a call `f a1 … an`.
+    fn call_args<'a>(&self, e: &'a Expr) -> Option<&'a [Expr]> {
+        match e {
+            Expr::App(_, args) => Some(args),
+            Expr::Prim(p, args) if !args.is_empty() && p.prim.info().named => Some(args),
+            Expr::Inl(x) | Expr::Inr(x) => Some(std::slice::from_ref(&**x)),
+            _ => None,
+        }
+    }
+
+    /// Whether a call with these arguments keeps them all on its line and
+    /// lets a `fun` or `do` argument break inside (`map (fun x ->` … `) v`),
+    /// rather than putting one argument per line: when only short arguments
+    /// follow the last `fun` or `do`, or the last argument is such a call.
+    fn hangs(&self, args: &[Expr]) -> bool {
+        let mut args = args;
+        loop {
+            if let Some(i) = args
+                .iter()
+                .rposition(|a| matches!(a, Expr::Lam(..) | Expr::Bind(..)))
+            {
+                return args[i + 1..].iter().all(|a| self.is_short(a));
+            }
+            match args.last().and_then(|a| self.call_args(a)) {
+                Some(inner) => args = inner,
+                None => return false,
+            }
+        }
+    }
+
+    /// An argument that prints in a few columns on one line.
+    fn is_short(&self, e: &Expr) -> bool {
+        fits(
+            SHORT_ARG,
+            &self.expr(e, Ctx::new(POSTFIX, Tail::Inner)),
+            &[],
+        )
     }
 
     fn prim(&self, p: &PrimAt, args: &[Expr]) -> Doc {
@@ -1678,5 +1742,75 @@ mod tests {
             "{s}"
         );
         assert!(s.starts_with("f\n  variable0\n  variable1\n"), "{s}");
+    }
+}
+
+#[cfg(test)]
+mod long_chains {
+    use super::*;
+    use crate::core::named::{bind, int, let_, prim, real_op, var};
+
+    /// Builds a chain of `n` links around `last`, innermost first.
+    fn chain(n: usize, link: impl Fn(usize, Expr) -> Expr, last: Expr) -> Expr {
+        (0..n).rev().fold(last, |acc, i| link(i, acc))
+    }
+
+    /// Long `let`, `do`, sequence and `+` chains print without native
+    /// recursion per link: on a thread with the default (1 MiB) budget the
+    /// printer would otherwise run out and print `...`.
+    #[test]
+    fn long_chains_print_in_constant_stack() {
+        let n = 20_000;
+        let out = std::thread::Builder::new()
+            .stack_size(256 << 20)
+            .spawn(move || {
+                let x = |i: usize| var(format!("x{i}"));
+                let lets = chain(
+                    n,
+                    |i, acc| {
+                        let_(
+                            Pat::Var(format!("x{}", i + 1)),
+                            real_op(Prim::Add, vec![x(i), x(i)]),
+                            acc,
+                        )
+                    },
+                    x(n),
+                );
+                let binds = chain(
+                    n,
+                    |i, acc| {
+                        bind(
+                            Pat::Var(format!("x{}", i + 1)),
+                            prim(Prim::Pure, vec![x(i)]),
+                            acc,
+                        )
+                    },
+                    prim(Prim::Pure, vec![x(n)]),
+                );
+                let seqs = chain(
+                    n,
+                    |i, acc| {
+                        let_(
+                            Pat::Tuple(vec![]),
+                            prim(Prim::AddTo, vec![x(i), int(1)]),
+                            acc,
+                        )
+                    },
+                    int(0),
+                );
+                let sum = (1..n).fold(x(0), |acc, i| real_op(Prim::Add, vec![acc, x(i)]));
+                let outs: Vec<String> = [lets, binds, seqs, sum].iter().map(print_expr).collect();
+                outs
+            })
+            .expect("spawn")
+            .join()
+            .expect("no panic");
+        for s in &out {
+            assert!(!s.contains("..."), "ran out of stack");
+            assert!(s.lines().count() >= n / 20, "{}", &s[..200]);
+        }
+        assert!(out[0].starts_with("let x1 = x0 + x0 in\nlet x2 = x1 + x1 in\n"));
+        assert!(out[1].starts_with("do {\n  x1 <- pure x0;\n"));
+        assert!(out[2].starts_with("x0 += 1;\nx1 += 1;\n"));
     }
 }
