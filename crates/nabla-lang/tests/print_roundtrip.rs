@@ -9,6 +9,7 @@ use nabla_lang::driver::Session;
 use nabla_lang::pretty::program::{WIDTH, print_program};
 use nabla_lang::stack::run_with_stack;
 use nabla_lang::syntax::parser::{IdGen, parse_program};
+use nabla_lang::translate::Mode;
 use nabla_lang::types::check_program;
 use std::path::{Path, PathBuf};
 
@@ -127,6 +128,55 @@ fn examples_and_test_cases_round_trip_through_the_printer() {
         failures.join("\n\n")
     );
     assert!(checked > 100, "only {checked} programs round-tripped");
+}
+
+/// Every translation `nabla ad` prints for the definitions of the test
+/// programs (and `nabla ad --run` for those whose `main` is a derivative)
+/// is printed stably: parsing, lowering and printing it again gives the
+/// same text.
+#[test]
+fn printed_translations_are_stable() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut paths = Vec::new();
+    files(&root.join("examples"), &mut paths);
+    files(&root.join("tests/lang"), &mut paths);
+    let (count, failures) = run_with_stack(move || {
+        let mut count = 0;
+        let mut failures = Vec::new();
+        for p in &paths {
+            let text = std::fs::read_to_string(p).expect("readable");
+            let mut s = Session::new();
+            if s.load("t.nabla", &text).is_err() {
+                continue;
+            }
+            let names = s.def_names();
+            for mode in [Mode::Forward, Mode::Reverse, Mode::Cps] {
+                let outputs = names
+                    .iter()
+                    .filter_map(|d| s.translation(mode, Some(d)).ok())
+                    .chain(s.runnable_translation(mode).ok());
+                for printed in outputs {
+                    count += 1;
+                    match print_source(&printed) {
+                        Some(Ok(again)) if again == printed => {}
+                        Some(Ok(again)) => failures.push(format!(
+                            "{} ({mode:?}): not stable\n--- first\n{printed}\n--- second\n{again}",
+                            p.display()
+                        )),
+                        _ => failures.push(format!(
+                            "{} ({mode:?}): does not parse, check or lower\n{printed}",
+                            p.display()
+                        )),
+                    }
+                }
+            }
+        }
+        (count, failures)
+    })
+    .expect("test thread");
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    assert!(count >= 100, "only {count} translations");
+    eprintln!("{count} translations printed stably");
 }
 
 /// `PRINT_DUMP=DIR cargo test -p nabla-lang --test print_roundtrip -- --ignored`
