@@ -35,7 +35,10 @@
 //!   translated dialect (a `do` block, `runDelta`, a polytypic helper
 //!   `initVars @(Vec Real)`, a Delta or reference primitive) starts with the
 //!   line `#!translated`. In such a program `let () = e1 in e2` prints as the
-//!   sequence `e1; e2`.
+//!   sequence `e1; e2`, bare where it reads as in OCaml (the body of a
+//!   `def`, `let` or `fun`, a `let` value, a `match` arm: these extend over
+//!   `;`) and parenthesised elsewhere (an `if` branch, a tuple component,
+//!   an operand, the last item of a `do` block).
 //!
 //! A program nested too deeply for the printer's stack budget prints `...`
 //! where the budget ran out (the same convention as values).
@@ -674,7 +677,7 @@ enum Tail {
     Free,
     /// The `| inr` of a `match`: everything but a `match` may end here.
     Bar,
-    /// A `;` (a statement of a `do` block, the left of a sequence).
+    /// A `;` that ends a sequence's item (which must not extend over it).
     Semi,
     /// An operator or an argument: no open construct may end here.
     Inner,
@@ -999,7 +1002,7 @@ impl Printer {
     fn needs_parens(&self, e: &Expr, ctx: Ctx) -> bool {
         let level = self.level_of(e);
         match level {
-            SEQ => ctx.need > SEQ || ctx.tail != Tail::Free,
+            SEQ => ctx.need > SEQ || !matches!(ctx.tail, Tail::Free | Tail::Bar),
             OPEN => {
                 ctx.need > UNARY
                     || matches!(ctx.tail, Tail::Semi | Tail::Inner)
@@ -1317,7 +1320,7 @@ impl Printer {
             }
             _ => group(cat(vec![
                 text(format!("let {} =", pat_text(p))),
-                self.indented(v, Ctx::new(OPEN, Tail::Free)),
+                self.indented(v, Ctx::new(SEQ, Tail::Free)),
                 text(" in"),
             ])),
         }
@@ -1326,7 +1329,7 @@ impl Printer {
     fn function_binding(&self, head: &str, ps: &[Pat], body: &Expr, end: &str) -> Doc {
         group(cat(vec![
             text(format!("{head} {} =", pats_text(ps))),
-            self.indented(body, Ctx::new(OPEN, Tail::Free)),
+            self.indented(body, Ctx::new(SEQ, Tail::Free)),
             text(end),
         ]))
     }
@@ -1369,12 +1372,9 @@ impl Printer {
         right: &(Pat, Box<Expr>),
         ctx: Ctx,
     ) -> Doc {
-        let arm = |kw: &str, p: &Pat, body: &Expr, tail: Tail| {
-            self.body(
-                text(format!("| {kw} {} ->", pat_text(p))),
-                body,
-                Ctx::new(OPEN, tail),
-            )
+        // An arm extends over `;` (as in OCaml): `| inl a -> k a; r += 1.0`.
+        let arm = |kw: &str, p: &Pat, body: &Expr, ctx: Ctx| {
+            self.body(text(format!("| {kw} {} ->", pat_text(p))), body, ctx)
         };
         short(
             SHORT_MATCH,
@@ -1386,9 +1386,9 @@ impl Printer {
                     2,
                     cat(vec![
                         Doc::Line,
-                        arm("inl", &left.0, &left.1, Tail::Bar),
+                        arm("inl", &left.0, &left.1, Ctx::new(SEQ, Tail::Bar)),
                         Doc::Line,
-                        arm("inr", &right.0, &right.1, ctx.tail),
+                        arm("inr", &right.0, &right.1, ctx.trailing()),
                     ]),
                 ),
             ]),
