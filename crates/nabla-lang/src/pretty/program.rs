@@ -51,6 +51,7 @@ use crate::core::named::{Def, Expr, Pat, PrimAt, Program};
 use crate::prim::Prim;
 use crate::stack;
 use crate::types::Type;
+use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 
 /// Line width the layout aims for.
@@ -82,7 +83,7 @@ pub fn print_program(p: &Program) -> String {
         }
         None => p,
     };
-    let printer = Printer { translated };
+    let printer = Printer::new(translated);
     let mut out = String::new();
     if translated {
         out.push_str(TRANSLATED_HEADER);
@@ -114,7 +115,7 @@ pub fn print_expr(e: &Expr) -> String {
         }
         None => e,
     };
-    let printer = Printer { translated };
+    let printer = Printer::new(translated);
     render(&printer.expr(e, Ctx::TOP), WIDTH)
 }
 
@@ -907,9 +908,28 @@ enum Stmt<'a> {
 struct Printer {
     /// Printing a translated program: `let () = a in b` is `a; b`.
     translated: bool,
+    /// May a sequence `a; b` stand bare here? Not in the items of a `do`
+    /// block (where `;` separates statements) until brackets open again.
+    seq_ok: Cell<bool>,
 }
 
 impl Printer {
+    fn new(translated: bool) -> Printer {
+        Printer {
+            translated,
+            seq_ok: Cell::new(true),
+        }
+    }
+
+    /// Runs `f` with bare sequences allowed (inside brackets) or not (in
+    /// the items of a `do` block).
+    fn with_seq<T>(&self, ok: bool, f: impl FnOnce() -> T) -> T {
+        let saved = self.seq_ok.replace(ok);
+        let r = f();
+        self.seq_ok.set(saved);
+        r
+    }
+
     fn def(&self, d: &Def) -> Doc {
         let mut head = format!("def {}", d.name);
         if !d.params.is_empty() {
@@ -1002,7 +1022,9 @@ impl Printer {
     fn needs_parens(&self, e: &Expr, ctx: Ctx) -> bool {
         let level = self.level_of(e);
         match level {
-            SEQ => ctx.need > SEQ || !matches!(ctx.tail, Tail::Free | Tail::Bar),
+            SEQ => {
+                !self.seq_ok.get() || ctx.need > SEQ || !matches!(ctx.tail, Tail::Free | Tail::Bar)
+            }
             OPEN => {
                 ctx.need > UNARY
                     || matches!(ctx.tail, Tail::Semi | Tail::Inner)
@@ -1019,7 +1041,7 @@ impl Printer {
             return text("...");
         }
         if self.needs_parens(e, ctx) {
-            let inner = self.bare(e, Ctx::TOP);
+            let inner = self.with_seq(true, || self.bare(e, Ctx::TOP));
             if matches!(e, Expr::Lam(..)) || self.level_of(e) == APP {
                 // A call or a `fun` in parentheses breaks inside (a hanging
                 // last argument, a `fun` body), indented from its line.
@@ -1166,7 +1188,7 @@ impl Printer {
             return cat(vec![
                 self.expr(&args[0], Ctx::new(POSTFIX, Tail::Inner)),
                 text("["),
-                align(self.expr(&args[1], Ctx::new(OPEN, Tail::Free))),
+                align(self.with_seq(true, || self.expr(&args[1], Ctx::new(OPEN, Tail::Free)))),
                 text("]"),
             ]);
         }
@@ -1400,7 +1422,7 @@ impl Printer {
             return text("()");
         }
         if es.len() == 1 {
-            return parens(self.expr(&es[0], Ctx::TOP));
+            return parens(self.with_seq(true, || self.expr(&es[0], Ctx::TOP)));
         }
         group(parens(self.items(es, false)))
     }
@@ -1421,7 +1443,7 @@ impl Printer {
                 parts.push(text(","));
                 parts.push(if fill { group(Doc::Line) } else { Doc::Line });
             }
-            parts.push(self.expr(e, Ctx::new(OPEN, Tail::Free)));
+            parts.push(self.with_seq(true, || self.expr(e, Ctx::new(OPEN, Tail::Free))));
         }
         cat(parts)
     }
@@ -1446,7 +1468,12 @@ impl Printer {
                 _ => break,
             }
         }
-        // Inside a `do` block `;` ends a statement: nothing extends over it.
+        // Inside a `do` block `;` ends a statement: nothing extends over it,
+        // and a sequence needs parentheses.
+        self.with_seq(false, || self.do_items(&stmts, cur))
+    }
+
+    fn do_items(&self, stmts: &[Stmt<'_>], last: &Expr) -> Doc {
         let stmt_ctx = Ctx::new(OPEN, Tail::Free);
         let mut items: Vec<Doc> = stmts
             .iter()
@@ -1463,7 +1490,7 @@ impl Printer {
                 ]),
             })
             .collect();
-        items.push(self.expr(cur, Ctx::new(OPEN, Tail::Free)));
+        items.push(self.expr(last, Ctx::new(OPEN, Tail::Free)));
         let sep = if stmts.len() >= 2 {
             Doc::Hard
         } else {
@@ -1714,6 +1741,42 @@ mod tests {
         assert_eq!(
             p(t(var("a"), b(true), t(var("b"), var("c"), b(false)))),
             "a || b && c"
+        );
+    }
+
+    #[test]
+    fn sequences_are_bare_where_ocaml_reads_them_the_same() {
+        let seq = |a, b| let_(Pat::Tuple(vec![]), a, b);
+        let add_to = |r: &str, x| named::prim(Prim::AddTo, vec![var(r), x]);
+        let case = |l: Expr, r: Expr| Expr::Case {
+            scrutinee: Box::new(var("s")),
+            left: (Pat::var("x"), Box::new(l)),
+            right: (Pat::var("y"), Box::new(r)),
+        };
+        let s = || seq(add_to("r", var("x")), var("x"));
+        // A `let` value, a `match` arm, a `fun` body: bare.
+        assert_eq!(
+            p(let_(Pat::var("z"), s(), add_to("r", real(1.0)))),
+            "let z = r += x; x in r += 1.0"
+        );
+        assert_eq!(
+            p(case(s(), s())),
+            "match s with\n  | inl x -> r += x; x\n  | inr y -> r += x; x"
+        );
+        // An `if` branch, a tuple component, an operand: parenthesised.
+        let ite = Expr::If(Box::new(var("c")), Box::new(s()), Box::new(s()));
+        assert_eq!(p(ite), "if c then (r += x; x) else (r += x; x)");
+        assert_eq!(p(pair(s(), var("y"))), "((r += x; x), y)");
+        // In a `do` block `;` separates statements: parenthesised at any
+        // depth, until brackets open again.
+        let block = named::bind(
+            Pat::var("a"),
+            case(s(), Expr::Tuple(vec![s(), var("y")])),
+            named::prim(Prim::Pure, vec![var("a")]),
+        );
+        assert_eq!(
+            p(block),
+            "do {\n  a <- match s with\n         | inl x -> (r += x; x)\n         | inr y -> ((r += x; x), y);\n  pure a\n}"
         );
     }
 
