@@ -16,26 +16,17 @@
 //! contributes no term — so `x ** 3.0` never forms the `log x` of the
 //! exponent's partial, as LANGUAGE.md requires.
 
-use super::{GlobalKind, Names, TResult, TranslateError, derivative_operator, rules};
+use super::{Globals, Names, Scope, TResult, rules};
 use crate::core::named::*;
 use crate::prim::{Prim, RealFn, Selection};
 use crate::types::Type;
 use std::collections::HashMap;
 
-/// The translated name of each definition in use.
-pub type Globals = HashMap<String, (String, GlobalKind)>;
-
 /// `def g_fwd p = D→{body}`.
 pub fn translate_def(d: &Def, globals: &Globals, names: &mut Names) -> TResult<Def> {
     let mut t = Forward {
-        def: &d.name,
-        globals,
-        names,
-        locals: Vec::new(),
+        scope: Scope::new(d, globals, names),
     };
-    for p in &d.params {
-        super::pattern_names(p, &mut t.locals);
-    }
     let body = t.expr(&d.body)?;
     Ok(Def {
         name: globals[&d.name].0.clone(),
@@ -66,11 +57,7 @@ pub fn wrapper(f: &str, s: &Type, t: &Type, names: &mut Names) -> Def {
 }
 
 struct Forward<'a> {
-    def: &'a str,
-    globals: &'a Globals,
-    names: &'a mut Names,
-    /// Local binders in scope (innermost last); they shadow definitions.
-    locals: Vec<Name>,
+    scope: Scope<'a>,
 }
 
 /// `let p = e in …` bindings, outermost first.
@@ -84,31 +71,19 @@ struct Operand {
 }
 
 impl Forward<'_> {
-    fn unsupported(&self, what: impl Into<String>) -> TranslateError {
-        TranslateError::Unsupported {
-            def: self.def.to_string(),
-            what: what.into(),
-        }
-    }
-
     /// Translates `body` with the names of `pats` in scope.
     fn under(&mut self, pats: &[&Pat], body: &Expr) -> TResult<Expr> {
-        let mark = self.locals.len();
-        for p in pats {
-            super::pattern_names(p, &mut self.locals);
-        }
+        let mark = self.scope.bind(pats);
         let r = self.expr(body);
-        self.locals.truncate(mark);
+        self.scope.unbind(mark);
         r
     }
 
     fn expr(&mut self, e: &Expr) -> TResult<Expr> {
-        if crate::stack::check().is_err() {
-            return Err(self.unsupported("the program is nested too deeply to translate"));
-        }
+        self.scope.check_depth()?;
         Ok(match e {
-            Expr::Var(x) => match self.globals.get(x) {
-                Some((g, _)) if !self.locals.contains(x) => var(g),
+            Expr::Var(x) => match self.scope.global(x) {
+                Some((g, _)) => var(g),
                 _ => e.clone(),
             },
             // D→{r} = (r, 0)
@@ -164,12 +139,14 @@ impl Forward<'_> {
                 Box::new(self.expr(b)?),
             ),
             Expr::Prim(p, args) => self.prim(p, args)?,
-            Expr::PrimRef(p) => match eta_expand(p, self.names) {
+            Expr::PrimRef(p) => match eta_expand(p, self.scope.names) {
                 Some(f) => self.expr(&f)?,
-                None => self.check_prim(p).map(|()| e.clone())?,
+                None => self.scope.check_derivative(p).map(|()| e.clone())?,
             },
             Expr::Bind(..) | Expr::RunDelta(..) | Expr::Poly(..) => {
-                return Err(self.unsupported("the program is already a translation"));
+                return Err(self
+                    .scope
+                    .unsupported("the program is already a translation"));
             }
         })
     }
@@ -178,18 +155,8 @@ impl Forward<'_> {
         xs.iter().map(|x| self.expr(x)).collect()
     }
 
-    fn check_prim(&self, p: &PrimAt) -> TResult<()> {
-        if let Some(op) = derivative_operator(p.prim) {
-            return Err(TranslateError::NestedDerivative {
-                def: self.def.to_string(),
-                op,
-            });
-        }
-        Ok(())
-    }
-
     fn prim(&mut self, p: &PrimAt, args: &[Expr]) -> TResult<Expr> {
-        self.check_prim(p)?;
+        self.scope.check_derivative(p)?;
         let on_reals = p.at.is_none() || p.on_reals();
         match (p.prim.info().real, p.prim) {
             (Some(RealFn::Select(sel)), _) => self.select(sel, args),
@@ -242,7 +209,7 @@ impl Forward<'_> {
         if let Expr::Var(_) = e {
             return (Box::new(|body| body), e);
         }
-        let x = self.names.fresh(base);
+        let x = self.scope.names.fresh(base);
         let v = var(&x);
         (Box::new(move |body| let_(Pat::Var(x), e, body)), v)
     }
@@ -252,7 +219,7 @@ impl Forward<'_> {
         let (lets, operands) = self.take_apart(args)?;
         let primals: Vec<Expr> = operands.iter().map(|o| o.primal.clone()).collect();
         let value = Expr::Prim(p.clone(), primals.clone());
-        let v = self.names.fresh("v");
+        let v = self.scope.names.fresh("v");
         let partials = rules::partials(f, &primals, &var(&v));
         let mut tangent: Option<rules::Code> = None;
         for (o, d) in operands.iter().zip(partials) {
@@ -299,7 +266,7 @@ impl Forward<'_> {
                     });
                 }
                 _ => {
-                    let (x, dx) = (self.names.fresh("a"), self.names.fresh("da"));
+                    let (x, dx) = (self.scope.names.fresh("a"), self.scope.names.fresh("da"));
                     lets.push((Pat::pair(&x, &dx), self.expr(a)?));
                     operands.push(Operand {
                         primal: var(x),
@@ -315,7 +282,10 @@ impl Forward<'_> {
                 operands[i].tangent = Some(var(dx));
                 continue;
             }
-            let (x1, dx) = (self.names.fresh(&x), self.names.fresh(&format!("d{x}")));
+            let (x1, dx) = (
+                self.scope.names.fresh(&x),
+                self.scope.names.fresh(&format!("d{x}")),
+            );
             lets.push((Pat::pair(&x1, &dx), self.expr(&var(&x))?));
             operands[i].primal = var(&x1);
             operands[i].tangent = Some(var(&dx));

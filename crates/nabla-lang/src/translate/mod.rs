@@ -294,9 +294,82 @@ impl Names {
     }
 }
 
-/// The primitives a translation must reject: differentiation operators.
-fn derivative_operator(p: Prim) -> Option<&'static str> {
-    p.is_derivative().then(|| p.info().name)
+/// The translated name and kind of each definition a translation uses.
+pub type Globals = HashMap<String, (String, GlobalKind)>;
+
+/// What every translation tracks while it walks one definition: which names
+/// are in scope (a local binder shadows a definition of the same name), and
+/// the supply of fresh names.
+pub struct Scope<'a> {
+    /// The definition being translated, for messages.
+    pub def: &'a str,
+    globals: &'a Globals,
+    /// Fresh names.
+    pub names: &'a mut Names,
+    locals: Vec<Name>,
+}
+
+impl<'a> Scope<'a> {
+    /// The scope at the top of definition `d`'s body: its parameters bound.
+    pub fn new(d: &'a Def, globals: &'a Globals, names: &'a mut Names) -> Scope<'a> {
+        let mut s = Scope {
+            def: &d.name,
+            globals,
+            names,
+            locals: Vec::new(),
+        };
+        s.bind(&d.params.iter().collect::<Vec<_>>());
+        s
+    }
+
+    /// The translated name and kind of `x` if it refers to a definition.
+    pub fn global(&self, x: &str) -> Option<&(String, GlobalKind)> {
+        if self.locals.iter().any(|l| l == x) {
+            return None;
+        }
+        self.globals.get(x)
+    }
+
+    /// Brings the names of `pats` into scope; returns the mark to [`Scope::unbind`] to.
+    pub fn bind(&mut self, pats: &[&Pat]) -> usize {
+        let mark = self.locals.len();
+        for p in pats {
+            pattern_names(p, &mut self.locals);
+        }
+        mark
+    }
+
+    /// Ends the scope begun at `mark`.
+    pub fn unbind(&mut self, mark: usize) {
+        self.locals.truncate(mark);
+    }
+
+    /// An error about the definition being translated.
+    pub fn unsupported(&self, what: impl Into<String>) -> TranslateError {
+        TranslateError::Unsupported {
+            def: self.def.to_string(),
+            what: what.into(),
+        }
+    }
+
+    /// Fails cleanly instead of overflowing the native stack on deep input.
+    pub fn check_depth(&self) -> TResult<()> {
+        match crate::stack::check() {
+            Ok(()) => Ok(()),
+            Err(_) => Err(self.unsupported("the program is nested too deeply to translate")),
+        }
+    }
+
+    /// Refuses the differentiation operators (see [`TranslateError::NestedDerivative`]).
+    pub fn check_derivative(&self, p: &crate::core::named::PrimAt) -> TResult<()> {
+        match p.prim.is_derivative() {
+            true => Err(TranslateError::NestedDerivative {
+                def: self.def.to_string(),
+                op: p.prim.info().name,
+            }),
+            false => Ok(()),
+        }
+    }
 }
 
 /// How a definition is referred to: functions by name, values by a call (see the modes).
