@@ -16,11 +16,10 @@
 //! contributes no term — so `x ** 3.0` never forms the `log x` of the
 //! exponent's partial, as LANGUAGE.md requires.
 
-use super::{Globals, Names, Scope, TResult, rules};
+use super::{Globals, Names, Operand, Part, Scope, TResult, rules};
 use crate::core::named::*;
 use crate::prim::{Prim, RealFn, Selection};
 use crate::types::Type;
-use std::collections::HashMap;
 
 /// `def g_fwd p = D→{body}`.
 pub fn translate_def(d: &Def, globals: &Globals, names: &mut Names) -> TResult<Def> {
@@ -62,13 +61,6 @@ struct Forward<'a> {
 
 /// `let p = e in …` bindings, outermost first.
 type Bindings = Vec<(Pat, Expr)>;
-
-/// One operand of a real primitive once taken apart: its primal (a variable
-/// or literal) and its tangent (`None` when known to be zero).
-struct Operand {
-    primal: Expr,
-    tangent: Option<Expr>,
-}
 
 impl Forward<'_> {
     /// Translates `body` with the names of `pats` in scope.
@@ -244,52 +236,16 @@ impl Forward<'_> {
             .fold(result, |body, (p, e)| let_(p, e, body)))
     }
 
-    /// Takes real operands apart into primal and tangent: a literal `r` is
-    /// `(r, zero)`; a compound operand is bound to `(a, da)` (in order); a
-    /// variable `x` is taken apart as `let (x1, dx) = x`. All names are fresh,
-    /// so the bindings can float out (see [`super::flatten`]).
+    /// Takes real operands apart (see [`super::take_apart`]) with `let`s.
     fn take_apart(&mut self, args: &[Expr]) -> TResult<(Bindings, Vec<Operand>)> {
+        let (parts, operands) = super::take_apart(&mut self.scope, args, "d", |_, _| true);
         let mut lets = Vec::new();
-        let mut operands = Vec::new();
-        let mut variables: Vec<(String, usize)> = Vec::new();
-        for a in args {
-            match a {
-                Expr::Lit(Lit::Real(r)) => operands.push(Operand {
-                    primal: real(*r),
-                    tangent: None,
-                }),
-                Expr::Var(x) => {
-                    variables.push((x.clone(), operands.len()));
-                    operands.push(Operand {
-                        primal: var(x),
-                        tangent: None,
-                    });
-                }
-                _ => {
-                    let (x, dx) = (self.scope.names.fresh("a"), self.scope.names.fresh("da"));
-                    lets.push((Pat::pair(&x, &dx), self.expr(a)?));
-                    operands.push(Operand {
-                        primal: var(x),
-                        tangent: Some(var(dx)),
-                    });
-                }
-            }
-        }
-        let mut done: HashMap<String, (String, String)> = HashMap::new();
-        for (x, i) in variables {
-            if let Some((x1, dx)) = done.get(&x) {
-                operands[i].primal = var(x1);
-                operands[i].tangent = Some(var(dx));
-                continue;
-            }
-            let (x1, dx) = (
-                self.scope.names.fresh(&x),
-                self.scope.names.fresh(&format!("d{x}")),
-            );
-            lets.push((Pat::pair(&x1, &dx), self.expr(&var(&x))?));
-            operands[i].primal = var(&x1);
-            operands[i].tangent = Some(var(&dx));
-            done.insert(x, (x1, dx));
+        for (pat, part) in parts {
+            let value = match part {
+                Part::Arg(i) => self.expr(&args[i])?,
+                Part::Var(x) => self.expr(&var(x))?,
+            };
+            lets.push((pat, value));
         }
         Ok((lets, operands))
     }

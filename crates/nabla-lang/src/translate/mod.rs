@@ -107,6 +107,7 @@ pub fn translate(program: &Program, def: &str, mode: Mode) -> TResult<Program> {
             )?));
         }
         out.defs.push(forward::wrapper(def, &s, &t, &mut names));
+        renumber(&mut out, program);
         return Ok(out);
     }
     // The reverse modes translate λ(s, dt). f s ⊙ dt (Fig. 16), written out as `f_dot`.
@@ -127,6 +128,7 @@ pub fn translate(program: &Program, def: &str, mode: Mode) -> TResult<Program> {
         Mode::Cps => cps::wrapper(def, &dot_translated, &s, &t, &mut names),
         _ => reverse::wrapper(def, &dot_translated, &s, &t, &mut names),
     });
+    renumber(&mut out, program);
     Ok(out)
 }
 
@@ -372,6 +374,79 @@ impl<'a> Scope<'a> {
     }
 }
 
+/// A real operand of a primitive, taken apart: its primal (a variable or a
+/// literal) and what the mode pairs it with — tangent, Delta or cell — as a
+/// variable, or `None` when that is statically zero (a literal operand).
+pub struct Operand {
+    /// The primal.
+    pub primal: Expr,
+    /// Its tangent (or Delta), if not statically zero.
+    pub tangent: Option<Expr>,
+}
+
+/// What a binding made by [`take_apart`] takes apart.
+pub enum Part {
+    /// The translation of argument `i` (a compound expression).
+    Arg(usize),
+    /// The variable (or definition) of that name.
+    Var(Name),
+}
+
+/// The first step of every real rule (Krawiec et al. Fig. 3, 9, 14): take
+/// the operands apart into primal and tangent names. A literal `r` is
+/// `(r, zero)` and binds nothing; compound operands are bound in order
+/// (`(a, da)`), then variables (`(x1, dx)` for `x`, once however often it
+/// occurs). `is_variable` says which variables can be taken apart directly.
+/// Returns the bindings, in order, and the operands.
+pub fn take_apart(
+    scope: &mut Scope,
+    args: &[Expr],
+    prefix: &str,
+    is_variable: impl Fn(&Scope, &str) -> bool,
+) -> (Vec<(Pat, Part)>, Vec<Operand>) {
+    let mut bindings = Vec::new();
+    let mut operands = Vec::new();
+    let mut variables: Vec<(Name, usize)> = Vec::new();
+    for (i, a) in args.iter().enumerate() {
+        let (primal, tangent) = match a {
+            Expr::Lit(crate::core::Lit::Real(r)) => (real(*r), None),
+            Expr::Var(x) if is_variable(scope, x) => {
+                variables.push((x.clone(), i));
+                (var(x), None)
+            }
+            _ => {
+                let (x, dx) = (
+                    scope.names.fresh("a"),
+                    scope.names.fresh(&format!("{prefix}a")),
+                );
+                bindings.push((Pat::pair(&x, &dx), Part::Arg(i)));
+                (var(x), Some(var(dx)))
+            }
+        };
+        operands.push(Operand { primal, tangent });
+    }
+    let mut done: HashMap<Name, (Name, Name)> = HashMap::new();
+    for (x, i) in variables {
+        let (x1, dx) = match done.get(&x) {
+            Some(names) => names.clone(),
+            None => {
+                let names = (
+                    scope.names.fresh(&x),
+                    scope.names.fresh(&format!("{prefix}{x}")),
+                );
+                bindings.push((Pat::pair(&names.0, &names.1), Part::Var(x.clone())));
+                done.insert(x, names.clone());
+                names
+            }
+        };
+        operands[i] = Operand {
+            primal: var(x1),
+            tangent: Some(var(dx)),
+        };
+    }
+    (bindings, operands)
+}
+
 /// How a definition is referred to: functions by name, values by a call (see the modes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GlobalKind {
@@ -514,6 +589,136 @@ pub fn runnable(program: &Program, call: &DerivativeCall, mode: Mode) -> TResult
 fn flatten_def(mut d: Def) -> Def {
     d.body = share_destructuring(flatten(d.body), &mut HashMap::new());
     d
+}
+
+/// Renumbers the names a translation introduced in the order they are bound
+/// (`a`, `a1`, `a2`, … top to bottom), so the output reads in sequence; the
+/// source's own names are kept. Introduced names are bound exactly once, so
+/// renaming them cannot capture.
+fn renumber(program: &mut Program, source: &Program) {
+    let mut original = HashSet::new();
+    for d in &source.defs {
+        original.insert(d.name.clone());
+        d.params.iter().for_each(|p| {
+            p.for_each_name(&mut |x| {
+                original.insert(x.to_string());
+            })
+        });
+        d.body.for_each_name(&mut |x| {
+            original.insert(x.to_string());
+        });
+    }
+    let mut names = Names::new(source);
+    for d in &program.defs {
+        names.taken.insert(d.name.clone());
+    }
+    // The wrappers' names are chosen to match Figure 16; keep them.
+    for d in program
+        .defs
+        .iter_mut()
+        .filter(|d| !d.name.ends_with("_jvp") && !d.name.ends_with("_vjp"))
+    {
+        let mut binders = Vec::new();
+        d.params.iter().for_each(|p| pattern_names(p, &mut binders));
+        d.body.for_each(&mut |e| match e {
+            Expr::Lam(ps, _) => ps.iter().for_each(|p| pattern_names(p, &mut binders)),
+            Expr::Let(p, ..) | Expr::Bind(p, ..) => pattern_names(p, &mut binders),
+            Expr::LetRec { name, params, .. } => {
+                binders.push(name.clone());
+                params.iter().for_each(|p| pattern_names(p, &mut binders));
+            }
+            Expr::Case { left, right, .. } => {
+                pattern_names(&left.0, &mut binders);
+                pattern_names(&right.0, &mut binders);
+            }
+            _ => {}
+        });
+        let mut map: Vec<(String, String)> = Vec::new();
+        for b in binders {
+            if original.contains(&b) || map.iter().any(|(from, _)| *from == b) {
+                continue;
+            }
+            let base = b.trim_end_matches(|c: char| c.is_ascii_digit());
+            let base = if base.is_empty() { b.as_str() } else { base };
+            map.push((b.clone(), names.fresh(base)));
+        }
+        let pairs: Vec<(&str, &String)> = map.iter().map(|(a, b)| (a.as_str(), b)).collect();
+        d.params.iter_mut().for_each(|p| rename_pat(p, &pairs));
+        rename_binders(&mut d.body, &pairs);
+        rename_in(&mut d.body, &pairs);
+    }
+}
+
+fn rename_pat(p: &mut Pat, pairs: &[(&str, &String)]) {
+    match p {
+        Pat::Var(x) => {
+            if let Some((_, to)) = pairs.iter().find(|(from, _)| from == x) {
+                *x = (*to).clone();
+            }
+        }
+        Pat::Wild => {}
+        Pat::Tuple(ps) => ps.iter_mut().for_each(|q| rename_pat(q, pairs)),
+    }
+}
+
+/// Renames the binders (patterns) of `e`; [`rename_in`] renames the uses.
+fn rename_binders(e: &mut Expr, pairs: &[(&str, &String)]) {
+    match e {
+        Expr::Var(_) | Expr::Lit(_) | Expr::PrimRef(_) | Expr::Poly(..) => {}
+        Expr::Lam(ps, b) => {
+            ps.iter_mut().for_each(|p| rename_pat(p, pairs));
+            rename_binders(b, pairs);
+        }
+        Expr::Inl(b) | Expr::Inr(b) => rename_binders(b, pairs),
+        Expr::Proj { tuple, .. } => rename_binders(tuple, pairs),
+        Expr::App(f, xs) => {
+            rename_binders(f, pairs);
+            xs.iter_mut().for_each(|x| rename_binders(x, pairs));
+        }
+        Expr::Let(p, a, b) | Expr::Bind(p, a, b) => {
+            rename_pat(p, pairs);
+            rename_binders(a, pairs);
+            rename_binders(b, pairs);
+        }
+        Expr::RunDelta(a, b) => {
+            rename_binders(a, pairs);
+            rename_binders(b, pairs);
+        }
+        Expr::LetRec {
+            name,
+            params,
+            value,
+            body,
+        } => {
+            let mut p = Pat::Var(std::mem::take(name));
+            rename_pat(&mut p, pairs);
+            if let Pat::Var(n) = p {
+                *name = n;
+            }
+            params.iter_mut().for_each(|q| rename_pat(q, pairs));
+            rename_binders(value, pairs);
+            rename_binders(body, pairs);
+        }
+        Expr::Tuple(xs) | Expr::Vector(xs) | Expr::Prim(_, xs) => {
+            xs.iter_mut().for_each(|x| rename_binders(x, pairs))
+        }
+        Expr::Case {
+            scrutinee,
+            left,
+            right,
+        } => {
+            rename_binders(scrutinee, pairs);
+            rename_pat(&mut left.0, pairs);
+            rename_pat(&mut right.0, pairs);
+            rename_binders(&mut left.1, pairs);
+            rename_binders(&mut right.1, pairs);
+        }
+        Expr::If(a, b, c) => {
+            rename_binders(a, pairs);
+            rename_binders(b, pairs);
+            rename_binders(c, pairs);
+        }
+    }
 }
 
 /// Along a sequence of bindings, a dual number taken apart again

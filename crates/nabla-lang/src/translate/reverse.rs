@@ -25,11 +25,10 @@
 //! As in forward mode, a literal operand's Delta is statically `Zero` and
 //! contributes no term.
 
-use super::{GlobalKind, Globals, Names, Scope, TResult, rules};
+use super::{GlobalKind, Globals, Names, Operand, Part, Scope, TResult, rules};
 use crate::core::named::*;
 use crate::prim::{Prim, RealFn, Selection};
 use crate::types::Type;
-use std::collections::HashMap;
 
 /// A statement of a `do` block under construction.
 enum Stmt {
@@ -236,13 +235,6 @@ pub fn wrapper(f: &str, dot_rev: &str, s: &Type, t: &Type, names: &mut Names) ->
 
 struct Reverse<'a> {
     scope: Scope<'a>,
-}
-
-/// A real operand once taken apart: primal (variable or literal) and Delta
-/// (`None` when statically `Zero`).
-struct Operand {
-    primal: Expr,
-    delta: Option<Expr>,
 }
 
 impl Reverse<'_> {
@@ -497,7 +489,7 @@ impl Reverse<'_> {
         let partials = rules::partials(f, &primals, &var(&v));
         let mut delta: Option<Expr> = None;
         for (o, d) in operands.iter().zip(partials) {
-            let (Some(u), false) = (&o.delta, d == real(0.0)) else {
+            let (Some(u), false) = (&o.tangent, d == real(0.0)) else {
                 continue;
             };
             let term = if d == real(1.0) {
@@ -525,51 +517,17 @@ impl Reverse<'_> {
         Ok(pure(pair(value, prim(Prim::DVar, vec![var(u)]))))
     }
 
-    /// As in forward mode: literals have a static `Zero` Delta; compound
-    /// operands are bound to `(a, ua)` in order; variables are taken apart
-    /// with `let (x1, ux) = x` (fresh names, so bindings can float out).
+    /// Takes real operands apart (see [`super::take_apart`]): compound
+    /// operands and definitions are computations, bound with `<-`; local
+    /// variables are taken apart with `let`.
     fn take_apart(&mut self, args: &[Expr], stmts: &mut Vec<Stmt>) -> TResult<Vec<Operand>> {
-        let mut operands = Vec::new();
-        let mut variables: Vec<(String, usize)> = Vec::new();
-        for a in args {
-            match a {
-                Expr::Lit(Lit::Real(r)) => operands.push(Operand {
-                    primal: real(*r),
-                    delta: None,
-                }),
-                Expr::Var(x) if self.scope.global(x).is_none() => {
-                    variables.push((x.clone(), operands.len()));
-                    operands.push(Operand {
-                        primal: var(x),
-                        delta: None,
-                    });
-                }
-                _ => {
-                    let (x, u) = (self.scope.names.fresh("a"), self.scope.names.fresh("ua"));
-                    let m = self.expr(a)?;
-                    stmts.push(Stmt::Bind(Pat::pair(&x, &u), m));
-                    operands.push(Operand {
-                        primal: var(x),
-                        delta: Some(var(u)),
-                    });
-                }
-            }
-        }
-        let mut done: HashMap<String, (String, String)> = HashMap::new();
-        for (x, i) in variables {
-            if let Some((x1, u)) = done.get(&x) {
-                operands[i].primal = var(x1);
-                operands[i].delta = Some(var(u));
-                continue;
-            }
-            let (x1, u) = (
-                self.scope.names.fresh(&x),
-                self.scope.names.fresh(&format!("u{x}")),
-            );
-            stmts.push(Stmt::Let(Pat::pair(&x1, &u), var(&x)));
-            operands[i].primal = var(&x1);
-            operands[i].delta = Some(var(&u));
-            done.insert(x, (x1, u));
+        let (parts, operands) =
+            super::take_apart(&mut self.scope, args, "u", |s, x| s.global(x).is_none());
+        for (pat, part) in parts {
+            stmts.push(match part {
+                Part::Arg(i) => Stmt::Bind(pat, self.expr(&args[i])?),
+                Part::Var(x) => Stmt::Let(pat, var(x)),
+            });
         }
         Ok(operands)
     }
