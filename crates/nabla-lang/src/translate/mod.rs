@@ -88,6 +88,40 @@ pub fn translated_name(mode: Mode, g: &str) -> String {
     }
 }
 
+/// True for the names a translated program cannot bind: every primitive's,
+/// including the translated dialect's (`eval`, `pure`, `Var`, …), its
+/// keywords and its polytypic helpers.
+fn reserved(name: &str) -> bool {
+    crate::prim::lookup_named_in(name, true).is_some()
+        || matches!(name, "do" | "runDelta")
+        || crate::core::named::Poly::from_name(name).is_some()
+}
+
+/// Refuses a program that binds a name the translated dialect reserves: its
+/// translation would not mean the same.
+fn check_reserved(program: &Program) -> TResult<()> {
+    for d in &program.defs {
+        let mut clash = reserved(&d.name).then(|| d.name.clone());
+        let mut check = |x: &str| {
+            if clash.is_none() && reserved(x) {
+                clash = Some(x.to_string());
+            }
+        };
+        d.params.iter().for_each(|p| p.for_each_name(&mut check));
+        d.body.for_each_name(&mut check);
+        if let Some(x) = clash {
+            return Err(TranslateError::Unsupported {
+                def: d.name.clone(),
+                what: format!(
+                    "`{x}` is a reserved name in translated programs (see docs/transformations.md); \
+                     rename it to translate this program"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Translates definition `def` of `program` and everything it uses, and adds
 /// the wrapper of Figure 16 (`{def}_jvp` or `{def}_vjp`). The result contains
 /// only the translated definitions and the wrapper.
@@ -96,6 +130,7 @@ pub fn translate(program: &Program, def: &str, mode: Mode) -> TResult<Program> {
         .def(def)
         .ok_or_else(|| TranslateError::NoSuchDef(def.to_string()))?;
     let (s, t) = first_order_signature(target)?;
+    check_reserved(program)?;
     let mut names = Names::new(program);
     let mut out = Program::default();
     if mode == Mode::Forward {
@@ -287,7 +322,7 @@ impl Names {
     pub fn fresh(&mut self, base: &str) -> String {
         let mut name = base.to_string();
         let mut i = 1;
-        while self.taken.contains(&name) || crate::prim::lookup_named(&name).is_some() {
+        while self.taken.contains(&name) || reserved(&name) {
             name = format!("{base}{i}");
             i += 1;
         }
