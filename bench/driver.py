@@ -262,8 +262,8 @@ def write_markdown(args, info, rust_impls, workloads, checks, times):
         "hand-written derivative, itself checked against the oracle) to |x−y|/max(1,|x|+|y|) < 1e-8 "
         "(nested: |x−y|/|y| < 1e-8); any disagreement fails the run before anything is timed. Then each is "
         "timed in its own process: calls are repeated until a batch takes ≥ 0.2 s and the minimum over 5 "
-        "batches is kept (with --quick, 2; 3 batches when a call takes over 1 s; a single call — the checked one — when it "
-        f"takes over {SLOW_S:g} s in autograd or PyTorch). JIT/compile time is reported separately and not included "
+        "batches is kept (with --quick, 2; 3 batches when a call takes over 1 s; a single call when it takes over "
+        f"{SLOW_S:g} s — in autograd and PyTorch the checked one). JIT/compile time is reported separately and not included "
         "(for nabla-lang: parsing and type-checking the program, then compiling it, each the minimum over repeated runs).", "",
         "Columns: *primal* = the objective alone on plain floats; *derivative* = objective and gradient "
         "(BA: residuals and the full sparse Jacobian in CSR form); *ratio* = derivative / primal; *vs fastest* = "

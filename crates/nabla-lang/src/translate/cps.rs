@@ -29,14 +29,11 @@
 //! that take functions (`map`, `fold`, `build`) nor for `sum` of reals; a
 //! program using them is refused with a message saying so.
 
-use super::{GlobalKind, Names, TResult, TranslateError, derivative_operator, rules};
+use super::{GlobalKind, Globals, Names, Scope, TResult, rules};
 use crate::core::named::*;
 use crate::prim::{Prim, RealFn, Selection};
 use crate::types::Type;
 use std::collections::HashMap;
-
-/// The translated name and kind of each definition in use.
-pub type Globals = HashMap<String, (String, GlobalKind)>;
 
 /// A continuation: a target-language function value, or the rest of the
 /// program still to be generated.
@@ -64,14 +61,11 @@ fn seq(e1: Expr, e2: Expr) -> Expr {
 
 /// `def g_cps p k = D{body} k`; a value `def c = e` becomes `def c_cps k = D{e} k`.
 pub fn translate_def(d: &Def, globals: &Globals, names: &mut Names) -> TResult<Def> {
-    let mut t = Cps {
-        def: &d.name,
-        globals,
-        names,
-        locals: Vec::new(),
-    };
     let name = globals[&d.name].0.clone();
-    let k = t.names.fresh("k");
+    let mut t = Cps {
+        scope: Scope::new(d, globals, names),
+    };
+    let k = t.scope.names.fresh("k");
     if d.params.is_empty() {
         let body = t.expr(&d.body, Kont::Dynamic(var(&k)))?;
         return Ok(Def {
@@ -80,9 +74,6 @@ pub fn translate_def(d: &Def, globals: &Globals, names: &mut Names) -> TResult<D
             body,
             ty: None,
         });
-    }
-    for p in &d.params {
-        super::pattern_names(p, &mut t.locals);
     }
     let body = t.function_body(&d.params[1..], &d.body, k.clone())?;
     Ok(Def {
@@ -141,11 +132,7 @@ pub fn wrapper(f: &str, dot_cps: &str, s: &Type, t: &Type, names: &mut Names) ->
 }
 
 struct Cps<'a> {
-    def: &'a str,
-    globals: &'a Globals,
-    names: &'a mut Names,
-    /// Local binders in scope (innermost last); they shadow definitions.
-    locals: Vec<Name>,
+    scope: Scope<'a>,
 }
 
 /// True for expressions a continuation may receive and use without binding:
@@ -159,13 +146,6 @@ fn trivial(e: &Expr) -> bool {
 }
 
 impl Cps<'_> {
-    fn unsupported(&self, what: impl Into<String>) -> TranslateError {
-        TranslateError::Unsupported {
-            def: self.def.to_string(),
-            what: what.into(),
-        }
-    }
-
     /// Applies continuation `k` to the value `v`.
     fn resume(&mut self, k: Kont<'_>, v: Expr) -> TResult<Expr> {
         match k {
@@ -179,7 +159,7 @@ impl Cps<'_> {
         if trivial(&v) {
             return self.resume(k, v);
         }
-        let x = self.names.fresh(base);
+        let x = self.scope.names.fresh(base);
         let rest = self.resume(k, var(&x))?;
         Ok(let_(Pat::var(x), v, rest))
     }
@@ -189,7 +169,7 @@ impl Cps<'_> {
         match k {
             Kont::Dynamic(f) => Ok(f),
             Kont::Static(f) => {
-                let a = self.names.fresh("a");
+                let a = self.scope.names.fresh("a");
                 let body = f(self, var(&a))?;
                 Ok(lam(vec![Pat::var(a)], body))
             }
@@ -202,32 +182,25 @@ impl Cps<'_> {
         let Some((p, more)) = rest.split_first() else {
             return self.expr(body, Kont::Dynamic(var(k)));
         };
-        let k2 = self.names.fresh("k");
+        let k2 = self.scope.names.fresh("k");
         let inner = self.function_body(more, body, k2.clone())?;
         Ok(app(var(k), vec![lam(vec![p.clone(), Pat::var(k2)], inner)]))
     }
 
     fn with_locals<T>(&mut self, pats: &[&Pat], f: impl FnOnce(&mut Self) -> T) -> T {
-        let mark = self.locals.len();
-        for p in pats {
-            super::pattern_names(p, &mut self.locals);
-        }
+        let mark = self.scope.bind(pats);
         let r = f(self);
-        self.locals.truncate(mark);
+        self.scope.unbind(mark);
         r
     }
 
     /// D{e} κ
     fn expr(&mut self, e: &Expr, k: Kont<'_>) -> TResult<Expr> {
-        if crate::stack::check().is_err() {
-            return Err(self.unsupported("the program is nested too deeply to translate"));
-        }
+        self.scope.check_depth()?;
         match e {
-            Expr::Var(x) => match self.globals.get(x).cloned() {
-                Some((g, GlobalKind::Function)) if !self.locals.contains(x) => {
-                    self.resume(k, var(g))
-                }
-                Some((g, GlobalKind::Value)) if !self.locals.contains(x) => {
+            Expr::Var(x) => match self.scope.global(x).cloned() {
+                Some((g, GlobalKind::Function)) => self.resume(k, var(g)),
+                Some((g, GlobalKind::Value)) => {
                     let k = self.reify(k)?;
                     Ok(app(var(g), vec![k]))
                 }
@@ -241,7 +214,7 @@ impl Cps<'_> {
             Expr::Lit(_) => self.resume(k, e.clone()),
             // D{λy. e} κ = κ (λy. λk. D{e} k)
             Expr::Lam(ps, b) => {
-                let k2 = self.names.fresh("k");
+                let k2 = self.scope.names.fresh("k");
                 let body = self.with_locals(&ps.iter().collect::<Vec<_>>(), |s| {
                     s.function_body(&ps[1..], b, k2.clone())
                 })?;
@@ -273,7 +246,7 @@ impl Cps<'_> {
                 body,
             } => {
                 let me = Pat::Var(name.clone());
-                let k2 = self.names.fresh("k");
+                let k2 = self.scope.names.fresh("k");
                 let mut scope: Vec<&Pat> = vec![&me];
                 scope.extend(params.iter());
                 let f =
@@ -362,7 +335,7 @@ impl Cps<'_> {
             Expr::PrimRef(p) => {
                 self.check_prim(p)?;
                 let params: Vec<Name> = (0..p.prim.info().arity)
-                    .map(|_| self.names.fresh("a"))
+                    .map(|_| self.scope.names.fresh("a"))
                     .collect();
                 if params.is_empty() {
                     return self.prim(p, &[], k);
@@ -373,9 +346,9 @@ impl Cps<'_> {
                 );
                 self.expr(&f, k)
             }
-            Expr::Bind(..) | Expr::RunDelta(..) | Expr::Poly(..) => {
-                Err(self.unsupported("the program is already a translation"))
-            }
+            Expr::Bind(..) | Expr::RunDelta(..) | Expr::Poly(..) => Err(self
+                .scope
+                .unsupported("the program is already a translation")),
         }
     }
 
@@ -390,7 +363,7 @@ impl Cps<'_> {
             Kont::Dynamic(j) => arms(self, j),
             k => {
                 let join = self.reify(k)?;
-                let name = self.names.fresh("k");
+                let name = self.scope.names.fresh("k");
                 let body = arms(self, var(&name))?;
                 Ok(let_(Pat::var(name), join, body))
             }
@@ -427,7 +400,7 @@ impl Cps<'_> {
         let next = if args.is_empty() {
             self.reify(k)?
         } else {
-            let g = self.names.fresh("g");
+            let g = self.scope.names.fresh("g");
             let rest = self.call(var(&g), args, k)?;
             lam(vec![Pat::var(g)], rest)
         };
@@ -435,16 +408,11 @@ impl Cps<'_> {
     }
 
     fn check_prim(&self, p: &PrimAt) -> TResult<()> {
-        if let Some(op) = derivative_operator(p.prim) {
-            return Err(TranslateError::NestedDerivative {
-                def: self.def.to_string(),
-                op,
-            });
-        }
+        self.scope.check_derivative(p)?;
         if matches!(p.prim, Prim::Map | Prim::Fold | Prim::Build)
             || (p.prim == Prim::Sum && p.on_reals())
         {
-            return Err(self.unsupported(format!(
+            return Err(self.scope.unsupported(format!(
                 "the CPS translation (Wang et al. Fig. 10) has no rule for `{}`; use --mode reverse",
                 p.prim.info().name
             )));
@@ -544,18 +512,21 @@ impl Cps<'_> {
                 Expr::Tuple(xs) => (xs[0].clone(), xs[1].clone()),
                 Expr::Var(v) if seen.contains_key(v) => seen[v].clone(),
                 Expr::Var(v) => {
-                    let (x, c) = (self.names.fresh(v), self.names.fresh(&format!("{v}'")));
+                    let (x, c) = (
+                        self.scope.names.fresh(v),
+                        self.scope.names.fresh(&format!("{v}'")),
+                    );
                     lets.push((Pat::pair(&x, &c), o.clone()));
                     seen.insert(v.clone(), (var(&x), var(&c)));
                     (var(x), var(c))
                 }
-                _ => return Err(self.unsupported("internal: operand")),
+                _ => return Err(self.scope.unsupported("internal: operand")),
             };
             primals.push(x);
             cells.push(Some(c));
         }
-        let y = self.names.fresh("v");
-        let y_cell = self.names.fresh("v'");
+        let y = self.scope.names.fresh("v");
+        let y_cell = self.scope.names.fresh("v'");
         let partials = rules::partials(f, &primals, &var(&y));
         let mut updates = Vec::new();
         for (cell, d) in cells.into_iter().zip(partials) {

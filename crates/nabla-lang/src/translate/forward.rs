@@ -16,26 +16,16 @@
 //! contributes no term — so `x ** 3.0` never forms the `log x` of the
 //! exponent's partial, as LANGUAGE.md requires.
 
-use super::{GlobalKind, Names, TResult, TranslateError, derivative_operator, rules};
+use super::{Globals, Names, Operand, Part, Scope, TResult, rules};
 use crate::core::named::*;
 use crate::prim::{Prim, RealFn, Selection};
 use crate::types::Type;
-use std::collections::HashMap;
-
-/// The translated name of each definition in use.
-pub type Globals = HashMap<String, (String, GlobalKind)>;
 
 /// `def g_fwd p = D→{body}`.
 pub fn translate_def(d: &Def, globals: &Globals, names: &mut Names) -> TResult<Def> {
     let mut t = Forward {
-        def: &d.name,
-        globals,
-        names,
-        locals: Vec::new(),
+        scope: Scope::new(d, globals, names),
     };
-    for p in &d.params {
-        super::pattern_names(p, &mut t.locals);
-    }
     let body = t.expr(&d.body)?;
     Ok(Def {
         name: globals[&d.name].0.clone(),
@@ -66,49 +56,26 @@ pub fn wrapper(f: &str, s: &Type, t: &Type, names: &mut Names) -> Def {
 }
 
 struct Forward<'a> {
-    def: &'a str,
-    globals: &'a Globals,
-    names: &'a mut Names,
-    /// Local binders in scope (innermost last); they shadow definitions.
-    locals: Vec<Name>,
+    scope: Scope<'a>,
 }
 
 /// `let p = e in …` bindings, outermost first.
 type Bindings = Vec<(Pat, Expr)>;
 
-/// One operand of a real primitive once taken apart: its primal (a variable
-/// or literal) and its tangent (`None` when known to be zero).
-struct Operand {
-    primal: Expr,
-    tangent: Option<Expr>,
-}
-
 impl Forward<'_> {
-    fn unsupported(&self, what: impl Into<String>) -> TranslateError {
-        TranslateError::Unsupported {
-            def: self.def.to_string(),
-            what: what.into(),
-        }
-    }
-
     /// Translates `body` with the names of `pats` in scope.
     fn under(&mut self, pats: &[&Pat], body: &Expr) -> TResult<Expr> {
-        let mark = self.locals.len();
-        for p in pats {
-            super::pattern_names(p, &mut self.locals);
-        }
+        let mark = self.scope.bind(pats);
         let r = self.expr(body);
-        self.locals.truncate(mark);
+        self.scope.unbind(mark);
         r
     }
 
     fn expr(&mut self, e: &Expr) -> TResult<Expr> {
-        if crate::stack::check().is_err() {
-            return Err(self.unsupported("the program is nested too deeply to translate"));
-        }
+        self.scope.check_depth()?;
         Ok(match e {
-            Expr::Var(x) => match self.globals.get(x) {
-                Some((g, _)) if !self.locals.contains(x) => var(g),
+            Expr::Var(x) => match self.scope.global(x) {
+                Some((g, _)) => var(g),
                 _ => e.clone(),
             },
             // D→{r} = (r, 0)
@@ -164,12 +131,14 @@ impl Forward<'_> {
                 Box::new(self.expr(b)?),
             ),
             Expr::Prim(p, args) => self.prim(p, args)?,
-            Expr::PrimRef(p) => match eta_expand(p, self.names) {
+            Expr::PrimRef(p) => match eta_expand(p, self.scope.names) {
                 Some(f) => self.expr(&f)?,
-                None => self.check_prim(p).map(|()| e.clone())?,
+                None => self.scope.check_derivative(p).map(|()| e.clone())?,
             },
             Expr::Bind(..) | Expr::RunDelta(..) | Expr::Poly(..) => {
-                return Err(self.unsupported("the program is already a translation"));
+                return Err(self
+                    .scope
+                    .unsupported("the program is already a translation"));
             }
         })
     }
@@ -178,18 +147,8 @@ impl Forward<'_> {
         xs.iter().map(|x| self.expr(x)).collect()
     }
 
-    fn check_prim(&self, p: &PrimAt) -> TResult<()> {
-        if let Some(op) = derivative_operator(p.prim) {
-            return Err(TranslateError::NestedDerivative {
-                def: self.def.to_string(),
-                op,
-            });
-        }
-        Ok(())
-    }
-
     fn prim(&mut self, p: &PrimAt, args: &[Expr]) -> TResult<Expr> {
-        self.check_prim(p)?;
+        self.scope.check_derivative(p)?;
         let on_reals = p.at.is_none() || p.on_reals();
         match (p.prim.info().real, p.prim) {
             (Some(RealFn::Select(sel)), _) => self.select(sel, args),
@@ -242,7 +201,7 @@ impl Forward<'_> {
         if let Expr::Var(_) = e {
             return (Box::new(|body| body), e);
         }
-        let x = self.names.fresh(base);
+        let x = self.scope.names.fresh(base);
         let v = var(&x);
         (Box::new(move |body| let_(Pat::Var(x), e, body)), v)
     }
@@ -252,7 +211,7 @@ impl Forward<'_> {
         let (lets, operands) = self.take_apart(args)?;
         let primals: Vec<Expr> = operands.iter().map(|o| o.primal.clone()).collect();
         let value = Expr::Prim(p.clone(), primals.clone());
-        let v = self.names.fresh("v");
+        let v = self.scope.names.fresh("v");
         let partials = rules::partials(f, &primals, &var(&v));
         let mut tangent: Option<rules::Code> = None;
         for (o, d) in operands.iter().zip(partials) {
@@ -277,49 +236,16 @@ impl Forward<'_> {
             .fold(result, |body, (p, e)| let_(p, e, body)))
     }
 
-    /// Takes real operands apart into primal and tangent: a literal `r` is
-    /// `(r, zero)`; a compound operand is bound to `(a, da)` (in order); a
-    /// variable `x` is taken apart as `let (x1, dx) = x`. All names are fresh,
-    /// so the bindings can float out (see [`super::flatten`]).
+    /// Takes real operands apart (see [`super::take_apart`]) with `let`s.
     fn take_apart(&mut self, args: &[Expr]) -> TResult<(Bindings, Vec<Operand>)> {
+        let (parts, operands) = super::take_apart(&mut self.scope, args, "d", |_, _| true);
         let mut lets = Vec::new();
-        let mut operands = Vec::new();
-        let mut variables: Vec<(String, usize)> = Vec::new();
-        for a in args {
-            match a {
-                Expr::Lit(Lit::Real(r)) => operands.push(Operand {
-                    primal: real(*r),
-                    tangent: None,
-                }),
-                Expr::Var(x) => {
-                    variables.push((x.clone(), operands.len()));
-                    operands.push(Operand {
-                        primal: var(x),
-                        tangent: None,
-                    });
-                }
-                _ => {
-                    let (x, dx) = (self.names.fresh("a"), self.names.fresh("da"));
-                    lets.push((Pat::pair(&x, &dx), self.expr(a)?));
-                    operands.push(Operand {
-                        primal: var(x),
-                        tangent: Some(var(dx)),
-                    });
-                }
-            }
-        }
-        let mut done: HashMap<String, (String, String)> = HashMap::new();
-        for (x, i) in variables {
-            if let Some((x1, dx)) = done.get(&x) {
-                operands[i].primal = var(x1);
-                operands[i].tangent = Some(var(dx));
-                continue;
-            }
-            let (x1, dx) = (self.names.fresh(&x), self.names.fresh(&format!("d{x}")));
-            lets.push((Pat::pair(&x1, &dx), self.expr(&var(&x))?));
-            operands[i].primal = var(&x1);
-            operands[i].tangent = Some(var(&dx));
-            done.insert(x, (x1, dx));
+        for (pat, part) in parts {
+            let value = match part {
+                Part::Arg(i) => self.expr(&args[i])?,
+                Part::Var(x) => self.expr(&var(x))?,
+            };
+            lets.push((pat, value));
         }
         Ok((lets, operands))
     }

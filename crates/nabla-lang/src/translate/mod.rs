@@ -88,6 +88,40 @@ pub fn translated_name(mode: Mode, g: &str) -> String {
     }
 }
 
+/// True for the names a translated program cannot bind: every primitive's,
+/// including the translated dialect's (`eval`, `pure`, `Var`, …), its
+/// keywords and its polytypic helpers.
+fn reserved(name: &str) -> bool {
+    crate::prim::lookup_named_in(name, true).is_some()
+        || matches!(name, "do" | "runDelta")
+        || crate::core::named::Poly::from_name(name).is_some()
+}
+
+/// Refuses a program that binds a name the translated dialect reserves: its
+/// translation would not mean the same.
+fn check_reserved(program: &Program) -> TResult<()> {
+    for d in &program.defs {
+        let mut clash = reserved(&d.name).then(|| d.name.clone());
+        let mut check = |x: &str| {
+            if clash.is_none() && reserved(x) {
+                clash = Some(x.to_string());
+            }
+        };
+        d.params.iter().for_each(|p| p.for_each_name(&mut check));
+        d.body.for_each_name(&mut check);
+        if let Some(x) = clash {
+            return Err(TranslateError::Unsupported {
+                def: d.name.clone(),
+                what: format!(
+                    "`{x}` is a reserved name in translated programs (see docs/transformations.md); \
+                     rename it to translate this program"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Translates definition `def` of `program` and everything it uses, and adds
 /// the wrapper of Figure 16 (`{def}_jvp` or `{def}_vjp`). The result contains
 /// only the translated definitions and the wrapper.
@@ -96,6 +130,7 @@ pub fn translate(program: &Program, def: &str, mode: Mode) -> TResult<Program> {
         .def(def)
         .ok_or_else(|| TranslateError::NoSuchDef(def.to_string()))?;
     let (s, t) = first_order_signature(target)?;
+    check_reserved(program)?;
     let mut names = Names::new(program);
     let mut out = Program::default();
     if mode == Mode::Forward {
@@ -107,6 +142,7 @@ pub fn translate(program: &Program, def: &str, mode: Mode) -> TResult<Program> {
             )?));
         }
         out.defs.push(forward::wrapper(def, &s, &t, &mut names));
+        renumber(&mut out, program);
         return Ok(out);
     }
     // The reverse modes translate λ(s, dt). f s ⊙ dt (Fig. 16), written out as `f_dot`.
@@ -127,6 +163,7 @@ pub fn translate(program: &Program, def: &str, mode: Mode) -> TResult<Program> {
         Mode::Cps => cps::wrapper(def, &dot_translated, &s, &t, &mut names),
         _ => reverse::wrapper(def, &dot_translated, &s, &t, &mut names),
     });
+    renumber(&mut out, program);
     Ok(out)
 }
 
@@ -285,7 +322,7 @@ impl Names {
     pub fn fresh(&mut self, base: &str) -> String {
         let mut name = base.to_string();
         let mut i = 1;
-        while self.taken.contains(&name) || crate::prim::lookup_named(&name).is_some() {
+        while self.taken.contains(&name) || reserved(&name) {
             name = format!("{base}{i}");
             i += 1;
         }
@@ -294,9 +331,155 @@ impl Names {
     }
 }
 
-/// The primitives a translation must reject: differentiation operators.
-fn derivative_operator(p: Prim) -> Option<&'static str> {
-    p.is_derivative().then(|| p.info().name)
+/// The translated name and kind of each definition a translation uses.
+pub type Globals = HashMap<String, (String, GlobalKind)>;
+
+/// What every translation tracks while it walks one definition: which names
+/// are in scope (a local binder shadows a definition of the same name), and
+/// the supply of fresh names.
+pub struct Scope<'a> {
+    /// The definition being translated, for messages.
+    pub def: &'a str,
+    globals: &'a Globals,
+    /// Fresh names.
+    pub names: &'a mut Names,
+    locals: Vec<Name>,
+}
+
+impl<'a> Scope<'a> {
+    /// The scope at the top of definition `d`'s body: its parameters bound.
+    pub fn new(d: &'a Def, globals: &'a Globals, names: &'a mut Names) -> Scope<'a> {
+        let mut s = Scope {
+            def: &d.name,
+            globals,
+            names,
+            locals: Vec::new(),
+        };
+        s.bind(&d.params.iter().collect::<Vec<_>>());
+        s
+    }
+
+    /// The translated name and kind of `x` if it refers to a definition.
+    pub fn global(&self, x: &str) -> Option<&(String, GlobalKind)> {
+        if self.locals.iter().any(|l| l == x) {
+            return None;
+        }
+        self.globals.get(x)
+    }
+
+    /// Brings the names of `pats` into scope; returns the mark to [`Scope::unbind`] to.
+    pub fn bind(&mut self, pats: &[&Pat]) -> usize {
+        let mark = self.locals.len();
+        for p in pats {
+            pattern_names(p, &mut self.locals);
+        }
+        mark
+    }
+
+    /// Ends the scope begun at `mark`.
+    pub fn unbind(&mut self, mark: usize) {
+        self.locals.truncate(mark);
+    }
+
+    /// An error about the definition being translated.
+    pub fn unsupported(&self, what: impl Into<String>) -> TranslateError {
+        TranslateError::Unsupported {
+            def: self.def.to_string(),
+            what: what.into(),
+        }
+    }
+
+    /// Fails cleanly instead of overflowing the native stack on deep input.
+    pub fn check_depth(&self) -> TResult<()> {
+        match crate::stack::check() {
+            Ok(()) => Ok(()),
+            Err(_) => Err(self.unsupported("the program is nested too deeply to translate")),
+        }
+    }
+
+    /// Refuses the differentiation operators (see [`TranslateError::NestedDerivative`]).
+    pub fn check_derivative(&self, p: &crate::core::named::PrimAt) -> TResult<()> {
+        match p.prim.is_derivative() {
+            true => Err(TranslateError::NestedDerivative {
+                def: self.def.to_string(),
+                op: p.prim.info().name,
+            }),
+            false => Ok(()),
+        }
+    }
+}
+
+/// A real operand of a primitive, taken apart: its primal (a variable or a
+/// literal) and what the mode pairs it with — tangent, Delta or cell — as a
+/// variable, or `None` when that is statically zero (a literal operand).
+pub struct Operand {
+    /// The primal.
+    pub primal: Expr,
+    /// Its tangent (or Delta), if not statically zero.
+    pub tangent: Option<Expr>,
+}
+
+/// What a binding made by [`take_apart`] takes apart.
+pub enum Part {
+    /// The translation of argument `i` (a compound expression).
+    Arg(usize),
+    /// The variable (or definition) of that name.
+    Var(Name),
+}
+
+/// The first step of every real rule (Krawiec et al. Fig. 3, 9, 14): take
+/// the operands apart into primal and tangent names. A literal `r` is
+/// `(r, zero)` and binds nothing; compound operands are bound in order
+/// (`(a, da)`), then variables (`(x1, dx)` for `x`, once however often it
+/// occurs). `is_variable` says which variables can be taken apart directly.
+/// Returns the bindings, in order, and the operands.
+pub fn take_apart(
+    scope: &mut Scope,
+    args: &[Expr],
+    prefix: &str,
+    is_variable: impl Fn(&Scope, &str) -> bool,
+) -> (Vec<(Pat, Part)>, Vec<Operand>) {
+    let mut bindings = Vec::new();
+    let mut operands = Vec::new();
+    let mut variables: Vec<(Name, usize)> = Vec::new();
+    for (i, a) in args.iter().enumerate() {
+        let (primal, tangent) = match a {
+            Expr::Lit(crate::core::Lit::Real(r)) => (real(*r), None),
+            Expr::Var(x) if is_variable(scope, x) => {
+                variables.push((x.clone(), i));
+                (var(x), None)
+            }
+            _ => {
+                let (x, dx) = (
+                    scope.names.fresh("a"),
+                    scope.names.fresh(&format!("{prefix}a")),
+                );
+                bindings.push((Pat::pair(&x, &dx), Part::Arg(i)));
+                (var(x), Some(var(dx)))
+            }
+        };
+        operands.push(Operand { primal, tangent });
+    }
+    let mut done: HashMap<Name, (Name, Name)> = HashMap::new();
+    for (x, i) in variables {
+        let (x1, dx) = match done.get(&x) {
+            Some(names) => names.clone(),
+            None => {
+                let names = (
+                    scope.names.fresh(&x),
+                    scope.names.fresh(&format!("{prefix}{x}")),
+                );
+                bindings.push((Pat::pair(&names.0, &names.1), Part::Var(x.clone())));
+                done.insert(x, names.clone());
+                names
+            }
+        };
+        operands[i] = Operand {
+            primal: var(x1),
+            tangent: Some(var(dx)),
+        };
+    }
+    (bindings, operands)
 }
 
 /// How a definition is referred to: functions by name, values by a call (see the modes).
@@ -441,6 +624,136 @@ pub fn runnable(program: &Program, call: &DerivativeCall, mode: Mode) -> TResult
 fn flatten_def(mut d: Def) -> Def {
     d.body = share_destructuring(flatten(d.body), &mut HashMap::new());
     d
+}
+
+/// Renumbers the names a translation introduced in the order they are bound
+/// (`a`, `a1`, `a2`, … top to bottom), so the output reads in sequence; the
+/// source's own names are kept. Introduced names are bound exactly once, so
+/// renaming them cannot capture.
+fn renumber(program: &mut Program, source: &Program) {
+    let mut original = HashSet::new();
+    for d in &source.defs {
+        original.insert(d.name.clone());
+        d.params.iter().for_each(|p| {
+            p.for_each_name(&mut |x| {
+                original.insert(x.to_string());
+            })
+        });
+        d.body.for_each_name(&mut |x| {
+            original.insert(x.to_string());
+        });
+    }
+    let mut names = Names::new(source);
+    for d in &program.defs {
+        names.taken.insert(d.name.clone());
+    }
+    // The wrappers' names are chosen to match Figure 16; keep them.
+    for d in program
+        .defs
+        .iter_mut()
+        .filter(|d| !d.name.ends_with("_jvp") && !d.name.ends_with("_vjp"))
+    {
+        let mut binders = Vec::new();
+        d.params.iter().for_each(|p| pattern_names(p, &mut binders));
+        d.body.for_each(&mut |e| match e {
+            Expr::Lam(ps, _) => ps.iter().for_each(|p| pattern_names(p, &mut binders)),
+            Expr::Let(p, ..) | Expr::Bind(p, ..) => pattern_names(p, &mut binders),
+            Expr::LetRec { name, params, .. } => {
+                binders.push(name.clone());
+                params.iter().for_each(|p| pattern_names(p, &mut binders));
+            }
+            Expr::Case { left, right, .. } => {
+                pattern_names(&left.0, &mut binders);
+                pattern_names(&right.0, &mut binders);
+            }
+            _ => {}
+        });
+        let mut map: Vec<(String, String)> = Vec::new();
+        for b in binders {
+            if original.contains(&b) || map.iter().any(|(from, _)| *from == b) {
+                continue;
+            }
+            let base = b.trim_end_matches(|c: char| c.is_ascii_digit());
+            let base = if base.is_empty() { b.as_str() } else { base };
+            map.push((b.clone(), names.fresh(base)));
+        }
+        let pairs: Vec<(&str, &String)> = map.iter().map(|(a, b)| (a.as_str(), b)).collect();
+        d.params.iter_mut().for_each(|p| rename_pat(p, &pairs));
+        rename_binders(&mut d.body, &pairs);
+        rename_in(&mut d.body, &pairs);
+    }
+}
+
+fn rename_pat(p: &mut Pat, pairs: &[(&str, &String)]) {
+    match p {
+        Pat::Var(x) => {
+            if let Some((_, to)) = pairs.iter().find(|(from, _)| from == x) {
+                *x = (*to).clone();
+            }
+        }
+        Pat::Wild => {}
+        Pat::Tuple(ps) => ps.iter_mut().for_each(|q| rename_pat(q, pairs)),
+    }
+}
+
+/// Renames the binders (patterns) of `e`; [`rename_in`] renames the uses.
+fn rename_binders(e: &mut Expr, pairs: &[(&str, &String)]) {
+    match e {
+        Expr::Var(_) | Expr::Lit(_) | Expr::PrimRef(_) | Expr::Poly(..) => {}
+        Expr::Lam(ps, b) => {
+            ps.iter_mut().for_each(|p| rename_pat(p, pairs));
+            rename_binders(b, pairs);
+        }
+        Expr::Inl(b) | Expr::Inr(b) => rename_binders(b, pairs),
+        Expr::Proj { tuple, .. } => rename_binders(tuple, pairs),
+        Expr::App(f, xs) => {
+            rename_binders(f, pairs);
+            xs.iter_mut().for_each(|x| rename_binders(x, pairs));
+        }
+        Expr::Let(p, a, b) | Expr::Bind(p, a, b) => {
+            rename_pat(p, pairs);
+            rename_binders(a, pairs);
+            rename_binders(b, pairs);
+        }
+        Expr::RunDelta(a, b) => {
+            rename_binders(a, pairs);
+            rename_binders(b, pairs);
+        }
+        Expr::LetRec {
+            name,
+            params,
+            value,
+            body,
+        } => {
+            let mut p = Pat::Var(std::mem::take(name));
+            rename_pat(&mut p, pairs);
+            if let Pat::Var(n) = p {
+                *name = n;
+            }
+            params.iter_mut().for_each(|q| rename_pat(q, pairs));
+            rename_binders(value, pairs);
+            rename_binders(body, pairs);
+        }
+        Expr::Tuple(xs) | Expr::Vector(xs) | Expr::Prim(_, xs) => {
+            xs.iter_mut().for_each(|x| rename_binders(x, pairs))
+        }
+        Expr::Case {
+            scrutinee,
+            left,
+            right,
+        } => {
+            rename_binders(scrutinee, pairs);
+            rename_pat(&mut left.0, pairs);
+            rename_pat(&mut right.0, pairs);
+            rename_binders(&mut left.1, pairs);
+            rename_binders(&mut right.1, pairs);
+        }
+        Expr::If(a, b, c) => {
+            rename_binders(a, pairs);
+            rename_binders(b, pairs);
+            rename_binders(c, pairs);
+        }
+    }
 }
 
 /// Along a sequence of bindings, a dual number taken apart again

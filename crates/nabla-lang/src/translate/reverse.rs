@@ -25,14 +25,10 @@
 //! As in forward mode, a literal operand's Delta is statically `Zero` and
 //! contributes no term.
 
-use super::{GlobalKind, Names, TResult, TranslateError, derivative_operator, rules};
+use super::{GlobalKind, Globals, Names, Operand, Part, Scope, TResult, rules};
 use crate::core::named::*;
 use crate::prim::{Prim, RealFn, Selection};
 use crate::types::Type;
-use std::collections::HashMap;
-
-/// The translated name and kind of each definition in use.
-pub type Globals = HashMap<String, (String, GlobalKind)>;
 
 /// A statement of a `do` block under construction.
 enum Stmt {
@@ -73,13 +69,10 @@ fn pure_atom(m: &Expr) -> Option<Expr> {
 /// `def g_rev p = D←{body}` (a function), or `def c_rev () = D←{body}` (a value:
 /// a computation must run each time it is used, so it becomes a function of `()`).
 pub fn translate_def(d: &Def, globals: &Globals, names: &mut Names) -> TResult<Def> {
-    let mut t = Reverse {
-        def: &d.name,
-        globals,
-        names,
-        locals: Vec::new(),
-    };
     let name = globals[&d.name].0.clone();
+    let mut t = Reverse {
+        scope: Scope::new(d, globals, names),
+    };
     if d.params.is_empty() {
         return Ok(Def {
             name,
@@ -87,9 +80,6 @@ pub fn translate_def(d: &Def, globals: &Globals, names: &mut Names) -> TResult<D
             body: t.expr(&d.body)?,
             ty: None,
         });
-    }
-    for p in &d.params {
-        super::pattern_names(p, &mut t.locals);
     }
     let body = t.expr(&d.body)?;
     Ok(Def {
@@ -244,35 +234,14 @@ pub fn wrapper(f: &str, dot_rev: &str, s: &Type, t: &Type, names: &mut Names) ->
 }
 
 struct Reverse<'a> {
-    def: &'a str,
-    globals: &'a Globals,
-    names: &'a mut Names,
-    /// Local binders in scope (innermost last); they shadow definitions.
-    locals: Vec<Name>,
-}
-
-/// A real operand once taken apart: primal (variable or literal) and Delta
-/// (`None` when statically `Zero`).
-struct Operand {
-    primal: Expr,
-    delta: Option<Expr>,
+    scope: Scope<'a>,
 }
 
 impl Reverse<'_> {
-    fn unsupported(&self, what: impl Into<String>) -> TranslateError {
-        TranslateError::Unsupported {
-            def: self.def.to_string(),
-            what: what.into(),
-        }
-    }
-
     fn under(&mut self, pats: &[&Pat], body: &Expr) -> TResult<Expr> {
-        let mark = self.locals.len();
-        for p in pats {
-            super::pattern_names(p, &mut self.locals);
-        }
+        let mark = self.scope.bind(pats);
         let r = self.expr(body);
-        self.locals.truncate(mark);
+        self.scope.unbind(mark);
         r
     }
 
@@ -282,7 +251,7 @@ impl Reverse<'_> {
         if let Some(v) = pure_atom(&m) {
             return v;
         }
-        let x = self.names.fresh(base);
+        let x = self.scope.names.fresh(base);
         stmts.push(Stmt::Bind(Pat::var(&x), m));
         var(x)
     }
@@ -300,17 +269,13 @@ impl Reverse<'_> {
 
     /// D←{e}: a computation of type M D←{A} for `e : A`.
     fn expr(&mut self, e: &Expr) -> TResult<Expr> {
-        if crate::stack::check().is_err() {
-            return Err(self.unsupported("the program is nested too deeply to translate"));
-        }
+        self.scope.check_depth()?;
         let mut stmts = Vec::new();
         let last = match e {
             // D←{x} = pure x
-            Expr::Var(x) => match self.globals.get(x) {
-                Some((g, GlobalKind::Function)) if !self.locals.contains(x) => pure(var(g)),
-                Some((g, GlobalKind::Value)) if !self.locals.contains(x) => {
-                    app(var(g), vec![Expr::Lit(Lit::Unit)])
-                }
+            Expr::Var(x) => match self.scope.global(x) {
+                Some((g, GlobalKind::Function)) => pure(var(g)),
+                Some((g, GlobalKind::Value)) => app(var(g), vec![Expr::Lit(Lit::Unit)]),
                 _ => pure(e.clone()),
             },
             // D←{r} = pure (r, Zero)
@@ -330,7 +295,7 @@ impl Reverse<'_> {
                 for a in args {
                     // Curried: each application but the last yields a function.
                     if let Some(c) = call.take() {
-                        let r = self.names.fresh("g");
+                        let r = self.scope.names.fresh("g");
                         stmts.push(Stmt::Bind(Pat::var(&r), c));
                         g = var(r);
                     }
@@ -413,9 +378,9 @@ impl Reverse<'_> {
             Expr::Prim(p, args) => self.prim(p, args, &mut stmts)?,
             // A primitive used as a value: translate the lambda `fun a … -> p a …`.
             Expr::PrimRef(p) => {
-                self.check_prim(p)?;
+                self.scope.check_derivative(p)?;
                 let params: Vec<Name> = (0..p.prim.info().arity)
-                    .map(|_| self.names.fresh("a"))
+                    .map(|_| self.scope.names.fresh("a"))
                     .collect();
                 if params.is_empty() {
                     return self.expr(&Expr::Prim(p.clone(), vec![]));
@@ -427,26 +392,18 @@ impl Reverse<'_> {
                 self.expr(&f)?
             }
             Expr::Bind(..) | Expr::RunDelta(..) | Expr::Poly(..) => {
-                return Err(self.unsupported("the program is already a translation"));
+                return Err(self
+                    .scope
+                    .unsupported("the program is already a translation"));
             }
         };
         Ok(block(stmts, last))
     }
 
-    fn check_prim(&self, p: &PrimAt) -> TResult<()> {
-        match derivative_operator(p.prim) {
-            Some(op) => Err(TranslateError::NestedDerivative {
-                def: self.def.to_string(),
-                op,
-            }),
-            None => Ok(()),
-        }
-    }
-
     /// D← of a saturated primitive call; statements go to `stmts`, the final
     /// computation is returned.
     fn prim(&mut self, p: &PrimAt, args: &[Expr], stmts: &mut Vec<Stmt>) -> TResult<Expr> {
-        self.check_prim(p)?;
+        self.scope.check_derivative(p)?;
         let on_reals = p.at.is_none() || p.on_reals();
         Ok(match (p.prim.info().real, p.prim) {
             (Some(RealFn::Select(sel)), _) => {
@@ -494,11 +451,10 @@ impl Reverse<'_> {
             // sum of reals = a fold of the translated `+`
             (None, Prim::Sum) if p.on_reals() => {
                 let v = self.values_of(args, stmts)?.remove(0);
-                let (acc, x) = (self.names.fresh("acc"), self.names.fresh("x"));
-                self.locals.push(acc.clone());
-                self.locals.push(x.clone());
+                let (acc, x) = (self.scope.names.fresh("acc"), self.scope.names.fresh("x"));
+                let mark = self.scope.bind(&[&Pat::var(&acc), &Pat::var(&x)]);
                 let add = self.expr(&real_op(Prim::Add, vec![var(&acc), var(&x)]));
-                self.locals.truncate(self.locals.len() - 2);
+                self.scope.unbind(mark);
                 let step = lam(vec![Pat::var(&acc)], pure(lam(vec![Pat::var(&x)], add?)));
                 let zero = pair(real(0.0), prim(Prim::DZero, vec![]));
                 prim(Prim::FoldM, vec![step, zero, v])
@@ -529,11 +485,11 @@ impl Reverse<'_> {
         let operands = self.take_apart(args, stmts)?;
         let primals: Vec<Expr> = operands.iter().map(|o| o.primal.clone()).collect();
         let value = Expr::Prim(p.clone(), primals.clone());
-        let v = self.names.fresh("v");
+        let v = self.scope.names.fresh("v");
         let partials = rules::partials(f, &primals, &var(&v));
         let mut delta: Option<Expr> = None;
         for (o, d) in operands.iter().zip(partials) {
-            let (Some(u), false) = (&o.delta, d == real(0.0)) else {
+            let (Some(u), false) = (&o.tangent, d == real(0.0)) else {
                 continue;
             };
             let term = if d == real(1.0) {
@@ -556,53 +512,22 @@ impl Reverse<'_> {
         } else {
             value
         };
-        let u = self.names.fresh("u");
+        let u = self.scope.names.fresh("u");
         stmts.push(Stmt::Bind(Pat::var(&u), prim(Prim::DeltaLet, vec![delta])));
         Ok(pure(pair(value, prim(Prim::DVar, vec![var(u)]))))
     }
 
-    /// As in forward mode: literals have a static `Zero` Delta; compound
-    /// operands are bound to `(a, ua)` in order; variables are taken apart
-    /// with `let (x1, ux) = x` (fresh names, so bindings can float out).
+    /// Takes real operands apart (see [`super::take_apart`]): compound
+    /// operands and definitions are computations, bound with `<-`; local
+    /// variables are taken apart with `let`.
     fn take_apart(&mut self, args: &[Expr], stmts: &mut Vec<Stmt>) -> TResult<Vec<Operand>> {
-        let mut operands = Vec::new();
-        let mut variables: Vec<(String, usize)> = Vec::new();
-        for a in args {
-            match a {
-                Expr::Lit(Lit::Real(r)) => operands.push(Operand {
-                    primal: real(*r),
-                    delta: None,
-                }),
-                Expr::Var(x) if self.locals.contains(x) || !self.globals.contains_key(x) => {
-                    variables.push((x.clone(), operands.len()));
-                    operands.push(Operand {
-                        primal: var(x),
-                        delta: None,
-                    });
-                }
-                _ => {
-                    let (x, u) = (self.names.fresh("a"), self.names.fresh("ua"));
-                    let m = self.expr(a)?;
-                    stmts.push(Stmt::Bind(Pat::pair(&x, &u), m));
-                    operands.push(Operand {
-                        primal: var(x),
-                        delta: Some(var(u)),
-                    });
-                }
-            }
-        }
-        let mut done: HashMap<String, (String, String)> = HashMap::new();
-        for (x, i) in variables {
-            if let Some((x1, u)) = done.get(&x) {
-                operands[i].primal = var(x1);
-                operands[i].delta = Some(var(u));
-                continue;
-            }
-            let (x1, u) = (self.names.fresh(&x), self.names.fresh(&format!("u{x}")));
-            stmts.push(Stmt::Let(Pat::pair(&x1, &u), var(&x)));
-            operands[i].primal = var(&x1);
-            operands[i].delta = Some(var(&u));
-            done.insert(x, (x1, u));
+        let (parts, operands) =
+            super::take_apart(&mut self.scope, args, "u", |s, x| s.global(x).is_none());
+        for (pat, part) in parts {
+            stmts.push(match part {
+                Part::Arg(i) => Stmt::Bind(pat, self.expr(&args[i])?),
+                Part::Var(x) => Stmt::Let(pat, var(x)),
+            });
         }
         Ok(operands)
     }
