@@ -17,6 +17,62 @@ const TOKENS: &[&str] = &[
     "Vec", "Bool", "#c\n", "\n",
 ];
 
+/// Tokens of the translated dialect (used after a `#!translated` first line).
+const TRANSLATED_TOKENS: &[&str] = &[
+    "do",
+    "{",
+    "}",
+    ";",
+    "<-",
+    "@",
+    "!",
+    "+=",
+    "runDelta",
+    "pure",
+    "deltaLet",
+    "Zero",
+    "Scale",
+    "Add",
+    "Var",
+    "Let",
+    "eval",
+    "emptyMap",
+    "lookupOrZero",
+    "mapM",
+    "buildM",
+    "foldM",
+    "ref",
+    "shapeMismatch",
+    "zipDual",
+    "tangentOf",
+    "primalOf",
+    "initVars",
+    "initZeros",
+    "lookupDual",
+    "M",
+    "Delta",
+    "DeltaMap",
+    "Ref",
+    "x",
+    "0",
+    "1.0",
+    "(",
+    ")",
+    ",",
+    "[",
+    "]",
+    "let",
+    "in",
+    "=",
+    "fun",
+    "->",
+    "+",
+    "*",
+    "Real",
+    "Vec",
+    "\n",
+];
+
 fn check(bytes: Vec<u8>) -> Result<(), TestCaseError> {
     let r = run_with_stack(move || {
         let _ = run_untrusted(&bytes);
@@ -51,6 +107,13 @@ proptest! {
     #[test]
     fn token_soup(tokens in proptest::collection::vec(proptest::sample::select(TOKENS), 0..80)) {
         let mut src = String::from("def main = ");
+        src.push_str(&tokens.join(" "));
+        check(src.into_bytes())?;
+    }
+
+    #[test]
+    fn translated_token_soup(tokens in proptest::collection::vec(proptest::sample::select(TRANSLATED_TOKENS), 0..80)) {
+        let mut src = String::from("#!translated\ndef main = ");
         src.push_str(&tokens.join(" "));
         check(src.into_bytes())?;
     }

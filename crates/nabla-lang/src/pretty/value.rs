@@ -122,8 +122,8 @@ fn go(v: &Value, out: &mut String, arg: bool) {
 const DELTA_PRINT_LIMIT: usize = 100_000;
 
 /// Prints a Delta in constructor syntax, `Let 3 (Add (Var 1) (Var 2)) (Var 3)`,
-/// with an explicit stack (any depth), cut off with `…` after
-/// [`DELTA_PRINT_LIMIT`] constructors.
+/// with an explicit stack (any depth), cut off with `…` after 100 000
+/// constructors.
 ///
 /// ```
 /// use nabla_lang::eval::delta::{Delta, DeltaRef};

@@ -122,8 +122,18 @@ pub fn parse_program(text: &str, base: u32, ids: &mut IdGen) -> (Program, Vec<Pa
 
 /// Parses a single expression filling the whole input (for `nabla eval` and the REPL).
 pub fn parse_expression(text: &str, base: u32, ids: &mut IdGen) -> Result<Expr, Vec<ParseError>> {
-    let (tokens, lex_errors) = lex_in(text, base, Dialect::Ordinary);
-    let mut p = Parser::new(text, base, tokens, ids, Dialect::Ordinary);
+    parse_expression_in(text, base, ids, Dialect::Ordinary)
+}
+
+/// [`parse_expression`] in the given dialect.
+pub fn parse_expression_in(
+    text: &str,
+    base: u32,
+    ids: &mut IdGen,
+    dialect: Dialect,
+) -> Result<Expr, Vec<ParseError>> {
+    let (tokens, lex_errors) = lex_in(text, base, dialect);
+    let mut p = Parser::new(text, base, tokens, ids, dialect);
     p.errors
         .extend(lex_errors.into_iter().map(ParseError::from));
     let result = p.expr();
@@ -1096,7 +1106,15 @@ mod tests {
             }
             ExprKind::Inl(a) => format!("(inl {})", shape(a)),
             ExprKind::If(c, a, b) => format!("(if {} {} {})", shape(c), shape(a), shape(b)),
+            ExprKind::Let(Pattern::Unit(_), v, b) => format!("({}; {})", shape(v), shape(b)),
             ExprKind::Let(_, v, b) => format!("(let {} {})", shape(v), shape(b)),
+            ExprKind::Bind(Pattern::Var(x), v, b) => {
+                format!("(bind {} {} {})", x.name, shape(v), shape(b))
+            }
+            ExprKind::Deref(a) => format!("(!{})", shape(a)),
+            ExprKind::RunDelta(a, b) => format!("(runDelta {} {})", shape(a), shape(b)),
+            ExprKind::Poly(p, _) => format!("{}@", p.name()),
+            ExprKind::Lam(_, b) => format!("(fun {})", shape(b)),
             other => format!("{other:?}"),
         }
     }
@@ -1121,6 +1139,78 @@ mod tests {
         assert_eq!(parse("1 + if c then 2 else 3"), "(1 + (if c 2 3))");
         assert_eq!(parse("not a && b"), "((not a) && b)");
         assert!(parse("a < b < c").starts_with("ERR comparison operators cannot be chained"));
+    }
+
+    fn parse_translated(src: &str) -> String {
+        match parse_expression_in(src, 0, &mut IdGen::new(), Dialect::Translated) {
+            Ok(e) => shape(&e),
+            Err(es) => format!("ERR {}", es[0].message),
+        }
+    }
+
+    #[test]
+    fn translated_precedence() {
+        let p = parse_translated;
+        // `;` is loosest and extends to the right, through `let` and `fun`.
+        assert_eq!(p("a; b; c"), "(a; (b; c))");
+        assert_eq!(p("let x = a in b; c"), "(let a (b; c))");
+        assert_eq!(p("(fun x -> a; b)"), "(fun (a; b))");
+        assert_eq!(p("f (a; b) c"), "((f (a; b)) c)");
+        // `+=` is below `||`, `!` binds like unary minus.
+        assert_eq!(p("r += !s * 2.0 - x"), "(r += (((!s) * 2.0) - x))");
+        assert_eq!(p("r += a || b; s += 1"), "((r += (a || b)); (s += 1))");
+        assert_eq!(p("!f x"), "(!(f x))");
+        assert!(p("r += s += 1").starts_with("ERR `+=` cannot be chained"));
+        // `runDelta` takes two application arguments.
+        assert_eq!(p("runDelta n (f x)"), "(runDelta n (f x))");
+        assert_eq!(p("g (runDelta 0 m)"), "(g (runDelta 0 m))");
+        assert_eq!(p("initVars @(Vec Real) (x, 0)"), "(initVars@ <x, 0>)");
+    }
+
+    #[test]
+    fn do_blocks() {
+        let p = parse_translated;
+        assert_eq!(
+            p("do { x <- m; let y = f x; pure y }"),
+            "(bind x m (let (f x) (pure y)))"
+        );
+        // Newlines anywhere; a trailing `;` after the final expression.
+        assert_eq!(p("do {\n x <- m\n ;\n k x;\n}"), "(bind x m (k x))");
+        // Inside a block `;` separates statements, even after a `let … in`;
+        // parentheses make a sequence.
+        assert_eq!(
+            p("do { x <- let z = a in m; (k x; pure x) }"),
+            "(bind x (let a m) ((k x); (pure x)))"
+        );
+        // `let … in` as the final expression, and a nested block.
+        assert_eq!(
+            p("do { let y = 1 in do { z <- m; pure z } }"),
+            "(let 1 (bind z m (pure z)))"
+        );
+        assert!(p("do { x <- m }").starts_with("ERR a `do` block must end with an expression"));
+        assert!(p("do { }").starts_with("ERR a `do` block must end with an expression"));
+        assert!(p("do { m; pure 1 }").starts_with("ERR only the last item"));
+    }
+
+    #[test]
+    fn the_dialect_is_opt_in() {
+        // In an ordinary expression the dialect's tokens are what they always were.
+        assert_eq!(parse("do x"), "(do x)");
+        assert_eq!(parse("runDelta<-1"), "(runDelta < (-1))");
+        assert!(parse("!x").starts_with("ERR unexpected character `!`"));
+        assert!(parse("a; b").starts_with("ERR unexpected character `;`"));
+        assert!(parse("initVars @Real").starts_with("ERR unexpected character `@`"));
+        assert_eq!(
+            Dialect::of("#!translated\ndef main = 1"),
+            Dialect::Translated
+        );
+        assert_eq!(Dialect::of("#!translated"), Dialect::Translated);
+        assert_eq!(Dialect::of("#!translated \n"), Dialect::Ordinary);
+        assert_eq!(Dialect::of("\n#!translated\n"), Dialect::Ordinary);
+        assert_eq!(
+            parse_type("M (Ref Real) -> Delta", 0).map(|t| format!("{t:?}").contains("Con(M")),
+            Ok(true)
+        );
     }
 
     #[test]
