@@ -363,7 +363,7 @@ mod tests {
             DeltaRef::new(Delta::Scale(10.0, var(3))),
         );
         let mut m = DeltaMap::empty();
-        eval(1.0, &d, &mut m, 100, &mut u64::MAX).unwrap();
+        eval(1.0, &d, &mut m, 100, &mut { u64::MAX }).unwrap();
         assert_eq!(m.lookup(1), Some(10.0));
         assert_eq!(m.lookup(2), Some(20.0));
         // The Let's id is deleted once its contribution has been passed on.
@@ -376,7 +376,7 @@ mod tests {
     fn an_unused_let_contributes_nothing_and_a_present_zero_is_present() {
         let d = Delta::Let(5, var(1), DeltaRef::new(Delta::Scale(0.0, var(2))));
         let mut m = DeltaMap::empty();
-        eval(1.0, &d, &mut m, 100, &mut u64::MAX).unwrap();
+        eval(1.0, &d, &mut m, 100, &mut { u64::MAX }).unwrap();
         assert_eq!(m.lookup(2), Some(0.0));
         assert_eq!(m.lookup(1), None);
     }
@@ -415,7 +415,7 @@ mod tests {
         }
         // Runs on the test thread's ordinary stack: recursion on the depth would overflow it.
         let mut m = DeltaMap::empty();
-        eval(1.0, &d, &mut m, n as usize + 1, &mut u64::MAX).unwrap();
+        eval(1.0, &d, &mut m, n as usize + 1, &mut { u64::MAX }).unwrap();
         assert_eq!(m.lookup(0), Some(1.0));
         assert_eq!(m.lookup(n), None);
         drop(d);
