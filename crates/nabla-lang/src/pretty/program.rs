@@ -1473,6 +1473,18 @@ impl Printer {
         self.with_seq(false, || self.do_items(&stmts, cur))
     }
 
+    /// The right-hand side of a statement: an `if`, `match` or `let` that
+    /// breaks lines up after the `<-` (or `=`); a call or `fun` breaks
+    /// inside, indented from the statement like any other line.
+    fn statement_value(&self, e: &Expr, ctx: Ctx) -> Doc {
+        let d = self.expr(e, ctx);
+        if matches!(e, Expr::Lam(..)) || self.level_of(e) >= APP {
+            d
+        } else {
+            align(d)
+        }
+    }
+
     fn do_items(&self, stmts: &[Stmt<'_>], last: &Expr) -> Doc {
         let stmt_ctx = Ctx::new(OPEN, Tail::Free);
         let mut items: Vec<Doc> = stmts
@@ -1480,12 +1492,12 @@ impl Printer {
             .map(|s| match s {
                 Stmt::Bind(p, m) => cat(vec![
                     text(format!("{} <- ", pat_text(p))),
-                    align(self.expr(m, stmt_ctx)),
+                    self.statement_value(m, stmt_ctx),
                     text(";"),
                 ]),
                 Stmt::Let(p, v) => cat(vec![
                     text(format!("let {} = ", pat_text(p))),
-                    align(self.expr(v, stmt_ctx)),
+                    self.statement_value(v, stmt_ctx),
                     text(";"),
                 ]),
             })
