@@ -13,12 +13,17 @@
 //! * **Layout** at 100 columns, with [Wadler's algorithm][wadler]: a group
 //!   prints on one line if it fits, else it breaks. `def f x =` keeps its
 //!   body on the same line if it fits, else indents it by 2 on the next
-//!   lines; two or more `let … in` in a row print one binding per line at the
-//!   same indentation; `if`, `match`, `fun` and `do` break into their
-//!   conventional multi-line shapes when they do not fit (a `do` block with
-//!   two or more statements always does). The same input gives the same
-//!   text; no line has trailing spaces; definitions are separated by one
-//!   blank line; a program ends with one newline.
+//!   lines; two or more `let … in` in a row (or one that defines a
+//!   function, or is wider than 60 columns) print one binding per line at
+//!   the same indentation; `if` (wider than 60), `match` (wider than 50),
+//!   `fun` and `do` break into their conventional multi-line shapes, a `do`
+//!   block with two or more statements always; a `do` block stays on the
+//!   line of its `=`, `->`, `then` or `else` (`def f x = do {`), and a call
+//!   whose `fun` or `do` argument is followed only by short ones keeps its
+//!   arguments on its line and breaks inside the `fun` (`map (fun x ->`).
+//!   The same input gives the same text; no line has trailing spaces;
+//!   definitions are separated by one blank line; a program ends with one
+//!   newline.
 //! * **Sugar**: `if a then b else false` prints as `a && b` and
 //!   `if a then true else b` as `a || b` (what they lower from); a
 //!   projection from a pair as `fst e`/`snd e`, from a wider tuple as
@@ -26,7 +31,10 @@
 //!   (`fun a b -> a + b`: the language has no operator sections).
 //! * **Literals**: Reals with [`super::format_real`] (always a `.` or an
 //!   exponent, shortest round-trip); `inf`, `-inf` and `nan`, which have no
-//!   literal, as `1.0 / 0.0`, `-1.0 / 0.0` and `0.0 / 0.0`.
+//!   literal, as `1.0 / 0.0`, `-1.0 / 0.0` and `0.0 / 0.0`. The one
+//!   annotation printed: `sum` of an empty vector literal at a type other
+//!   than Int, `sum ([] : Vec Real)` (annotations are dropped by lowering,
+//!   and nothing else would fix the element type).
 //! * **Names**: variables print as they are, except a binder whose name the
 //!   printed program also needs for a primitive (a user `let sum = …` in a
 //!   program that also calls the built-in `sum`), or that is a keyword of the
