@@ -805,6 +805,51 @@ fn as_prefix(e: &Expr) -> Option<(&'static str, &Expr)> {
     }
 }
 
+/// True if `e` has at most `n` nodes (counted without visiting more than n + 1).
+fn has_at_most_nodes(e: &Expr, n: usize) -> bool {
+    let mut count = 0;
+    let mut work = vec![e];
+    while let Some(e) = work.pop() {
+        count += 1;
+        if count > n {
+            return false;
+        }
+        match e {
+            Expr::Var(_) | Expr::Lit(_) | Expr::PrimRef(_) | Expr::Poly(..) => {}
+            Expr::Lam(_, b) | Expr::Inl(b) | Expr::Inr(b) => work.push(b),
+            Expr::Proj { tuple, .. } => work.push(tuple),
+            Expr::App(f, args) => {
+                work.push(f);
+                work.extend(args);
+            }
+            Expr::Let(_, v, b) | Expr::Bind(_, v, b) | Expr::RunDelta(v, b) => {
+                work.push(v);
+                work.push(b);
+            }
+            Expr::LetRec { value, body, .. } => {
+                work.push(value);
+                work.push(body);
+            }
+            Expr::Tuple(es) | Expr::Vector(es) | Expr::Prim(_, es) => work.extend(es),
+            Expr::Case {
+                scrutinee,
+                left,
+                right,
+            } => {
+                work.push(scrutinee);
+                work.push(&left.1);
+                work.push(&right.1);
+            }
+            Expr::If(c, a, b) => {
+                work.push(c);
+                work.push(a);
+                work.push(b);
+            }
+        }
+    }
+    true
+}
+
 /// The name of a variable not occurring in `e`: `x`, `x1`, `x2`, ….
 fn name_not_in(e: &Expr) -> String {
     let mut names = HashSet::new();
@@ -1172,13 +1217,15 @@ impl Printer {
         }
     }
 
-    /// An argument that prints in a few columns on one line.
+    /// An argument that prints in a few columns on one line. (Only a small
+    /// expression is printed to find out, so that deciding costs little.)
     fn is_short(&self, e: &Expr) -> bool {
-        fits(
-            SHORT_ARG,
-            &self.expr(e, Ctx::new(POSTFIX, Tail::Inner)),
-            &[],
-        )
+        has_at_most_nodes(e, SHORT_ARG / 2)
+            && fits(
+                SHORT_ARG,
+                &self.expr(e, Ctx::new(POSTFIX, Tail::Inner)),
+                &[],
+            )
     }
 
     fn prim(&self, p: &PrimAt, args: &[Expr]) -> Doc {
@@ -1813,6 +1860,22 @@ mod tests {
             ),
         );
         assert_eq!(p(e), "let sum' = 1.0 in sum' + sum v");
+    }
+
+    #[test]
+    fn deciding_how_calls_hang_takes_linear_time() {
+        // f (fun x -> x) (f (fun x -> x) (… 60 deep …)): each level asks
+        // whether the argument after its `fun` is short (printing a big one
+        // to find out would take time exponential in the depth).
+        let id = lam(vec![Pat::var("x")], var("x"));
+        let mut e = var("z");
+        for _ in 0..60 {
+            e = app(var("f"), vec![id.clone(), e]);
+        }
+        let start = std::time::Instant::now();
+        let s = p(e);
+        assert!(start.elapsed().as_secs() < 5, "took {:?}", start.elapsed());
+        assert!(s.starts_with("f\n  (fun x -> x)\n  (f"), "{s}");
     }
 
     #[test]
