@@ -354,3 +354,19 @@ fn operators_as_values_and_projections() {
     insta::assert_snapshot!(printed);
     assert_eq!(run(&printed), "(3.0, 3, -4)");
 }
+
+#[test]
+fn statements_of_a_do_block_break_like_lines() {
+    // From translated source: a `fun` argument and a `fun` value break
+    // inside, indented from the statement; an `if` aligns after `<-`.
+    let printed = reprint(
+        "#!translated\n\
+         def mulR ((x, u1), (y, u2)) = do { u3 <- deltaLet (Add (Scale y u1) (Scale x u2)); pure (x * y, Var u3) }\n\
+         def cube_all v = do { ys <- mapM (fun x -> do { a <- mulR (x, x); b <- mulR (a, x); pure b }) v; \
+         let twice = fun y -> do { a <- mulR (y, (2.0, Zero)); let unused = (fst a, snd a); pure a }; \
+         z <- if size ys > 1 then twice ys[0] else pure (0.0, Zero); pure ((ys, fst z), snd z) }\n\
+         def main = let (r, _) = runDelta 2 (cube_all [(1.0, Var 0), (2.0, Var 1)]) in r",
+    );
+    insta::assert_snapshot!(printed);
+    assert_eq!(run(&printed), "([(1.0, Var 3), (8.0, Var 5)], 2.0)");
+}

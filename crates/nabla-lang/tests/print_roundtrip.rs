@@ -180,7 +180,8 @@ fn printed_translations_are_stable() {
 }
 
 /// `PRINT_DUMP=DIR cargo test -p nabla-lang --test print_roundtrip -- --ignored`
-/// writes the printed form of every example to DIR, for reading.
+/// writes the printed form of every example and test program, and every
+/// translation of their definitions, to DIR, for reading.
 #[test]
 #[ignore]
 fn dump_printed_examples() {
@@ -194,9 +195,21 @@ fn dump_printed_examples() {
     run_with_stack(move || {
         for p in &paths {
             let text = std::fs::read_to_string(p).expect("readable");
+            let name = p.file_name().expect("a file").to_string_lossy().to_string();
             if let Some(Ok(printed)) = print_source(&text) {
-                let name = p.file_name().expect("a file").to_string_lossy().to_string();
-                std::fs::write(Path::new(&dir).join(name), printed).expect("writable");
+                std::fs::write(Path::new(&dir).join(&name), printed).expect("writable");
+            }
+            let mut s = Session::new();
+            if s.load("t.nabla", &text).is_err() {
+                continue;
+            }
+            for mode in [Mode::Forward, Mode::Reverse, Mode::Cps] {
+                for d in s.def_names() {
+                    if let Ok(t) = s.translation(mode, Some(&d)) {
+                        let file = format!("{name}.{d}.{mode:?}.txt");
+                        std::fs::write(Path::new(&dir).join(file), t).expect("writable");
+                    }
+                }
             }
         }
     })

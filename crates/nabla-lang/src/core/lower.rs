@@ -14,7 +14,11 @@
 //! * a primitive applied to at least its arity of arguments is an
 //!   [`Expr::Prim`] call (extra arguments go to an [`Expr::App`] around it);
 //!   a primitive used with fewer is an [`Expr::PrimRef`], applied to the
-//!   arguments it has. Operators and `sum` record the type they work on.
+//!   arguments it has. Operators and `sum` record the type they work on;
+//! * in a translated file (`#!translated`), `do` blocks are [`Expr::Bind`]s,
+//!   `runDelta` is [`Expr::RunDelta`], `name @T` is [`Expr::Poly`], `!r` and
+//!   `r += e` are primitive calls and `e1; e2` is `let () = e1 in e2`; the
+//!   dialect's primitives (`pure`, `deltaLet`, …) are primitives only there.
 //!
 //! A variable keeps its source name; shadowing is preserved as written, so
 //! printing the result binds every name where the source did.

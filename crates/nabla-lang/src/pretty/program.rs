@@ -13,12 +13,17 @@
 //! * **Layout** at 100 columns, with [Wadler's algorithm][wadler]: a group
 //!   prints on one line if it fits, else it breaks. `def f x =` keeps its
 //!   body on the same line if it fits, else indents it by 2 on the next
-//!   lines; two or more `let … in` in a row print one binding per line at the
-//!   same indentation; `if`, `match`, `fun` and `do` break into their
-//!   conventional multi-line shapes when they do not fit (a `do` block with
-//!   two or more statements always does). The same input gives the same
-//!   text; no line has trailing spaces; definitions are separated by one
-//!   blank line; a program ends with one newline.
+//!   lines; two or more `let … in` in a row (or one that defines a
+//!   function, or is wider than 60 columns) print one binding per line at
+//!   the same indentation; `if` (wider than 60), `match` (wider than 50),
+//!   `fun` and `do` break into their conventional multi-line shapes, a `do`
+//!   block with two or more statements always; a `do` block stays on the
+//!   line of its `=`, `->`, `then` or `else` (`def f x = do {`), and a call
+//!   whose `fun` or `do` argument is followed only by short ones keeps its
+//!   arguments on its line and breaks inside the `fun` (`map (fun x ->`).
+//!   The same input gives the same text; no line has trailing spaces;
+//!   definitions are separated by one blank line; a program ends with one
+//!   newline.
 //! * **Sugar**: `if a then b else false` prints as `a && b` and
 //!   `if a then true else b` as `a || b` (what they lower from); a
 //!   projection from a pair as `fst e`/`snd e`, from a wider tuple as
@@ -26,7 +31,10 @@
 //!   (`fun a b -> a + b`: the language has no operator sections).
 //! * **Literals**: Reals with [`super::format_real`] (always a `.` or an
 //!   exponent, shortest round-trip); `inf`, `-inf` and `nan`, which have no
-//!   literal, as `1.0 / 0.0`, `-1.0 / 0.0` and `0.0 / 0.0`.
+//!   literal, as `1.0 / 0.0`, `-1.0 / 0.0` and `0.0 / 0.0`. The one
+//!   annotation printed: `sum` of an empty vector literal at a type other
+//!   than Int, `sum ([] : Vec Real)` (annotations are dropped by lowering,
+//!   and nothing else would fix the element type).
 //! * **Names**: variables print as they are, except a binder whose name the
 //!   printed program also needs for a primitive (a user `let sum = …` in a
 //!   program that also calls the built-in `sum`), or that is a keyword of the
@@ -797,6 +805,51 @@ fn as_prefix(e: &Expr) -> Option<(&'static str, &Expr)> {
     }
 }
 
+/// True if `e` has at most `n` nodes (counted without visiting more than n + 1).
+fn has_at_most_nodes(e: &Expr, n: usize) -> bool {
+    let mut count = 0;
+    let mut work = vec![e];
+    while let Some(e) = work.pop() {
+        count += 1;
+        if count > n {
+            return false;
+        }
+        match e {
+            Expr::Var(_) | Expr::Lit(_) | Expr::PrimRef(_) | Expr::Poly(..) => {}
+            Expr::Lam(_, b) | Expr::Inl(b) | Expr::Inr(b) => work.push(b),
+            Expr::Proj { tuple, .. } => work.push(tuple),
+            Expr::App(f, args) => {
+                work.push(f);
+                work.extend(args);
+            }
+            Expr::Let(_, v, b) | Expr::Bind(_, v, b) | Expr::RunDelta(v, b) => {
+                work.push(v);
+                work.push(b);
+            }
+            Expr::LetRec { value, body, .. } => {
+                work.push(value);
+                work.push(body);
+            }
+            Expr::Tuple(es) | Expr::Vector(es) | Expr::Prim(_, es) => work.extend(es),
+            Expr::Case {
+                scrutinee,
+                left,
+                right,
+            } => {
+                work.push(scrutinee);
+                work.push(&left.1);
+                work.push(&right.1);
+            }
+            Expr::If(c, a, b) => {
+                work.push(c);
+                work.push(a);
+                work.push(b);
+            }
+        }
+    }
+    true
+}
+
 /// The name of a variable not occurring in `e`: `x`, `x1`, `x2`, ….
 fn name_not_in(e: &Expr) -> String {
     let mut names = HashSet::new();
@@ -1164,13 +1217,15 @@ impl Printer {
         }
     }
 
-    /// An argument that prints in a few columns on one line.
+    /// An argument that prints in a few columns on one line. (Only a small
+    /// expression is printed to find out, so that deciding costs little.)
     fn is_short(&self, e: &Expr) -> bool {
-        fits(
-            SHORT_ARG,
-            &self.expr(e, Ctx::new(POSTFIX, Tail::Inner)),
-            &[],
-        )
+        has_at_most_nodes(e, SHORT_ARG / 2)
+            && fits(
+                SHORT_ARG,
+                &self.expr(e, Ctx::new(POSTFIX, Tail::Inner)),
+                &[],
+            )
     }
 
     fn prim(&self, p: &PrimAt, args: &[Expr]) -> Doc {
@@ -1473,6 +1528,18 @@ impl Printer {
         self.with_seq(false, || self.do_items(&stmts, cur))
     }
 
+    /// The right-hand side of a statement: an `if`, `match` or `let` that
+    /// breaks lines up after the `<-` (or `=`); a call or `fun` breaks
+    /// inside, indented from the statement like any other line.
+    fn statement_value(&self, e: &Expr, ctx: Ctx) -> Doc {
+        let d = self.expr(e, ctx);
+        if matches!(e, Expr::Lam(..)) || self.level_of(e) >= APP {
+            d
+        } else {
+            align(d)
+        }
+    }
+
     fn do_items(&self, stmts: &[Stmt<'_>], last: &Expr) -> Doc {
         let stmt_ctx = Ctx::new(OPEN, Tail::Free);
         let mut items: Vec<Doc> = stmts
@@ -1480,12 +1547,12 @@ impl Printer {
             .map(|s| match s {
                 Stmt::Bind(p, m) => cat(vec![
                     text(format!("{} <- ", pat_text(p))),
-                    align(self.expr(m, stmt_ctx)),
+                    self.statement_value(m, stmt_ctx),
                     text(";"),
                 ]),
                 Stmt::Let(p, v) => cat(vec![
                     text(format!("let {} = ", pat_text(p))),
-                    align(self.expr(v, stmt_ctx)),
+                    self.statement_value(v, stmt_ctx),
                     text(";"),
                 ]),
             })
@@ -1796,6 +1863,22 @@ mod tests {
     }
 
     #[test]
+    fn deciding_how_calls_hang_takes_linear_time() {
+        // f (fun x -> x) (f (fun x -> x) (… 60 deep …)): each level asks
+        // whether the argument after its `fun` is short (printing a big one
+        // to find out would take time exponential in the depth).
+        let id = lam(vec![Pat::var("x")], var("x"));
+        let mut e = var("z");
+        for _ in 0..60 {
+            e = app(var("f"), vec![id.clone(), e]);
+        }
+        let start = std::time::Instant::now();
+        let s = p(e);
+        assert!(start.elapsed().as_secs() < 30, "took {:?}", start.elapsed());
+        assert!(s.starts_with("f\n  (fun x -> x)\n  (f"), "{s}");
+    }
+
+    #[test]
     fn layout_fits_in_the_width() {
         let long: Vec<Expr> = (0..30).map(|i| var(format!("variable{i}"))).collect();
         let e = app(var("f"), long);
@@ -1873,6 +1956,26 @@ mod long_chains {
             assert!(s.lines().count() >= n / 20, "{}", &s[..200]);
         }
         assert!(out[0].starts_with("let x1 = x0 + x0 in\nlet x2 = x1 + x1 in\n"));
+        // Deep nesting that is not a chain prints in reasonable time.
+        let deep = crate::stack::run_with_stack(|| {
+            let mut calls = var("z");
+            let mut ifs = var("z");
+            let mut funs = var("z");
+            for i in 0..3000 {
+                calls =
+                    crate::core::named::app(var(if i % 2 == 0 { "f" } else { "g" }), vec![calls]);
+                ifs = Expr::If(Box::new(var("c")), Box::new(ifs), Box::new(var("z")));
+                funs = crate::core::named::app(
+                    var("f"),
+                    vec![crate::core::named::lam(vec![Pat::var("x")], funs)],
+                );
+            }
+            let start = std::time::Instant::now();
+            let printed = [calls, ifs, funs].map(|e| print_expr(&e));
+            (start.elapsed(), printed.iter().all(|s| !s.contains("...")))
+        })
+        .expect("thread");
+        assert!(deep.0.as_secs() < 60 && deep.1, "{deep:?}");
         assert!(out[1].starts_with("do {\n  x1 <- pure x0;\n"));
         assert!(out[2].starts_with("x0 += 1;\nx1 += 1;\n"));
     }
