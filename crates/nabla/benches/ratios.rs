@@ -151,15 +151,13 @@ fn main() {
         let primal = time_per_call(|| chain(black_box(point[0]), black_box(point[1])));
         let gradient = time_per_call(|| grad(|x| chain(x[0], x[1]), black_box(&point)));
         let (_, pullback) = vjp(|x| vec![chain(x[0], x[1])], &point);
-        let bytes_per_op =
-            (pullback.trace_len() * pullback.entry_bytes()) as f64 / CHAIN_OPS as f64;
+        let bytes_per_op = trace_bytes(&pullback, point.len()) / CHAIN_OPS as f64;
         row("(a) chain 10⁶ ops", primal, gradient, Some(bytes_per_op));
 
         let primal = time_per_call(|| doubling_chain(black_box(1.0)));
         let gradient = time_per_call(|| grad(|x| doubling_chain(x[0]), black_box(&[1.0])));
         let (_, pullback) = vjp(|x| vec![doubling_chain(x[0])], &[1.0]);
-        let bytes_per_op =
-            (pullback.trace_len() * pullback.entry_bytes()) as f64 / CHAIN_OPS as f64;
+        let bytes_per_op = trace_bytes(&pullback, 1) / CHAIN_OPS as f64;
         row(
             "    x+x chain (folds)",
             primal,
@@ -172,7 +170,7 @@ fn main() {
         let gradient = time_per_call(|| grad(|x| rosenbrock(x), black_box(&x_rosen)));
         let (_, pullback) = vjp(|x| vec![rosenbrock(x)], &x_rosen);
         let ops = 8 * (ROSENBROCK_N - 1);
-        let bytes_per_op = (pullback.trace_len() * pullback.entry_bytes()) as f64 / ops as f64;
+        let bytes_per_op = trace_bytes(&pullback, x_rosen.len()) / ops as f64;
         row("(b) rosenbrock n=10⁴", primal, gradient, Some(bytes_per_op));
     }
     if wanted("mlp") {
@@ -181,7 +179,7 @@ fn main() {
         let (_, pullback) = vjp(|p| vec![mlp_loss(p, &data)], &params);
         // Per sample and hidden unit: 2·8 for the dot product, tanh, 2 for the output.
         let ops = MLP_SAMPLES * (MLP_HIDDEN * (2 * MLP_IN + 3) + 3) + 1;
-        let bytes_per_op = (pullback.trace_len() * pullback.entry_bytes()) as f64 / ops as f64;
+        let bytes_per_op = trace_bytes(&pullback, params.len()) / ops as f64;
         row("(c) mlp 8-32-1 × 64", primal, gradient, Some(bytes_per_op));
     }
 
@@ -233,6 +231,11 @@ fn main() {
         );
         forward_row("mlp 8-32-1 × 64", primal, ours, theirs);
     }
+}
+
+/// Bytes of trace entries: one per `Let` (the input variables have none).
+fn trace_bytes(pullback: &nabla::Pullback<f64>, inputs: usize) -> f64 {
+    ((pullback.trace_len() - inputs) * pullback.entry_bytes()) as f64
 }
 
 fn row(name: &str, primal: f64, derivative: f64, bytes_per_op: Option<f64>) {

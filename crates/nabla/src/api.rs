@@ -138,27 +138,28 @@ where
     I: IntoIterator,
     F: for<'t> FnMut(&[Reverse<'t, S>], I::Item) -> Reverse<'t, S>,
 {
-    let trace = Trace::new();
+    let trace = Trace::new(x.len());
     let mut inputs = pool::take(x.len());
     inputs.extend(Reverse::inputs(&trace, x));
-    // Slots 0..x.len() accumulate the gradient over all terms; the slots of a term's
-    // own entries are zero before its sweep and dropped after it.
+    // Slots 0..x.len() (the input variables) accumulate the gradient over all
+    // terms; the slots of a term's own entries are zero before its sweep and dropped
+    // after it.
     let mut adjoints: Vec<S> = trace::zeroed_adjoints(x.len());
     let mut value = S::zero();
     for term in terms {
         let y = run(|inputs| f(inputs, term), &inputs);
         value += y.primal();
         // `f` cannot keep a value of the trace (its lifetime `'t` is universally
-        // quantified), so once it has returned, nothing refers to the entries past
-        // the inputs: they can be swept and forgotten.
+        // quantified), so once it has returned, nothing refers to its entries: they
+        // can be swept and forgotten.
         let mut entries = trace.replace_entries(Vec::new());
         if let Some((c, id)) = y.delta() {
-            adjoints.resize(entries.len(), S::zero());
+            adjoints.resize(x.len() + entries.len(), S::zero());
             adjoints[id as usize].accumulate(c);
             trace::backpropagate(&entries, x.len(), &mut adjoints);
             adjoints.truncate(x.len());
         }
-        entries.truncate(x.len());
+        entries.clear();
         trace.replace_entries(entries);
     }
     pool::give(inputs);
@@ -223,7 +224,7 @@ fn record<S, T>(x: &[S], f: impl for<'t> FnOnce(&[Reverse<'t, S>]) -> T) -> (T, 
 where
     S: Scalar,
 {
-    let trace = Trace::new();
+    let trace = Trace::new(x.len());
     let mut inputs = pool::take(x.len());
     inputs.extend(Reverse::inputs(&trace, x));
     let result = run(f, &inputs);
@@ -243,13 +244,13 @@ fn run<X: ?Sized, T>(f: impl FnOnce(&X) -> T, x: &X) -> T {
 
 /// One backward sweep over `entries`, seeded with each output Delta (`Scale c (Var
 /// id)` as `(c, id)`, or `None` for `Zero`) times its cotangent: the cotangents of
-/// the first `inputs` entries, the input variables.
+/// the `inputs` input variables.
 fn pull_back<S: Scalar>(
     entries: &[Entry<S>],
     inputs: usize,
     seeds: impl IntoIterator<Item = (Option<(S, DeltaId)>, S)>,
 ) -> Vec<S> {
-    let mut adjoints: Vec<S> = trace::zeroed_adjoints(entries.len());
+    let mut adjoints: Vec<S> = trace::zeroed_adjoints(inputs + entries.len());
     for (delta, ct) in seeds {
         if let Some((c, id)) = delta {
             adjoints[id as usize].accumulate(ct * c);
@@ -270,7 +271,8 @@ impl<S: Scalar> Drop for Pullback<S> {
 #[derive(Debug)]
 pub struct Pullback<S: Scalar> {
     entries: Vec<Entry<S>>,
-    /// Input variables occupy ids `0..inputs`.
+    /// Input variables occupy ids `0..inputs`; `entries[k]` is the `Let` of id
+    /// `inputs + k`.
     inputs: usize,
     /// Each output's Delta, `Scale c (Var id)` as `(c, id)`; `None` for `Zero`.
     outputs: Vec<Option<(S, DeltaId)>>,
@@ -296,11 +298,12 @@ impl<S: Scalar> Pullback<S> {
         )
     }
 
-    /// The number of entries in the trace — one per input variable, one per `Let`
-    /// — a measure of the memory reverse mode used, at most linear in the number of
-    /// operations performed.
+    /// The number of Delta ids in the trace — one per input variable, one per
+    /// `Let` — a measure of the memory reverse mode used, at most linear in the
+    /// number of operations performed. Only the `Let`s take an entry of
+    /// [`entry_bytes`](Pullback::entry_bytes) in memory.
     pub fn trace_len(&self) -> usize {
-        self.entries.len()
+        self.inputs + self.entries.len()
     }
 
     /// The size in bytes of one trace entry.

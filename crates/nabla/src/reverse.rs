@@ -92,9 +92,9 @@ impl<'t, S: Scalar> Reverse<'t, S> {
 
     /// Fresh input variables of `trace` for the values `x`: `Scale 1 (Var id)` each.
     pub(crate) fn inputs(trace: &'t Trace<S>, x: &[S]) -> impl Iterator<Item = Self> {
-        let first = trace.inputs(x.len());
+        assert_eq!(trace.inputs(), x.len(), "one input variable per component");
         x.iter()
-            .zip(first..)
+            .zip(0..)
             .map(move |(&primal, id)| Reverse::variable(primal, trace, id))
     }
 

@@ -19,16 +19,17 @@
 //!     where id is bound to that sum
 //! ```
 //!
-//! So the trace holds only `Let`-bound sums: entry `id` of the array stands for
+//! So the trace holds only `Let`-bound sums: entry `id` stands for
 //!
 //! ```text
 //! Let id = Add (Scale w₀ (Var p₀)) (Scale w₁ (Var p₁))
 //! ```
 //!
-//! preceded by one placeholder entry per input variable (ids `0..inputs`), which has
-//! no Delta of its own. The Delta a value carries never grows beyond one `Scale` of
-//! one `Var`, and each `Let` is evaluated exactly once, in decreasing id order, so
-//! sharing is never lost and the backward pass is O(number of entries) (Theorem 5).
+//! Ids `0..inputs` are the input variables, which have no Delta of their own and so
+//! no entry: the array's element `k` is the entry of id `inputs + k`. The Delta a
+//! value carries never grows beyond one `Scale` of one `Var`, and each `Let` is
+//! evaluated exactly once, in decreasing id order, so sharing is never lost and the
+//! backward pass is O(number of entries) (Theorem 5).
 
 use std::cell::UnsafeCell;
 use std::mem::size_of;
@@ -55,34 +56,30 @@ pub struct Entry<S> {
 /// reference to it, hence the interior mutability.
 #[derive(Debug)]
 pub(crate) struct Trace<S> {
+    /// The number of input variables: ids `0..inputs`, which have no entry.
+    inputs: DeltaId,
+    /// Element `k` is the `Let` of id `inputs + k`.
     entries: UnsafeCell<Vec<Entry<S>>>,
 }
 
 impl<S: Scalar> Trace<S> {
-    /// An empty trace, in recycled memory where possible.
-    pub(crate) fn new() -> Self {
+    /// An empty trace of `inputs` input variables (the paper's `Var`s for the
+    /// components of the argument, ids `0..inputs`), in recycled memory where
+    /// possible.
+    pub(crate) fn new(inputs: usize) -> Self {
+        assert!(
+            inputs < DeltaId::MAX as usize / 2,
+            "nabla: the reverse-mode trace exceeds 2^31 entries"
+        );
         Trace {
+            inputs: inputs as DeltaId,
             entries: UnsafeCell::new(pool::take(INITIAL_CAPACITY)),
         }
     }
 
-    /// `n` new input variables: the paper's `Var`s for the components of the
-    /// argument, numbered from the returned id. Their entries are placeholders that
-    /// the backward sweep never visits.
-    pub(crate) fn inputs(&self, n: usize) -> DeltaId {
-        let mut entries = self.replace_entries(Vec::new());
-        let first = entries.len();
-        assert!(
-            first + n < DeltaId::MAX as usize / 2,
-            "nabla: the reverse-mode trace exceeds 2^31 entries"
-        );
-        let placeholder = Entry {
-            parents: [0; 2],
-            weights: [S::zero(); 2],
-        };
-        entries.resize(first + n, placeholder);
-        self.replace_entries(entries);
-        first as DeltaId
+    /// The number of input variables.
+    pub(crate) fn inputs(&self) -> usize {
+        self.inputs as usize
     }
 
     /// `Let id = Add (Scale w₀ (Var p₀)) (Scale w₁ (Var p₁))`, for p₀ ≠ p₁.
@@ -104,9 +101,9 @@ impl<S: Scalar> Trace<S> {
         // This replaces a `RefCell`, whose borrow flag cost a third of recording time.
         let entries = unsafe { &mut *self.entries.get() };
         if entries.len() == entries.capacity() {
-            grow(entries);
+            grow(entries, self.inputs);
         }
-        let id = entries.len() as DeltaId;
+        let id = self.inputs + entries.len() as DeltaId;
         entries.push(entry);
         id
     }
@@ -131,9 +128,9 @@ impl<S: Scalar> Trace<S> {
 /// Makes room for more entries; the one place that checks the id space.
 #[cold]
 #[inline(never)]
-fn grow<S>(entries: &mut Vec<Entry<S>>) {
+fn grow<S>(entries: &mut Vec<Entry<S>>, inputs: DeltaId) {
     assert!(
-        entries.len() < DeltaId::MAX as usize / 2,
+        inputs as usize + entries.len() < DeltaId::MAX as usize / 2,
         "nabla: the reverse-mode trace exceeds 2^31 entries"
     );
     entries.reserve(entries.len().max(INITIAL_CAPACITY));
@@ -145,30 +142,54 @@ pub(crate) const fn entry_bytes<S>() -> usize {
 }
 
 /// Figure 11's `eval`, on the flattened trace: propagate adjoints from each `Let`
-/// to the two variables it adds, visiting every entry after the `inputs`
-/// placeholders once, in decreasing id order.
+/// to the two variables it adds, visiting every entry once, in decreasing id order.
 ///
-/// `adjoints` holds one slot per entry, seeded with the output cotangents; on return
-/// slot `i` holds the adjoint of entry `i`. An entry whose adjoint is exactly zero
-/// contributes nothing and is skipped, so an infinite partial derivative on a path
-/// that does not reach the output cannot turn into NaN.
+/// `adjoints` holds one slot per id — the `inputs` input variables, then one per
+/// entry — seeded with the output cotangents; on return the first `inputs` slots
+/// hold the adjoints of the input variables (the other slots are left partly
+/// summed). An entry whose adjoint is exactly zero contributes nothing and is
+/// skipped, so an infinite partial derivative on a path that does not reach the
+/// output cannot turn into NaN.
 pub(crate) fn backpropagate<S: Scalar>(entries: &[Entry<S>], inputs: usize, adjoints: &mut [S]) {
     assert_eq!(
-        entries.len(),
+        inputs + entries.len(),
         adjoints.len(),
-        "one adjoint slot per trace entry"
+        "one adjoint slot per input variable and trace entry"
     );
-    for id in (inputs..entries.len()).rev() {
-        let adjoint = adjoints[id];
+    // The contribution to the adjoint of entry `id − 1`, the next one visited, is
+    // kept in a register instead of being stored and loaded back. A value is most
+    // often used right after it is made, so that is where a dependent chain of
+    // operations puts its parent; through memory, each link of the chain would wait
+    // for a store to be forwarded to the next load. Adding `carry` last keeps the
+    // order in which each adjoint's contributions are summed.
+    let mut carry = S::zero();
+    for (k, entry) in entries.iter().enumerate().rev() {
+        let id = inputs + k;
+        let mut adjoint = adjoints[id];
+        adjoint.accumulate(carry);
+        carry = S::zero();
         if adjoint.is_zero() {
             continue;
         }
         let Entry {
             parents: [p0, p1],
             weights: [w0, w1],
-        } = entries[id];
-        adjoints[p0 as usize].accumulate(w0 * adjoint);
-        adjoints[p1 as usize].accumulate(w1 * adjoint);
+        } = *entry;
+        // The two parents differ (`add` binds only different variables), so at most
+        // one of them is `id − 1`, and `carry` (zero until then) simply takes its term.
+        debug_assert_ne!(p0, p1, "an entry adds two different variables");
+        let previous = (id as DeltaId).wrapping_sub(1);
+        for (parent, weight) in [(p0, w0), (p1, w1)] {
+            let term = weight * adjoint;
+            if parent == previous {
+                carry = term;
+            } else {
+                adjoints[parent as usize].accumulate(term);
+            }
+        }
+    }
+    if inputs > 0 {
+        adjoints[inputs - 1].accumulate(carry);
     }
 }
 
