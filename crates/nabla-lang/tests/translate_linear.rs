@@ -108,6 +108,12 @@ const CASES: &[(&str, &str, &str, &str)] = &[
         "0.6",
     ),
     (
+        "recursion",
+        "def f x = if x > 1.0 then f (x / 2.0) * 3.0 + x else x * sin x",
+        "13.0",
+        "0.75",
+    ),
+    (
         "a tuple parameter used whole",
         "def g p = fst p * snd p\ndef f (x, y) = let p = (y, x) in g p + g (x, x)",
         "(1.3, -0.4)",

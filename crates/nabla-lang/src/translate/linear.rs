@@ -887,6 +887,9 @@ impl Simplifier<'_> {
     }
 
     fn go(&self, m: LinMap) -> LinMap {
+        if crate::stack::check().is_err() {
+            return m;
+        }
         match m {
             LinMap::Compose(a, b) => self.compose(self.go(*a), self.go(*b)),
             LinMap::Plus(a, b) => self.plus(self.go(*a), self.go(*b)),
@@ -1126,6 +1129,9 @@ impl Apply<'_> {
 
     /// `m ⊙ v` as ordinary code (`v` a variable, literal or tuple of them).
     fn apply(&mut self, m: &LinMap, v: &Expr) -> TResult<Expr> {
+        if crate::stack::check().is_err() {
+            return Err(self.unsupported("the program is nested too deeply to translate"));
+        }
         let at_ds = *v == self.ds;
         Ok(match m {
             // 0 ⊙ x = 0
@@ -1398,5 +1404,84 @@ fn show(m: &LinMap, outer: u8) -> String {
         format!("({text})")
     } else {
         text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn simp(m: LinMap) -> LinMap {
+        simplify(m)
+    }
+
+    fn s(x: &str) -> LinMap {
+        LinMap::Scale(var(x))
+    }
+
+    fn r() -> Type {
+        Type::Real
+    }
+
+    #[test]
+    fn zero_and_one_absorb() {
+        let m = compose(LinMap::One(r()), compose(s("k"), LinMap::Zero(r())));
+        assert_eq!(simp(m), LinMap::Zero(r()));
+        assert_eq!(simp(plus(LinMap::Zero(r()), s("k"))), s("k"));
+    }
+
+    #[test]
+    fn a_row_after_a_column_is_a_sum_and_scales_fold() {
+        // (S(a) ⋈ S(b)) ∘ (S(c) × S(d)) = S(a * c + b * d)
+        let m = compose(
+            LinMap::HCat(vec![s("a"), s("b")]),
+            LinMap::VCat(vec![s("c"), s("d")]),
+        );
+        let k = real_op(
+            Prim::Add,
+            vec![
+                real_op(Prim::Mul, vec![var("a"), var("c")]),
+                real_op(Prim::Mul, vec![var("b"), var("d")]),
+            ],
+        );
+        assert_eq!(simp(m), LinMap::Scale(k));
+    }
+
+    #[test]
+    fn a_projection_picks_its_component() {
+        // (1 ⋈ 0) ∘ (m1 × m2) = m1
+        let m = compose(
+            projection(&[r(), r()], 0),
+            LinMap::VCat(vec![s("a"), s("b")]),
+        );
+        assert_eq!(simp(m), s("a"));
+        // (π1 ∘ n) × (π2 ∘ n) = n
+        let n = LinMap::Var("dp".into());
+        let pair = Type::Tuple(vec![r(), r()]);
+        let m = LinMap::LetLin(
+            "dp".into(),
+            pair,
+            Box::new(LinMap::Call(
+                "h".into(),
+                var("x"),
+                Type::Tuple(vec![r(), r()]),
+            )),
+            Box::new(LinMap::VCat(vec![
+                compose(projection(&[r(), r()], 0), n.clone()),
+                compose(projection(&[r(), r()], 1), n),
+            ])),
+        );
+        assert_eq!(
+            simp(m),
+            LinMap::Call("h".into(), var("x"), Type::Tuple(vec![r(), r()]))
+        );
+    }
+
+    #[test]
+    fn a_map_is_not_copied_when_that_would_repeat_work() {
+        // (m1 × m2) ∘ S(cos x): the scale is not an atom, so it stays shared.
+        let cos = LinMap::Scale(prim(Prim::Cos, vec![var("x")]));
+        let m = compose(LinMap::VCat(vec![s("a"), s("b")]), cos);
+        assert!(matches!(simp(m), LinMap::Compose(..)));
     }
 }
