@@ -108,6 +108,12 @@ const CASES: &[(&str, &str, &str, &str)] = &[
         "0.6",
     ),
     (
+        "a let inside a branch, its value needed",
+        "def f x = let y = if x > 0.0 then let z = exp x in z * x else x in sin y * exp y",
+        "0.3",
+        "(-2.0)",
+    ),
+    (
         "recursion",
         "def f x = if x > 1.0 then f (x / 2.0) * 3.0 + x else x * sin x",
         "13.0",

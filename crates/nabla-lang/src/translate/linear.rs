@@ -479,10 +479,33 @@ impl Builder<'_> {
             }
             // ∇⟦let x = e1 in e2⟧ = let x = e1 in let ∂x = ∇⟦e1⟧ in ∇⟦e2⟧
             Expr::Let(pat, v, body) => {
-                let (pv, tv, mv) = self.grad(v, out)?;
+                let (mut pv, tv, mut mv) = self.grad(v, out)?;
                 let mark = self.locals.len();
                 let mut lins = Vec::new();
-                let q = self.bind_pattern(pat, &tv, mv, &mut lins)?;
+                // `let z = exp x`: the value the partial needed was bound to a
+                // fresh `v`; bind it to `z` instead of adding `let z = v`.
+                let fresh_value = match (&pv, out.last()) {
+                    (Expr::Var(y), Some(Binding::Primal(Pat::Var(b), _))) if y == b => {
+                        Some(y.clone())
+                    }
+                    _ => None,
+                };
+                let mut renamed = None;
+                if let (Pat::Var(_), Some(y)) = (pat, &fresh_value)
+                    && self.local(y).is_none()
+                    && !self.used.contains(y)
+                    && let Some(Binding::Primal(_, e)) = out.pop()
+                {
+                    pv = e;
+                    renamed = Some(y.clone());
+                }
+                let q = self.bind_pattern(pat, &tv, mv.clone(), &mut lins)?;
+                if let (Some(y), Pat::Var(z)) = (&renamed, &q) {
+                    mv = rename_map(mv, y, z);
+                    if let Some(Binding::Lin(_, _, m)) = lins.first_mut() {
+                        *m = mv;
+                    }
+                }
                 out.push(Binding::Primal(q, pv));
                 out.extend(lins);
                 let r = self.grad(body, out);
@@ -672,6 +695,41 @@ impl Builder<'_> {
                 Ok((Expr::Prim(p.clone(), primals), ty.clone(), LinMap::Zero(ty)))
             }
         }
+    }
+}
+
+/// `m` with the primal variable `from` renamed `to` in its scale factors.
+/// Only partial derivatives mention `from` (a fresh name): they are built
+/// from variables, literals, primitives and `if`s.
+fn rename_map(m: LinMap, from: &str, to: &str) -> LinMap {
+    fn expr(e: Expr, from: &str, to: &str) -> Expr {
+        match e {
+            Expr::Var(x) if x == from => var(to),
+            Expr::Prim(p, xs) => Expr::Prim(p, xs.into_iter().map(|x| expr(x, from, to)).collect()),
+            Expr::If(c, a, b) => Expr::If(
+                Box::new(expr(*c, from, to)),
+                Box::new(expr(*a, from, to)),
+                Box::new(expr(*b, from, to)),
+            ),
+            Expr::App(f, xs) => Expr::App(
+                Box::new(expr(*f, from, to)),
+                xs.into_iter().map(|x| expr(x, from, to)).collect(),
+            ),
+            Expr::Tuple(xs) => Expr::Tuple(xs.into_iter().map(|x| expr(x, from, to)).collect()),
+            e => e,
+        }
+    }
+    let go = |m: LinMap| rename_map(m, from, to);
+    let bx = |m: Box<LinMap>| Box::new(rename_map(*m, from, to));
+    match m {
+        LinMap::Scale(k) => LinMap::Scale(expr(k, from, to)),
+        LinMap::Call(g, e, t) => LinMap::Call(g, expr(e, from, to), t),
+        LinMap::Compose(a, b) => LinMap::Compose(bx(a), bx(b)),
+        LinMap::Plus(a, b) => LinMap::Plus(bx(a), bx(b)),
+        LinMap::If(c, a, b) => LinMap::If(expr(c, from, to), bx(a), bx(b)),
+        LinMap::VCat(ms) => LinMap::VCat(ms.into_iter().map(go).collect()),
+        LinMap::HCat(ms) => LinMap::HCat(ms.into_iter().map(go).collect()),
+        m => m,
     }
 }
 
