@@ -91,7 +91,7 @@ enum AdMode {
     /// Continuation-passing style with gradient cells (Wang et al. Fig. 10).
     Cps,
     /// The full Jacobian as a linear map (Ellis et al. Fig. 3, 4, 6);
-    /// `--program` prints the forward derivative made from it.
+    /// `--program` prints the forward and reverse derivatives made from it.
     Linear,
 }
 
@@ -208,8 +208,8 @@ fn ad(file: &str, mode: AdMode, def: Option<&str>, run: bool, program: bool) -> 
     if let AdMode::Linear = mode {
         if run {
             return Report::failed(
-                "error: --mode linear prints the Jacobian (or, with --program, the forward \
-                 derivative made from it); it has no --run\n"
+                "error: --mode linear prints the Jacobian (or, with --program, the derivatives \
+                 made from it); it has no --run\n"
                     .into(),
             );
         }

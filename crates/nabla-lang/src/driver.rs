@@ -224,7 +224,8 @@ impl Session {
     /// `nabla ad --mode linear`: the full Jacobian of `def` (by default the
     /// definition `main` differentiates) and of every definition it calls, as
     /// linear-map expressions (see [`translate::linear`]); with `program`, the
-    /// forward derivatives `g_jvp` made from them, as nabla source.
+    /// forward and reverse derivatives `g_jvp` and `g_vjp` made from them, as
+    /// nabla source.
     pub fn linear_translation(&self, def: Option<&str>, program: bool) -> Outcome<String> {
         let named = self.named_program()?;
         let def = match def {
@@ -234,8 +235,12 @@ impl Session {
         let lin = translate::linear::jacobians(&named, &def)
             .and_then(|j| match program {
                 false => Ok(translate::linear::print_jacobians(&j)),
-                true => translate::linear::forward(&named, &def)
-                    .map(|p| crate::pretty::program::print_program(&p)),
+                true => {
+                    let mut p = translate::linear::forward(&named, &def)?;
+                    p.defs
+                        .extend(translate::linear::reverse(&named, &def)?.defs);
+                    Ok(crate::pretty::program::print_program(&p))
+                }
             })
             .map_err(translation_error)?;
         Ok(lin)

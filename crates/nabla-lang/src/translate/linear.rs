@@ -1,9 +1,10 @@
 //! The linear-map mode: the full Jacobian of Ellis, Peyton Jones and
 //! Fitzgibbon ("AD in the Knossos compiler", §2–3), as an expression over
 //! linear maps (their Figure 3), built by ∇ (Figure 6) and simplified with the
-//! laws of Figure 4; and the forward derivative `fwd$f(x, dx) = ∂f(x) ⊙ dx`
-//! obtained from it by eliminating every linear map with the semantics of ⊙
-//! (Figure 4), as ordinary nabla code.
+//! laws of Figure 4; and the forward and reverse derivatives `fwd$f(x, dx) =
+//! ∂f(x) ⊙ dx` and `rev$f(x, dr) = dr ⊙_R ∂f(x)` obtained from it by
+//! eliminating every linear map with the semantics of ⊙ (Figure 4) and the
+//! laws of ⊙_R (Figure 5), as ordinary nabla code.
 //!
 //! For `f : S -> T`, `∂f : S -> (S ⊸ T)` is printed as `def f_jac p = …`:
 //!
@@ -1146,6 +1147,12 @@ impl Apply<'_> {
 
     /// `a + b` on tangents of type `t`.
     fn add(&mut self, t: &Type, a: Expr, b: Expr) -> Expr {
+        if b == zeros(t) {
+            return a;
+        }
+        if a == zeros(t) {
+            return b;
+        }
         match t {
             Type::Real => (rules::Code(a) + rules::Code(b)).0,
             Type::Tuple(ts) => {
@@ -1290,6 +1297,209 @@ impl Apply<'_> {
                     self.defs.insert(x.clone(), (**def).clone());
                     self.apply(body, v)?
                 }
+            }
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Reverse application: r ⊙_R m (Figure 5).
+
+/// The name of the reverse derivative `rev$g` made from the Jacobian.
+pub fn reverse_name(g: &str) -> String {
+    format!("{g}_vjp")
+}
+
+/// `rev$g(p, dr) = dr ⊙_R ∂g(p)` for every Jacobian, as ordinary named-core
+/// definitions `g_vjp (p, dr)`: each `let dx = m` is inlined at its uses (the
+/// paper's first step; it may repeat linear work), then the maps are
+/// eliminated with Figure 5's laws for ⊙_R.
+pub fn reverse(program: &Program, def: &str) -> TResult<Program> {
+    let jacs = jacobians(program, def)?;
+    let mut names = Names::new(program);
+    for j in &jacs {
+        names.fresh(&reverse_name(&j.of));
+        collect_names(&j.body, &mut |n| {
+            names.fresh(n);
+        });
+    }
+    let mut out = Program::default();
+    for j in &jacs {
+        let dr = names.fresh("dr");
+        let body = inline_all(j.body.clone());
+        let mut types = HashMap::new();
+        collect_types(&j.body, &mut types);
+        let mut r = Reverse {
+            names: &mut names,
+            types,
+            def: &j.of,
+        };
+        let body = r.rev(&body, &var(&dr), &j.domain)?;
+        out.defs.push(Def {
+            name: reverse_name(&j.of),
+            params: vec![Pat::Tuple(vec![j.param.clone(), Pat::var(dr)])],
+            body: super::flatten(body),
+            ty: None,
+        });
+    }
+    Ok(out)
+}
+
+/// `m` with every `let dx = m1 in …` inlined at the uses of `dx`.
+fn inline_all(m: LinMap) -> LinMap {
+    let bx = |m: Box<LinMap>| Box::new(inline_all(*m));
+    match m {
+        LinMap::LetLin(x, _, v, body) => {
+            let v = inline_all(*v);
+            inline_all(substitute(*body, &x, &v))
+        }
+        LinMap::Compose(a, b) => LinMap::Compose(bx(a), bx(b)),
+        LinMap::Plus(a, b) => LinMap::Plus(bx(a), bx(b)),
+        LinMap::If(c, a, b) => LinMap::If(c, bx(a), bx(b)),
+        // (m1 ∘ n) × (m2 ∘ n) = (m1 × m2) ∘ n: transposes n once, not twice.
+        LinMap::VCat(ms) => {
+            let ms: Vec<LinMap> = ms.into_iter().map(inline_all).collect();
+            let right = |m: &LinMap| match m {
+                LinMap::Compose(_, n) => Some((**n).clone()),
+                _ => None,
+            };
+            match right(&ms[0]) {
+                Some(n) if ms.iter().all(|m| right(m).as_ref() == Some(&n)) => {
+                    let lefts = ms
+                        .into_iter()
+                        .map(|m| match m {
+                            LinMap::Compose(a, _) => *a,
+                            m => m,
+                        })
+                        .collect();
+                    compose(LinMap::VCat(lefts), n)
+                }
+                _ => LinMap::VCat(ms),
+            }
+        }
+        LinMap::HCat(ms) => LinMap::HCat(ms.into_iter().map(inline_all).collect()),
+        LinMap::Let(p, e, b) => LinMap::Let(p, e, bx(b)),
+        m => m,
+    }
+}
+
+struct Reverse<'a> {
+    names: &'a mut Names,
+    types: HashMap<Name, Type>,
+    def: &'a str,
+}
+
+impl Reverse<'_> {
+    fn unsupported(&self, what: &str) -> TranslateError {
+        TranslateError::Unsupported {
+            def: self.def.to_string(),
+            what: what.to_string(),
+        }
+    }
+
+    fn codomain(&self, m: &LinMap) -> TResult<Type> {
+        Simplifier { types: &self.types }
+            .codomain(m)
+            .ok_or_else(|| self.unsupported("a linear map of unknown type"))
+    }
+
+    /// `a + b` on cotangents of type `t`.
+    fn add(&mut self, t: &Type, a: Expr, b: Expr) -> Expr {
+        let mut a_ = Apply {
+            names: self.names,
+            ds: Expr::Lit(Lit::Unit),
+            types: HashMap::new(),
+            defs: HashMap::new(),
+            def: self.def,
+        };
+        a_.add(t, a, b)
+    }
+
+    /// `r ⊙_R m : dom` (`r` a variable, literal or tuple of them).
+    fn rev(&mut self, m: &LinMap, r: &Expr, dom: &Type) -> TResult<Expr> {
+        if crate::stack::check().is_err() {
+            return Err(self.unsupported("the program is nested too deeply to translate"));
+        }
+        Ok(match m {
+            // r ⊙_R 0 = 0
+            LinMap::Zero(_) => zeros(dom),
+            // r ⊙_R 1 = r
+            LinMap::One(_) => r.clone(),
+            // r ⊙_R S(k) = k * r
+            LinMap::Scale(k) => (rules::Code(k.clone()) * rules::Code(r.clone())).0,
+            // r ⊙_R (m1 ∘ m2) = (r ⊙_R m1) ⊙_R m2
+            LinMap::Compose(a, b) => {
+                let mid = self.codomain(b)?;
+                let inner = self.rev(a, r, &mid)?;
+                let (mut binds, inner) = split_lets(inner);
+                let atom = if is_atom(&inner) {
+                    inner
+                } else {
+                    let t = self.names.fresh("r");
+                    binds.push((Pat::var(&t), inner));
+                    var(t)
+                };
+                let outer = self.rev(b, &atom, dom)?;
+                binds
+                    .into_iter()
+                    .rev()
+                    .fold(outer, |body, (p, e)| let_(p, e, body))
+            }
+            // (r1, r2) ⊙_R (m1 × m2) = (r1 ⊙_R m1) + (r2 ⊙_R m2)
+            LinMap::VCat(ms) => {
+                let (bind, parts) = match r {
+                    Expr::Tuple(xs) => (None, xs.clone()),
+                    _ => {
+                        let xs: Vec<Name> = ms.iter().map(|_| self.names.fresh("r")).collect();
+                        (
+                            Some(Pat::Tuple(xs.iter().map(Pat::var).collect())),
+                            xs.iter().map(var).collect(),
+                        )
+                    }
+                };
+                let mut sum: Option<Expr> = None;
+                for (m, x) in ms.iter().zip(&parts) {
+                    if let LinMap::Zero(_) = m {
+                        continue;
+                    }
+                    let y = self.rev(m, x, dom)?;
+                    sum = Some(match sum {
+                        None => y,
+                        Some(s) => self.add(dom, s, y),
+                    });
+                }
+                let sum = sum.unwrap_or_else(|| zeros(dom));
+                match bind {
+                    Some(p) => let_(p, r.clone(), sum),
+                    None => sum,
+                }
+            }
+            // r ⊙_R (m1 ⋈ m2) = (r ⊙_R m1, r ⊙_R m2)
+            LinMap::HCat(ms) => {
+                let Type::Tuple(ts) = dom else {
+                    return Err(self.unsupported("a row of linear maps on a non-tuple"));
+                };
+                Expr::Tuple(
+                    ms.iter()
+                        .zip(ts)
+                        .map(|(m, t)| self.rev(m, r, t))
+                        .collect::<TResult<_>>()?,
+                )
+            }
+            // r ⊙_R (m1 ⊕ m2) = (r ⊙_R m1) + (r ⊙_R m2)
+            LinMap::Plus(a, b) => {
+                let (x, y) = (self.rev(a, r, dom)?, self.rev(b, r, dom)?);
+                self.add(dom, x, y)
+            }
+            LinMap::Call(g, e, _) => app(var(reverse_name(g)), vec![pair(e.clone(), r.clone())]),
+            LinMap::If(c, a, b) => Expr::If(
+                Box::new(c.clone()),
+                Box::new(self.rev(a, r, dom)?),
+                Box::new(self.rev(b, r, dom)?),
+            ),
+            LinMap::Let(p, e, body) => let_(p.clone(), e.clone(), self.rev(body, r, dom)?),
+            LinMap::Var(_) | LinMap::LetLin(..) => {
+                return Err(self.unsupported("a Jacobian variable left after inlining"));
             }
         })
     }
