@@ -56,7 +56,8 @@ enum Command {
     /// papers, as nabla source. By default the definition `main` differentiates.
     Ad {
         /// Which translation: forward (Krawiec et al. Fig. 3), reverse (Fig. 9
-        /// and 16) or cps (Wang et al. Fig. 10).
+        /// and 16), cps (Wang et al. Fig. 10) or linear (the Jacobian as a
+        /// linear map, Ellis et al. Fig. 6).
         #[arg(long, value_enum, default_value_t = AdMode::Reverse)]
         mode: AdMode,
         /// The definition to differentiate (default: the one `main` differentiates).
@@ -89,6 +90,9 @@ enum AdMode {
     Reverse,
     /// Continuation-passing style with gradient cells (Wang et al. Fig. 10).
     Cps,
+    /// The full Jacobian as a linear map (Ellis et al. Fig. 3, 4, 6);
+    /// `--program` prints the forward and reverse derivatives made from it.
+    Linear,
 }
 
 impl From<AdMode> for nabla_lang::translate::Mode {
@@ -98,6 +102,7 @@ impl From<AdMode> for nabla_lang::translate::Mode {
             AdMode::Forward => Mode::Forward,
             AdMode::Reverse => Mode::Reverse,
             AdMode::Cps => Mode::Cps,
+            AdMode::Linear => unreachable!("the linear mode is dispatched in `ad`"),
         }
     }
 }
@@ -199,6 +204,19 @@ fn ad(file: &str, mode: AdMode, def: Option<&str>, run: bool, program: bool) -> 
     let mut session = Session::new();
     if let Err(e) = load_file(&mut session, file) {
         return Report::failed(e);
+    }
+    if let AdMode::Linear = mode {
+        if run {
+            return Report::failed(
+                "error: --mode linear prints the Jacobian (or, with --program, the derivatives \
+                 made from it); it has no --run\n"
+                    .into(),
+            );
+        }
+        return match session.linear_translation(def, program) {
+            Ok(text) => Report::ok(text),
+            Err(ds) => Report::failed(session.render(&ds)),
+        };
     }
     let mode = mode.into();
     if !(run || program) {

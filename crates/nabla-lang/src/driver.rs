@@ -221,6 +221,31 @@ impl Session {
         Ok(crate::pretty::program::print_program(&out))
     }
 
+    /// `nabla ad --mode linear`: the full Jacobian of `def` (by default the
+    /// definition `main` differentiates) and of every definition it calls, as
+    /// linear-map expressions (see [`translate::linear`]); with `program`, the
+    /// forward and reverse derivatives `g_jvp` and `g_vjp` made from them, as
+    /// nabla source.
+    pub fn linear_translation(&self, def: Option<&str>, program: bool) -> Outcome<String> {
+        let named = self.named_program()?;
+        let def = match def {
+            Some(d) => d.to_string(),
+            None => main_call(&named)?.f,
+        };
+        let lin = translate::linear::jacobians(&named, &def)
+            .and_then(|j| match program {
+                false => Ok(translate::linear::print_jacobians(&j)),
+                true => {
+                    let mut p = translate::linear::forward(&named, &def)?;
+                    p.defs
+                        .extend(translate::linear::reverse(&named, &def)?.defs);
+                    Ok(crate::pretty::program::print_program(&p))
+                }
+            })
+            .map_err(translation_error)?;
+        Ok(lin)
+    }
+
     /// `nabla ad --run`: the program that computes `main`'s derivative with
     /// the translation of mode `mode` (see [`translate::runnable`]), printed.
     pub fn runnable_translation(&self, mode: translate::Mode) -> Outcome<String> {

@@ -14,6 +14,7 @@
 
 pub mod cps;
 pub mod forward;
+pub mod linear;
 pub mod reverse;
 pub mod rules;
 pub mod types;
