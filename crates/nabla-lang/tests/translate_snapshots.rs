@@ -90,12 +90,20 @@ fn the_documentation_quotes_the_tools_output() {
 fn names_the_translated_dialect_reserves_are_refused() {
     for (source, name) in [
         ("def eval x = x * x\ndef main = grad eval 2.0", "eval"),
-        ("def f x = let pure = x * x in pure\ndef main = grad f 2.0", "pure"),
-        ("def f x = let do = x in do * x\ndef main = grad f 2.0", "do"),
+        (
+            "def f x = let pure = x * x in pure\ndef main = grad f 2.0",
+            "pure",
+        ),
+        (
+            "def f x = let do = x in do * x\ndef main = grad f 2.0",
+            "do",
+        ),
     ] {
         let out = translation(source, Mode::Reverse);
         assert!(
-            out.contains(&format!("`{name}` is a reserved name in translated programs")),
+            out.contains(&format!(
+                "`{name}` is a reserved name in translated programs"
+            )),
             "{out}"
         );
     }
