@@ -529,6 +529,28 @@ pub static PRIMS: &[PrimInfo] = &[
 ];
 
 impl Prim {
+    /// The primitive a binary operator applies. `&&` and `||` are not
+    /// primitives — they short-circuit, and lowering turns them into `if`s
+    /// before asking — so for them the answer (`Not`) is never used.
+    pub fn of_operator(op: crate::syntax::ast::BinOp) -> Prim {
+        use crate::syntax::ast::BinOp;
+        match op {
+            BinOp::Add => Prim::Add,
+            BinOp::Sub => Prim::Sub,
+            BinOp::Mul => Prim::Mul,
+            BinOp::Div => Prim::Div,
+            BinOp::Pow => Prim::Pow,
+            BinOp::Lt => Prim::Lt,
+            BinOp::Le => Prim::Le,
+            BinOp::Gt => Prim::Gt,
+            BinOp::Ge => Prim::Ge,
+            BinOp::Eq => Prim::Eq,
+            BinOp::Ne => Prim::Ne,
+            BinOp::AddTo => Prim::AddTo,
+            BinOp::And | BinOp::Or => Prim::Not,
+        }
+    }
+
     /// This primitive's row of [`PRIMS`].
     pub fn info(self) -> &'static PrimInfo {
         // Rows are in variant order (checked by a unit test).

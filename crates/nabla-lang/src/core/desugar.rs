@@ -401,18 +401,7 @@ impl Desugarer<'_> {
                             Box::new(y),
                         ));
                     }
-                    BinOp::Add => Prim::Add,
-                    BinOp::Sub => Prim::Sub,
-                    BinOp::Mul => Prim::Mul,
-                    BinOp::Div => Prim::Div,
-                    BinOp::Pow => Prim::Pow,
-                    BinOp::Lt => Prim::Lt,
-                    BinOp::Le => Prim::Le,
-                    BinOp::Gt => Prim::Gt,
-                    BinOp::Ge => Prim::Ge,
-                    BinOp::Eq => Prim::Eq,
-                    BinOp::Ne => Prim::Ne,
-                    BinOp::AddTo => Prim::AddTo,
+                    op => Prim::of_operator(*op),
                 };
                 Expr::Prim(p, vec![x, y], span)
             }

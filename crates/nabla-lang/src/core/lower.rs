@@ -226,18 +226,7 @@ impl Lowerer<'_> {
                             Box::new(y),
                         ));
                     }
-                    BinOp::Add => Prim::Add,
-                    BinOp::Sub => Prim::Sub,
-                    BinOp::Mul => Prim::Mul,
-                    BinOp::Div => Prim::Div,
-                    BinOp::Pow => Prim::Pow,
-                    BinOp::Lt => Prim::Lt,
-                    BinOp::Le => Prim::Le,
-                    BinOp::Gt => Prim::Gt,
-                    BinOp::Ge => Prim::Ge,
-                    BinOp::Eq => Prim::Eq,
-                    BinOp::Ne => Prim::Ne,
-                    BinOp::AddTo => Prim::AddTo,
+                    op => Prim::of_operator(*op),
                 };
                 Expr::Prim(self.prim_at(p, e.id), vec![x, y])
             }
