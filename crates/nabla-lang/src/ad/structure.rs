@@ -21,20 +21,6 @@ fn deep() -> ShapeResult<()> {
     stack::check().map_err(|_| "stack depth exceeded".to_string())
 }
 
-fn describe(v: &Value) -> &'static str {
-    match v {
-        Value::Unit => "()",
-        Value::Bool(_) => "a Bool",
-        Value::Int(_) => "an Int",
-        Value::Real(_) | Value::Reverse { .. } | Value::Tagged(_) => "a Real",
-        Value::Tuple(_) => "a tuple",
-        Value::Inl(_) => "an `inl`",
-        Value::Inr(_) => "an `inr`",
-        Value::RealVec(_) | Value::Vec(_) => "a vector",
-        _ => "a function",
-    }
-}
-
 impl Value {
     /// This value as a real, if it is one.
     pub fn as_num(&self) -> Option<Num> {
@@ -77,7 +63,7 @@ fn map_children(v: &Value, mut f: impl FnMut(&Value) -> ShapeResult<Value>) -> S
         _ => {
             return Err(format!(
                 "cannot differentiate with respect to {}",
-                describe(v)
+                Value::describe(v)
             ));
         }
     })
@@ -137,7 +123,7 @@ fn zip_shapes(
         let Some(y) = b.as_num() else {
             return Err(format!(
                 "{other} has {} where {primal} has a Real",
-                describe(b)
+                Value::describe(b)
             ));
         };
         return Ok(Value::from(leaf(x, y)?));
@@ -153,8 +139,8 @@ fn zip_shapes(
         (Value::Inr(x), Value::Inr(y)) => Ok(Value::Inr(Rc::new(zip_shapes(x, y, role, leaf)?))),
         (Value::Inl(_), Value::Inr(_)) | (Value::Inr(_), Value::Inl(_)) => Err(format!(
             "{other} is {} where {primal} is {}: they must use the same constructor",
-            describe(b),
-            describe(a)
+            Value::describe(b),
+            Value::describe(a)
         )),
         (Value::RealVec(_) | Value::Vec(_), Value::RealVec(_) | Value::Vec(_)) => {
             let (xs, ys) = (a.vec_elements(), b.vec_elements());
@@ -175,8 +161,8 @@ fn zip_shapes(
         (Value::Unit | Value::Bool(_) | Value::Int(_), _) => Ok(a.clone()),
         _ => Err(format!(
             "shape mismatch: {other} is {} where {primal} is {}",
-            describe(b),
-            describe(a)
+            Value::describe(b),
+            Value::describe(a)
         )),
     }
 }

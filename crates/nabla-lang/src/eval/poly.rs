@@ -28,23 +28,6 @@ pub struct PolyFn {
 
 type PResult<T> = Result<T, String>;
 
-fn describe(v: &Value) -> &'static str {
-    match v {
-        Value::Unit => "()",
-        Value::Bool(_) => "a Bool",
-        Value::Int(_) => "an Int",
-        Value::Real(_) | Value::Reverse { .. } | Value::Tagged(_) => "a Real",
-        Value::Tuple(_) => "a tuple",
-        Value::Inl(_) => "an `inl`",
-        Value::Inr(_) => "an `inr`",
-        Value::RealVec(_) | Value::Vec(_) => "a vector",
-        Value::Delta(_) => "a Delta",
-        Value::DeltaMap(_) => "a DeltaMap",
-        Value::Ref(_) => "a reference cell",
-        _ => "a function",
-    }
-}
-
 /// `t` as written after `@`.
 fn type_atom(t: &Type) -> String {
     let s = crate::pretty::print_type(t);
@@ -65,7 +48,7 @@ fn deep() -> PResult<()> {
 fn unexpected<T>(t: &Type, v: &Value) -> PResult<T> {
     Err(format!(
         "internal error: {} where the type is {}",
-        describe(v),
+        Value::describe(v),
         crate::pretty::print_type(t)
     ))
 }
@@ -125,8 +108,8 @@ fn zip_leaves(t: &Type, a: &Value, b: &Value) -> PResult<Value> {
         (Type::Sum(..), Value::Inl(_) | Value::Inr(_), Value::Inl(_) | Value::Inr(_)) => {
             Err(format!(
                 "the tangent is {} where the primal is {}: they must use the same constructor",
-                describe(b),
-                describe(a)
+                Value::describe(b),
+                Value::describe(a)
             ))
         }
         (Type::Vec(e), Value::RealVec(_) | Value::Vec(_), Value::RealVec(_) | Value::Vec(_)) => {
@@ -155,7 +138,7 @@ fn components(v: &Value) -> PResult<(Value, Value)> {
         Value::Tuple(vs) if vs.len() == 2 => Ok((vs[0].clone(), vs[1].clone())),
         _ => Err(format!(
             "internal error: {} where a pair was expected",
-            describe(v)
+            Value::describe(v)
         )),
     }
 }
@@ -202,7 +185,7 @@ pub fn apply(f: &PolyFn, x: &Value) -> PResult<Value> {
                 },
                 other => Err(format!(
                     "internal error: {} where a Delta was expected",
-                    describe(&other)
+                    Value::describe(&other)
                 )),
             })
         }
@@ -216,7 +199,7 @@ pub fn apply(f: &PolyFn, x: &Value) -> PResult<Value> {
             Value::Ref(cell) => Ok(cell.borrow().clone()),
             other => Err(format!(
                 "internal error: {} where a gradient cell was expected",
-                describe(&other)
+                Value::describe(&other)
             )),
         }),
     };

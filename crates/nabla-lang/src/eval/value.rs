@@ -117,6 +117,24 @@ pub struct Partial {
 }
 
 impl Value {
+    /// What kind of value this is, for error messages ("a tuple", "an Int", …).
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Value::Unit => "()",
+            Value::Bool(_) => "a Bool",
+            Value::Int(_) => "an Int",
+            Value::Real(_) | Value::Reverse { .. } | Value::Tagged(_) => "a Real",
+            Value::Tuple(_) => "a tuple",
+            Value::Inl(_) => "an `inl`",
+            Value::Inr(_) => "an `inr`",
+            Value::RealVec(_) | Value::Vec(_) => "a vector",
+            Value::Delta(_) => "a Delta",
+            Value::DeltaMap(_) => "a DeltaMap",
+            Value::Ref(_) => "a reference cell",
+            _ => "a function",
+        }
+    }
+
     /// Builds a vector value, choosing the contiguous representation when
     /// every element is a Real.
     pub fn vector(items: Vec<Value>) -> Value {

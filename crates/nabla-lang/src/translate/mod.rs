@@ -656,19 +656,7 @@ fn renumber(program: &mut Program, source: &Program) {
     {
         let mut binders = Vec::new();
         d.params.iter().for_each(|p| pattern_names(p, &mut binders));
-        d.body.for_each(&mut |e| match e {
-            Expr::Lam(ps, _) => ps.iter().for_each(|p| pattern_names(p, &mut binders)),
-            Expr::Let(p, ..) | Expr::Bind(p, ..) => pattern_names(p, &mut binders),
-            Expr::LetRec { name, params, .. } => {
-                binders.push(name.clone());
-                params.iter().for_each(|p| pattern_names(p, &mut binders));
-            }
-            Expr::Case { left, right, .. } => {
-                pattern_names(&left.0, &mut binders);
-                pattern_names(&right.0, &mut binders);
-            }
-            _ => {}
-        });
+        binders_of(&d.body, &mut binders);
         let mut map: Vec<(String, String)> = Vec::new();
         for b in binders {
             if original.contains(&b) || map.iter().any(|(from, _)| *from == b) {
@@ -680,7 +668,6 @@ fn renumber(program: &mut Program, source: &Program) {
         }
         let pairs: Vec<(&str, &String)> = map.iter().map(|(a, b)| (a.as_str(), b)).collect();
         d.params.iter_mut().for_each(|p| rename_pat(p, &pairs));
-        rename_binders(&mut d.body, &pairs);
         rename_in(&mut d.body, &pairs);
     }
 }
@@ -697,70 +684,10 @@ fn rename_pat(p: &mut Pat, pairs: &[(&str, &String)]) {
     }
 }
 
-/// Renames the binders (patterns) of `e`; [`rename_in`] renames the uses.
-fn rename_binders(e: &mut Expr, pairs: &[(&str, &String)]) {
-    match e {
-        Expr::Var(_) | Expr::Lit(_) | Expr::PrimRef(_) | Expr::Poly(..) => {}
-        Expr::Lam(ps, b) => {
-            ps.iter_mut().for_each(|p| rename_pat(p, pairs));
-            rename_binders(b, pairs);
-        }
-        Expr::Inl(b) | Expr::Inr(b) => rename_binders(b, pairs),
-        Expr::Proj { tuple, .. } => rename_binders(tuple, pairs),
-        Expr::App(f, xs) => {
-            rename_binders(f, pairs);
-            xs.iter_mut().for_each(|x| rename_binders(x, pairs));
-        }
-        Expr::Let(p, a, b) | Expr::Bind(p, a, b) => {
-            rename_pat(p, pairs);
-            rename_binders(a, pairs);
-            rename_binders(b, pairs);
-        }
-        Expr::RunDelta(a, b) => {
-            rename_binders(a, pairs);
-            rename_binders(b, pairs);
-        }
-        Expr::LetRec {
-            name,
-            params,
-            value,
-            body,
-        } => {
-            let mut p = Pat::Var(std::mem::take(name));
-            rename_pat(&mut p, pairs);
-            if let Pat::Var(n) = p {
-                *name = n;
-            }
-            params.iter_mut().for_each(|q| rename_pat(q, pairs));
-            rename_binders(value, pairs);
-            rename_binders(body, pairs);
-        }
-        Expr::Tuple(xs) | Expr::Vector(xs) | Expr::Prim(_, xs) => {
-            xs.iter_mut().for_each(|x| rename_binders(x, pairs))
-        }
-        Expr::Case {
-            scrutinee,
-            left,
-            right,
-        } => {
-            rename_binders(scrutinee, pairs);
-            rename_pat(&mut left.0, pairs);
-            rename_pat(&mut right.0, pairs);
-            rename_binders(&mut left.1, pairs);
-            rename_binders(&mut right.1, pairs);
-        }
-        Expr::If(a, b, c) => {
-            rename_binders(a, pairs);
-            rename_binders(b, pairs);
-            rename_binders(c, pairs);
-        }
-    }
-}
-
 /// Along a sequence of bindings, a dual number taken apart again
 /// (`let (x2, dx2) = x` after `let (x1, dx1) = x`, with `x` not rebound in
-/// between) reuses the first binding's names. The names are fresh and bound
-/// once, so renaming cannot capture.
+/// between) reuses the first binding's names, unless one of the names is
+/// bound again further in.
 fn share_destructuring(e: Expr, seen: &mut HashMap<Name, (Name, Name)>) -> Expr {
     let rebinds = |p: &Pat, seen: &mut HashMap<Name, (Name, Name)>| {
         p.for_each_name(&mut |x| {
@@ -779,8 +706,14 @@ fn share_destructuring(e: Expr, seen: &mut HashMap<Name, (Name, Name)>) -> Expr 
                 && let [Pat::Var(a), Pat::Var(b)] = &ps[..]
             {
                 if let Some((a0, b0)) = seen.get(x).cloned() {
-                    let body = rename(*body, &[(a.as_str(), &a0), (b.as_str(), &b0)]);
-                    return share_destructuring(body, seen);
+                    // Only when none of the four names is bound again inside
+                    // (source code may shadow; the translations' names never are).
+                    let mut rebound = Vec::new();
+                    binders_of(&body, &mut rebound);
+                    if ![a, b, &a0, &b0].iter().any(|n| rebound.contains(n)) {
+                        let body = rename(*body, &[(a.as_str(), &a0), (b.as_str(), &b0)]);
+                        return share_destructuring(body, seen);
+                    }
                 }
                 let (a, b, x) = (a.clone(), b.clone(), x.clone());
                 rebinds(&p, seen);
@@ -798,7 +731,8 @@ fn share_destructuring(e: Expr, seen: &mut HashMap<Name, (Name, Name)>) -> Expr 
     }
 }
 
-/// `e` with the variables `from` renamed `to` (fresh names: no capture possible).
+/// `e` with the names `from` renamed `to`, binders and uses alike (the
+/// callers rename names bound once, to fresh names: no capture possible).
 fn rename(e: Expr, pairs: &[(&str, &String)]) -> Expr {
     let mut e = e;
     rename_in(&mut e, pairs);
@@ -806,6 +740,7 @@ fn rename(e: Expr, pairs: &[(&str, &String)]) -> Expr {
 }
 
 fn rename_in(e: &mut Expr, pairs: &[(&str, &String)]) {
+    let pat = |p: &mut Pat| rename_pat(p, pairs);
     match e {
         Expr::Var(x) => {
             if let Some((_, to)) = pairs.iter().find(|(from, _)| from == x) {
@@ -813,17 +748,35 @@ fn rename_in(e: &mut Expr, pairs: &[(&str, &String)]) {
             }
         }
         Expr::Lit(_) | Expr::PrimRef(_) | Expr::Poly(..) => {}
-        Expr::Lam(_, b) | Expr::Inl(b) | Expr::Inr(b) => rename_in(b, pairs),
+        Expr::Lam(ps, b) => {
+            ps.iter_mut().for_each(pat);
+            rename_in(b, pairs);
+        }
+        Expr::Inl(b) | Expr::Inr(b) => rename_in(b, pairs),
         Expr::Proj { tuple, .. } => rename_in(tuple, pairs),
         Expr::App(f, xs) => {
             rename_in(f, pairs);
             xs.iter_mut().for_each(|x| rename_in(x, pairs));
         }
-        Expr::Let(_, a, b) | Expr::Bind(_, a, b) | Expr::RunDelta(a, b) => {
+        Expr::Let(p, a, b) | Expr::Bind(p, a, b) => {
+            pat(p);
             rename_in(a, pairs);
             rename_in(b, pairs);
         }
-        Expr::LetRec { value, body, .. } => {
+        Expr::RunDelta(a, b) => {
+            rename_in(a, pairs);
+            rename_in(b, pairs);
+        }
+        Expr::LetRec {
+            name,
+            params,
+            value,
+            body,
+        } => {
+            if let Some((_, to)) = pairs.iter().find(|(from, _)| from == name) {
+                *name = (*to).clone();
+            }
+            params.iter_mut().for_each(pat);
             rename_in(value, pairs);
             rename_in(body, pairs);
         }
@@ -836,6 +789,8 @@ fn rename_in(e: &mut Expr, pairs: &[(&str, &String)]) {
             right,
         } => {
             rename_in(scrutinee, pairs);
+            pat(&mut left.0);
+            pat(&mut right.0);
             rename_in(&mut left.1, pairs);
             rename_in(&mut right.1, pairs);
         }
@@ -845,6 +800,23 @@ fn rename_in(e: &mut Expr, pairs: &[(&str, &String)]) {
             rename_in(c, pairs);
         }
     }
+}
+
+/// Appends every name a pattern inside `e` binds.
+fn binders_of(e: &Expr, out: &mut Vec<Name>) {
+    e.for_each(&mut |e| match e {
+        Expr::Lam(ps, _) => ps.iter().for_each(|p| pattern_names(p, out)),
+        Expr::Let(p, ..) | Expr::Bind(p, ..) => pattern_names(p, out),
+        Expr::LetRec { name, params, .. } => {
+            out.push(name.clone());
+            params.iter().for_each(|p| pattern_names(p, out));
+        }
+        Expr::Case { left, right, .. } => {
+            pattern_names(&left.0, out);
+            pattern_names(&right.0, out);
+        }
+        _ => {}
+    });
 }
 
 /// Floats bindings out of the right-hand sides of bindings, so a translation
