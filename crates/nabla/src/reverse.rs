@@ -116,20 +116,26 @@ impl<'t, S: Scalar> Reverse<'t, S> {
         }
     }
 
-    /// `(primal, Scale factor δ)` for this value's Delta δ. `Scale 0 δ = Zero`,
-    /// decided before multiplying, so that an infinite coefficient (√x at 0) times
-    /// an exact zero factor is a constant, not NaN.
+    /// `(primal, Scale factor δ)` for this value's Delta δ, with `Scale 0 δ = Zero`:
+    /// a zero factor gives a zero coefficient even if the old one was infinite (√x
+    /// at 0), and so does a zero coefficient unless `factor` is known to be finite
+    /// (`factor_is_finite`: a polynomial's partial derivative), so that an infinite
+    /// partial meeting a structural zero is zero, not NaN.
+    ///
+    /// A zero coefficient stays a coefficient instead of turning the value into a
+    /// constant: whether a value is constant then depends only on how it was made,
+    /// never on the numbers it holds, so compiled code does not branch on it.
     #[inline(always)]
-    fn rescaled(self, primal: S, factor: S) -> Self {
-        let coefficient = factor * self.coefficient;
-        if factor.is_zero() || coefficient.is_zero() {
-            Reverse::constant(primal)
-        } else {
-            Reverse {
-                primal,
-                coefficient,
-                ..self
-            }
+    fn rescaled(self, primal: S, factor: S, factor_is_finite: bool) -> Self {
+        let zero = factor.is_zero() || (!factor_is_finite && self.coefficient.is_zero());
+        Reverse {
+            primal,
+            coefficient: if zero {
+                S::zero()
+            } else {
+                factor * self.coefficient
+            },
+            ..self
         }
     }
 }
@@ -156,7 +162,7 @@ impl<S: Scalar> Scalar for Reverse<'_, S> {
 
     #[inline(always)]
     fn is_zero(self) -> bool {
-        self.trace.is_none() && self.primal.is_zero()
+        self.primal.is_zero() && (self.trace.is_none() || self.coefficient.is_zero())
     }
 
     /// `Scale c δx`: a new coefficient, no entry.
@@ -165,7 +171,7 @@ impl<S: Scalar> Scalar for Reverse<'_, S> {
         let primal = self.primal.scale(c);
         match self.trace {
             None => Reverse::constant(primal),
-            Some(_) => self.rescaled(primal, S::from(c)),
+            Some(_) => self.rescaled(primal, S::from(c), false),
         }
     }
 
@@ -184,7 +190,11 @@ impl<S: Scalar> Scalar for Reverse<'_, S> {
         let primal = primitive.value(self.primal);
         match self.trace {
             None => Reverse::constant(primal),
-            Some(_) => self.rescaled(primal, primitive.derivative(self.primal, primal)),
+            Some(_) => self.rescaled(
+                primal,
+                primitive.derivative(self.primal, primal),
+                primitive.has_polynomial_derivative(),
+            ),
         }
     }
 
@@ -197,8 +207,16 @@ impl<S: Scalar> Scalar for Reverse<'_, S> {
         let primal = primitive.value(x, y);
         match (self.trace, other.trace) {
             (None, None) => Reverse::constant(primal),
-            (Some(_), None) => self.rescaled(primal, primitive.partial_x(x, y, primal)),
-            (None, Some(_)) => other.rescaled(primal, primitive.partial_y(x, y, primal)),
+            (Some(_), None) => self.rescaled(
+                primal,
+                primitive.partial_x(x, y, primal),
+                primitive.has_polynomial_partials(),
+            ),
+            (None, Some(_)) => other.rescaled(
+                primal,
+                primitive.partial_y(x, y, primal),
+                primitive.has_polynomial_partials(),
+            ),
             (Some(trace), Some(other_trace)) => {
                 debug_assert!(std::ptr::eq(trace, other_trace), "values of two traces met");
                 let wx = primitive.partial_x(x, y, primal) * self.coefficient;
@@ -206,10 +224,10 @@ impl<S: Scalar> Scalar for Reverse<'_, S> {
                 if self.id == other.id {
                     // Add (Scale a (Var p)) (Scale b (Var p)) = Scale (a + b) (Var p)
                     Reverse {
-                        coefficient: S::one(),
+                        primal,
+                        coefficient: wx + wy,
                         ..self
                     }
-                    .rescaled(primal, wx + wy)
                 } else {
                     Reverse::variable(primal, trace, trace.add(self.id, wx, other.id, wy))
                 }
