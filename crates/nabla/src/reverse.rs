@@ -171,7 +171,8 @@ impl<S: Scalar> Scalar for Reverse<'_, S> {
         let primal = self.primal.scale(c);
         match self.trace {
             None => Reverse::constant(primal),
-            Some(_) => self.rescaled(primal, S::from(c), false),
+            // A constant factor is finite wherever the product is: no zero check of δ.
+            Some(_) => self.rescaled(primal, S::from(c), true),
         }
     }
 

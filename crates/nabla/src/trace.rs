@@ -163,8 +163,9 @@ pub(crate) fn backpropagate<S: Scalar>(entries: &[Entry<S>], inputs: usize, adjo
     // for a store to be forwarded to the next load. Adding `carry` last keeps the
     // order in which each adjoint's contributions are summed.
     let mut carry = S::zero();
-    for (k, entry) in entries.iter().enumerate().rev() {
-        let id = inputs + k;
+    let mut id = adjoints.len();
+    for entry in entries.iter().rev() {
+        id -= 1;
         let mut adjoint = adjoints[id];
         adjoint.accumulate(carry);
         carry = S::zero();
