@@ -116,27 +116,37 @@ impl<'t, S: Scalar> Reverse<'t, S> {
         }
     }
 
-    /// `(primal, Scale factor δ)` for this value's Delta δ, with `Scale 0 δ = Zero`:
-    /// a zero factor gives a zero coefficient even if the old one was infinite (√x
-    /// at 0), and so does a zero coefficient unless `factor` is known to be finite
-    /// (`factor_is_finite`: a polynomial's partial derivative), so that an infinite
-    /// partial meeting a structural zero is zero, not NaN.
+    /// `(primal, Scale factor δ)` for this value's Delta δ, with `Scale 0 δ = Zero`
+    /// even when δ's coefficient is infinite (√x at 0).
     ///
     /// A zero coefficient stays a coefficient instead of turning the value into a
     /// constant: whether a value is constant then depends only on how it was made,
     /// never on the numbers it holds, so compiled code does not branch on it.
     #[inline(always)]
     fn rescaled(self, primal: S, factor: S, factor_is_finite: bool) -> Self {
-        let zero = factor.is_zero() || (!factor_is_finite && self.coefficient.is_zero());
         Reverse {
             primal,
-            coefficient: if zero {
+            coefficient: if factor.is_zero() {
                 S::zero()
             } else {
-                factor * self.coefficient
+                times_coefficient(factor, self.coefficient, factor_is_finite)
             },
             ..self
         }
+    }
+}
+
+/// `partial · c` for a coefficient `c`, where a zero `c` — a structural zero, kept as
+/// a coefficient — gives zero even if the partial is infinite or NaN (∂/∂x xʸ at 0,
+/// or ∂/∂y xʸ = xʸ ln x at x < 0, which is never formed for a constant). The test is
+/// skipped when the partial is known to be finite (`partial_is_finite`: the partials
+/// of a polynomial), since then the product is exactly zero anyway.
+#[inline(always)]
+fn times_coefficient<S: Scalar>(partial: S, c: S, partial_is_finite: bool) -> S {
+    if !partial_is_finite && c.is_zero() {
+        S::zero()
+    } else {
+        partial * c
     }
 }
 
@@ -200,8 +210,8 @@ impl<S: Scalar> Scalar for Reverse<'_, S> {
     }
 
     /// Figure 9's rule for a primitive of two arguments:
-    /// (f(x, y), Add (Scale ∂ₓf δx) (Scale ∂ᵧf δy)). An argument whose Delta is
-    /// `Zero` contributes no term, and its partial derivative is never formed.
+    /// (f(x, y), Add (Scale ∂ₓf δx) (Scale ∂ᵧf δy)). A constant argument contributes
+    /// no term, and its partial derivative is never formed.
     #[inline(always)]
     fn apply_binary<P: BinaryPrimitive + ?Sized>(self, other: Self, primitive: &P) -> Self {
         let (x, y) = (self.primal, other.primal);
@@ -220,8 +230,11 @@ impl<S: Scalar> Scalar for Reverse<'_, S> {
             ),
             (Some(trace), Some(other_trace)) => {
                 debug_assert!(std::ptr::eq(trace, other_trace), "values of two traces met");
-                let wx = primitive.partial_x(x, y, primal) * self.coefficient;
-                let wy = primitive.partial_y(x, y, primal) * other.coefficient;
+                let finite = primitive.has_polynomial_partials();
+                let wx =
+                    times_coefficient(primitive.partial_x(x, y, primal), self.coefficient, finite);
+                let wy =
+                    times_coefficient(primitive.partial_y(x, y, primal), other.coefficient, finite);
                 if self.id == other.id {
                     // Add (Scale a (Var p)) (Scale b (Var p)) = Scale (a + b) (Var p)
                     Reverse {

@@ -9,7 +9,9 @@
 //!
 //! A reverse-mode value ([`Reverse`](crate::Reverse)) carries its Delta in the normal
 //! form `Zero` or `Scale c (Var id)`, which the algebra of Deltas keeps closed under
-//! everything except adding two different variables:
+//! everything except adding two different variables (`Scale 0 δ = Zero` is kept as
+//! the coefficient 0, so that only how a value was made decides whether it is a
+//! constant):
 //!
 //! ```text
 //! Scale a (Scale c (Var p))                 = Scale (a·c) (Var p)      unary primitive, constant factor

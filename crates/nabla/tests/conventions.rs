@@ -114,7 +114,10 @@ fn a_zero_coefficient_meeting_an_infinite_partial_is_zero() {
     // Reverse mode keeps such a zero as a coefficient of the variable (so that
     // constness never depends on values), which must still not produce 0·∞ = NaN.
     fn zero_then_infinite<S: Scalar>(v: &[S]) -> S {
-        (v[0] * 0.0).sqrt() + (v[0] - v[0]).sqrt() + (v[1] * 0.0).cbrt() * v[1]
+        (v[0] * 0.0).sqrt()
+            + (v[0] - v[0]).sqrt()
+            + (v[1] * 0.0).cbrt() * v[1]
+            + (v[0] * 0.0).powf(v[1] - 1.5)
     }
     fn infinite_then_zero<S: Scalar>(v: &[S]) -> S {
         v[0].sqrt() * 0.0 + (v[1] - 2.0).cbrt() * 0.0 + v[1]
