@@ -63,12 +63,15 @@ fn deep_nesting_of_the_new_constructs_is_a_clean_error() {
             ")".repeat(n)
         ),
     ];
+    // Whether a case reaches the stack budget depends on frame sizes (a debug build
+    // does, a release build may get as far as a scope or type error): either way the
+    // answer must be a located diagnostic, not a crash.
     for body in cases {
         let src = format!("#!translated\n{body}\n");
         match run(src) {
             Ok(v) => assert!(v.len() < 100, "{v}"),
             Err(e) => assert!(
-                e.contains("nested too deeply") || e.contains("stack depth exceeded"),
+                e.starts_with("error: ") && e.contains("--> t.nabla:") && !e.contains("internal"),
                 "{e}"
             ),
         }

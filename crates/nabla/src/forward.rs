@@ -88,11 +88,16 @@ impl<S: Scalar> Scalar for Dual<S> {
         self.primal.is_zero() && self.tangent.is_zero()
     }
 
+    /// `Scale c δx`, where `Scale 0 δx` is zero even if δx is infinite (√x at 0).
     #[inline(always)]
     fn scale(self, c: f64) -> Self {
         Dual {
             primal: self.primal.scale(c),
-            tangent: self.tangent.scale(c),
+            tangent: if c == 0.0 {
+                S::zero()
+            } else {
+                self.tangent.scale(c)
+            },
         }
     }
 

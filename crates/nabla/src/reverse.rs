@@ -116,21 +116,37 @@ impl<'t, S: Scalar> Reverse<'t, S> {
         }
     }
 
-    /// `(primal, Scale factor δ)` for this value's Delta δ. `Scale 0 δ = Zero`,
-    /// decided before multiplying, so that an infinite coefficient (√x at 0) times
-    /// an exact zero factor is a constant, not NaN.
+    /// `(primal, Scale factor δ)` for this value's Delta δ, with `Scale 0 δ = Zero`
+    /// even when δ's coefficient is infinite (√x at 0).
+    ///
+    /// A zero coefficient stays a coefficient instead of turning the value into a
+    /// constant: whether a value is constant then depends only on how it was made,
+    /// never on the numbers it holds, so compiled code does not branch on it.
     #[inline(always)]
-    fn rescaled(self, primal: S, factor: S) -> Self {
-        let coefficient = factor * self.coefficient;
-        if factor.is_zero() || coefficient.is_zero() {
-            Reverse::constant(primal)
-        } else {
-            Reverse {
-                primal,
-                coefficient,
-                ..self
-            }
+    fn rescaled(self, primal: S, factor: S, factor_is_finite: bool) -> Self {
+        Reverse {
+            primal,
+            coefficient: if factor.is_zero() {
+                S::zero()
+            } else {
+                times_coefficient(factor, self.coefficient, factor_is_finite)
+            },
+            ..self
         }
+    }
+}
+
+/// `partial · c` for a coefficient `c`, where a zero `c` — a structural zero, kept as
+/// a coefficient — gives zero even if the partial is infinite or NaN (∂/∂x xʸ at 0,
+/// or ∂/∂y xʸ = xʸ ln x at x < 0, which is never formed for a constant). The test is
+/// skipped when the partial is known to be finite (`partial_is_finite`: the partials
+/// of a polynomial), since then the product is exactly zero anyway.
+#[inline(always)]
+fn times_coefficient<S: Scalar>(partial: S, c: S, partial_is_finite: bool) -> S {
+    if !partial_is_finite && c.is_zero() {
+        S::zero()
+    } else {
+        partial * c
     }
 }
 
@@ -156,7 +172,7 @@ impl<S: Scalar> Scalar for Reverse<'_, S> {
 
     #[inline(always)]
     fn is_zero(self) -> bool {
-        self.trace.is_none() && self.primal.is_zero()
+        self.primal.is_zero() && (self.trace.is_none() || self.coefficient.is_zero())
     }
 
     /// `Scale c δx`: a new coefficient, no entry.
@@ -165,7 +181,8 @@ impl<S: Scalar> Scalar for Reverse<'_, S> {
         let primal = self.primal.scale(c);
         match self.trace {
             None => Reverse::constant(primal),
-            Some(_) => self.rescaled(primal, S::from(c)),
+            // A constant factor is finite wherever the product is: no zero check of δ.
+            Some(_) => self.rescaled(primal, S::from(c), true),
         }
     }
 
@@ -184,32 +201,47 @@ impl<S: Scalar> Scalar for Reverse<'_, S> {
         let primal = primitive.value(self.primal);
         match self.trace {
             None => Reverse::constant(primal),
-            Some(_) => self.rescaled(primal, primitive.derivative(self.primal, primal)),
+            Some(_) => self.rescaled(
+                primal,
+                primitive.derivative(self.primal, primal),
+                primitive.has_polynomial_derivative(),
+            ),
         }
     }
 
     /// Figure 9's rule for a primitive of two arguments:
-    /// (f(x, y), Add (Scale ∂ₓf δx) (Scale ∂ᵧf δy)). An argument whose Delta is
-    /// `Zero` contributes no term, and its partial derivative is never formed.
+    /// (f(x, y), Add (Scale ∂ₓf δx) (Scale ∂ᵧf δy)). A constant argument contributes
+    /// no term, and its partial derivative is never formed.
     #[inline(always)]
     fn apply_binary<P: BinaryPrimitive + ?Sized>(self, other: Self, primitive: &P) -> Self {
         let (x, y) = (self.primal, other.primal);
         let primal = primitive.value(x, y);
         match (self.trace, other.trace) {
             (None, None) => Reverse::constant(primal),
-            (Some(_), None) => self.rescaled(primal, primitive.partial_x(x, y, primal)),
-            (None, Some(_)) => other.rescaled(primal, primitive.partial_y(x, y, primal)),
+            (Some(_), None) => self.rescaled(
+                primal,
+                primitive.partial_x(x, y, primal),
+                primitive.has_polynomial_partials(),
+            ),
+            (None, Some(_)) => other.rescaled(
+                primal,
+                primitive.partial_y(x, y, primal),
+                primitive.has_polynomial_partials(),
+            ),
             (Some(trace), Some(other_trace)) => {
                 debug_assert!(std::ptr::eq(trace, other_trace), "values of two traces met");
-                let wx = primitive.partial_x(x, y, primal) * self.coefficient;
-                let wy = primitive.partial_y(x, y, primal) * other.coefficient;
+                let finite = primitive.has_polynomial_partials();
+                let wx =
+                    times_coefficient(primitive.partial_x(x, y, primal), self.coefficient, finite);
+                let wy =
+                    times_coefficient(primitive.partial_y(x, y, primal), other.coefficient, finite);
                 if self.id == other.id {
                     // Add (Scale a (Var p)) (Scale b (Var p)) = Scale (a + b) (Var p)
                     Reverse {
-                        coefficient: S::one(),
+                        primal,
+                        coefficient: wx + wy,
                         ..self
                     }
-                    .rescaled(primal, wx + wy)
                 } else {
                     Reverse::variable(primal, trace, trace.add(self.id, wx, other.id, wy))
                 }

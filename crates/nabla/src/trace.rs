@@ -9,7 +9,9 @@
 //!
 //! A reverse-mode value ([`Reverse`](crate::Reverse)) carries its Delta in the normal
 //! form `Zero` or `Scale c (Var id)`, which the algebra of Deltas keeps closed under
-//! everything except adding two different variables:
+//! everything except adding two different variables (`Scale 0 δ = Zero` is kept as
+//! the coefficient 0, so that only how a value was made decides whether it is a
+//! constant):
 //!
 //! ```text
 //! Scale a (Scale c (Var p))                 = Scale (a·c) (Var p)      unary primitive, constant factor
@@ -163,8 +165,9 @@ pub(crate) fn backpropagate<S: Scalar>(entries: &[Entry<S>], inputs: usize, adjo
     // for a store to be forwarded to the next load. Adding `carry` last keeps the
     // order in which each adjoint's contributions are summed.
     let mut carry = S::zero();
-    for (k, entry) in entries.iter().enumerate().rev() {
-        let id = inputs + k;
+    let mut id = adjoints.len();
+    for entry in entries.iter().rev() {
+        id -= 1;
         let mut adjoint = adjoints[id];
         adjoint.accumulate(carry);
         carry = S::zero();

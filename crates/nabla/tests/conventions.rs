@@ -5,7 +5,8 @@ mod common;
 
 use common::{FD_TOL, MODE_TOL, assert_close, central_diff};
 use nabla::{
-    BinaryPrimitive, Dual, Scalar, UnaryPrimitive, derivative, grad, hessian, hvp, jvp, vjp,
+    BinaryPrimitive, Dual, Scalar, UnaryPrimitive, derivative, grad, grad_forward, hessian, hvp,
+    jvp, vjp,
 };
 use proptest::prelude::*;
 
@@ -104,6 +105,35 @@ fn an_unused_infinite_partial_does_not_poison_the_gradient() {
     // Likewise a branch that multiplies the infinite path by an exact zero cotangent.
     let g = grad(|v| v[0].sqrt() * 0.0 + v[0], &[0.0]);
     assert_eq!(g, vec![1.0]);
+}
+
+#[test]
+fn a_zero_coefficient_meeting_an_infinite_partial_is_zero() {
+    // Each function has derivative 0 at its point by the rule `Scale 0 δ = Zero`,
+    // although the chain rule multiplies a structural zero by √'(0) = ∞ on the way.
+    // Reverse mode keeps such a zero as a coefficient of the variable (so that
+    // constness never depends on values), which must still not produce 0·∞ = NaN.
+    fn zero_then_infinite<S: Scalar>(v: &[S]) -> S {
+        (v[0] * 0.0).sqrt()
+            + (v[0] - v[0]).sqrt()
+            + (v[1] * 0.0).cbrt() * v[1]
+            + (v[0] * 0.0).powf(v[1] - 1.5)
+    }
+    fn infinite_then_zero<S: Scalar>(v: &[S]) -> S {
+        v[0].sqrt() * 0.0 + (v[1] - 2.0).cbrt() * 0.0 + v[1]
+    }
+    let point = [0.0, 2.0];
+    assert_eq!(grad(|v| zero_then_infinite(v), &point), vec![0.0, 0.0]);
+    assert_eq!(grad(|v| infinite_then_zero(v), &point), vec![0.0, 1.0]);
+    // Forward mode agrees, and so does each second-order combination.
+    assert_eq!(grad_forward(zero_then_infinite, &point), vec![0.0, 0.0]);
+    assert_eq!(grad_forward(infinite_then_zero, &point), vec![0.0, 1.0]);
+    for h in [
+        hessian(|v| zero_then_infinite(v), &point),
+        hessian(|v| infinite_then_zero(v), &point),
+    ] {
+        assert!(h.iter().flatten().all(|&e| e == 0.0), "Hessian {h:?}");
+    }
 }
 
 /// The logistic function as a user primitive: value and derivative (σ(1−σ)).
