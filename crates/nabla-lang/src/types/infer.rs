@@ -320,12 +320,10 @@ impl Checker {
     /// copying it: a borrow of `t` or a share of a variable's link.
     fn resolve<'a>(&self, t: &'a Type) -> Resolved<'a> {
         let mut r = Resolved::Borrowed(t);
-        loop {
-            let &Type::Var(v) = &*r else { break };
-            match &self.vars[v as usize].link {
-                Some(next) => r = Resolved::Linked(Rc::clone(next)),
-                None => break,
-            }
+        while let &Type::Var(v) = &*r
+            && let Some(next) = &self.vars[v as usize].link
+        {
+            r = Resolved::Linked(Rc::clone(next));
         }
         r
     }
@@ -1053,10 +1051,10 @@ impl Checker {
                     other => Err(TypeError {
                         message: format!(
                             "this is not a function: it has type {}",
-                            self.show(&other)
+                            self.show(other)
                         ),
                         span: f.span,
-                        label: format!("has type {}, cannot be applied", self.show(&other)),
+                        label: format!("has type {}, cannot be applied", self.show(other)),
                         secondary: vec![(x.span, "applied to this argument".into())],
                     }),
                 }
