@@ -8,6 +8,8 @@ use crate::stack;
 use crate::syntax::ast::*;
 use crate::syntax::span::Span;
 use std::collections::{HashMap, HashSet};
+use std::ops::Deref;
+use std::rc::Rc;
 
 /// A type error.
 #[derive(Clone, Debug, PartialEq)]
@@ -72,9 +74,40 @@ impl Scheme {
 
 #[derive(Clone, Debug)]
 struct VarInfo {
-    link: Option<Type>,
+    /// What the variable was bound to, shared so that following a link costs O(1)
+    /// however large the type (cloning it at every step made checking deep types
+    /// quadratic).
+    link: Option<Rc<Type>>,
     level: u32,
     kind: Kind,
+}
+
+/// A type resolved by [`Checker::resolve`]: borrowed from the caller, or shared
+/// with the variable it was bound to. Either way it borrows nothing of the
+/// checker, which may go on changing its variables.
+enum Resolved<'a> {
+    Borrowed(&'a Type),
+    Linked(Rc<Type>),
+}
+
+impl Deref for Resolved<'_> {
+    type Target = Type;
+    fn deref(&self) -> &Type {
+        match self {
+            Resolved::Borrowed(t) => t,
+            Resolved::Linked(t) => t,
+        }
+    }
+}
+
+/// The number of nodes of `t` (without following variables).
+fn type_size(t: &Type) -> u64 {
+    1 + match t {
+        Type::Tuple(ts) | Type::Con(_, ts) => ts.iter().map(type_size).sum(),
+        Type::Sum(a, b) | Type::Fun(a, b) => type_size(a) + type_size(b),
+        Type::Vec(a) => type_size(a),
+        _ => 0,
+    }
 }
 
 enum UnifyError {
@@ -176,7 +209,7 @@ pub fn check_program(defs: &[Def]) -> Result<CheckedProgram, Vec<TypeError>> {
     // Default every still-open numeric variable to Int.
     for v in 0..c.vars.len() {
         if c.vars[v].link.is_none() && matches!(c.vars[v].kind, Kind::Num | Kind::Eq) {
-            c.vars[v].link = Some(Type::Int);
+            c.vars[v].link = Some(Rc::new(Type::Int));
         }
     }
     let mut def_types = Vec::new();
@@ -283,15 +316,24 @@ impl Checker {
     }
 
     /// Follows variable links at the top of `t`.
-    fn resolve(&self, t: &Type) -> Type {
-        let mut t = t.clone();
-        while let Type::Var(v) = t {
-            match &self.vars[v as usize].link {
-                Some(next) => t = next.clone(),
-                None => break,
-            }
+    /// `t` with its bound variables followed at the top (not inside), without
+    /// copying it: a borrow of `t` or a share of a variable's link.
+    fn resolve<'a>(&self, t: &'a Type) -> Resolved<'a> {
+        let mut r = Resolved::Borrowed(t);
+        while let &Type::Var(v) = &*r
+            && let Some(next) = &self.vars[v as usize].link
+        {
+            r = Resolved::Linked(Rc::clone(next));
         }
-        t
+        r
+    }
+
+    /// An owned copy of a resolved type, its size charged to the work budget, so
+    /// that copying large types over and over ends in "too large to infer" rather
+    /// than in quadratic time.
+    fn owned(&self, t: &Type) -> Type {
+        self.charge(type_size(t));
+        t.clone()
     }
 
     /// Substitutes all bound variables (unbound ones stay).
@@ -299,13 +341,13 @@ impl Checker {
         if !self.tick() {
             return Type::Unit;
         }
-        match self.resolve(t) {
+        match &*self.resolve(t) {
             Type::Tuple(ts) => Type::Tuple(ts.iter().map(|t| self.zonk(t)).collect()),
-            Type::Sum(a, b) => Type::Sum(Box::new(self.zonk(&a)), Box::new(self.zonk(&b))),
-            Type::Vec(a) => Type::Vec(Box::new(self.zonk(&a))),
-            Type::Fun(a, b) => Type::fun(self.zonk(&a), self.zonk(&b)),
-            Type::Con(c, ts) => Type::Con(c, ts.iter().map(|t| self.zonk(t)).collect()),
-            other => other,
+            Type::Sum(a, b) => Type::Sum(Box::new(self.zonk(a)), Box::new(self.zonk(b))),
+            Type::Vec(a) => Type::Vec(Box::new(self.zonk(a))),
+            Type::Fun(a, b) => Type::fun(self.zonk(a), self.zonk(b)),
+            Type::Con(c, ts) => Type::Con(*c, ts.iter().map(|t| self.zonk(t)).collect()),
+            leaf => leaf.clone(),
         }
     }
 
@@ -329,10 +371,13 @@ impl Checker {
         }
         let a = self.resolve(a);
         let b = self.resolve(b);
-        match (&a, &b) {
-            (Type::Var(x), Type::Var(y)) if x == y => Ok(()),
-            (Type::Var(x), _) => self.bind(*x, &b),
-            (_, Type::Var(y)) => self.bind(*y, &a),
+        match (&*a, &*b) {
+            (Type::Var(x), Type::Var(y)) if x == y => return Ok(()),
+            (&Type::Var(x), _) => return self.bind(x, b),
+            (_, &Type::Var(y)) => return self.bind(y, a),
+            _ => {}
+        }
+        match (&*a, &*b) {
             (Type::Int, Type::Int)
             | (Type::Real, Type::Real)
             | (Type::Bool, Type::Bool)
@@ -358,29 +403,33 @@ impl Checker {
         }
     }
 
-    fn bind(&mut self, v: u32, t: &Type) -> Result<(), UnifyError> {
+    fn bind(&mut self, v: u32, t: Resolved<'_>) -> Result<(), UnifyError> {
         let info = self.vars[v as usize].clone();
-        if let Type::Var(w) = t {
-            let w = *w as usize;
+        if let Type::Var(w) = *t {
+            let w = w as usize;
             self.vars[w].level = self.vars[w].level.min(info.level);
             self.vars[w].kind = self.vars[w].kind.max(info.kind);
-            self.vars[v as usize].link = Some(t.clone());
+            self.vars[v as usize].link = Some(Rc::new(Type::Var(w as u32)));
             return Ok(());
         }
         let ok = match info.kind {
             Kind::Any => true,
-            Kind::Num => matches!(t, Type::Int | Type::Real),
-            Kind::Eq => matches!(t, Type::Int | Type::Real | Type::Bool),
+            Kind::Num => matches!(*t, Type::Int | Type::Real),
+            Kind::Eq => matches!(*t, Type::Int | Type::Real | Type::Bool),
             Kind::Data => {
-                self.constrain_data(t)?;
+                self.constrain_data(&t)?;
                 true
             }
         };
         if !ok {
             return Err(UnifyError::Kind);
         }
-        self.occurs_adjust(v, info.level, t)?;
-        self.vars[v as usize].link = Some(t.clone());
+        self.occurs_adjust(v, info.level, &t)?;
+        let link = match t {
+            Resolved::Linked(shared) => shared,
+            Resolved::Borrowed(t) => Rc::new(self.owned(t)),
+        };
+        self.vars[v as usize].link = Some(link);
         Ok(())
     }
 
@@ -390,8 +439,9 @@ impl Checker {
         if !self.tick() {
             return Err(UnifyError::Occurs);
         }
-        match self.resolve(t) {
-            Type::Var(w) => {
+        let t = self.resolve(t);
+        match &*t {
+            &Type::Var(w) => {
                 let info = &mut self.vars[w as usize];
                 info.kind = info.kind.max(Kind::Data);
                 Ok(())
@@ -399,10 +449,10 @@ impl Checker {
             Type::Fun(..) | Type::Con(..) => Err(UnifyError::NotData),
             Type::Tuple(ts) => ts.iter().try_for_each(|t| self.constrain_data(t)),
             Type::Sum(a, b) => {
-                self.constrain_data(&a)?;
-                self.constrain_data(&b)
+                self.constrain_data(a)?;
+                self.constrain_data(b)
             }
-            Type::Vec(a) => self.constrain_data(&a),
+            Type::Vec(a) => self.constrain_data(a),
             _ => Ok(()),
         }
     }
@@ -411,8 +461,9 @@ impl Checker {
         if !self.tick() {
             return Err(UnifyError::Occurs);
         }
-        match self.resolve(t) {
-            Type::Var(w) => {
+        let t = self.resolve(t);
+        match &*t {
+            &Type::Var(w) => {
                 if w == v {
                     return Err(UnifyError::Occurs);
                 }
@@ -422,10 +473,10 @@ impl Checker {
             }
             Type::Tuple(ts) => ts.iter().try_for_each(|t| self.occurs_adjust(v, level, t)),
             Type::Sum(a, b) | Type::Fun(a, b) => {
-                self.occurs_adjust(v, level, &a)?;
-                self.occurs_adjust(v, level, &b)
+                self.occurs_adjust(v, level, a)?;
+                self.occurs_adjust(v, level, b)
             }
-            Type::Vec(a) => self.occurs_adjust(v, level, &a),
+            Type::Vec(a) => self.occurs_adjust(v, level, a),
             Type::Con(_, ts) => ts.iter().try_for_each(|t| self.occurs_adjust(v, level, t)),
             _ => Ok(()),
         }
@@ -533,16 +584,16 @@ impl Checker {
         if !self.tick() {
             return Type::Unit;
         }
-        match self.resolve(t) {
-            Type::Var(v) => map.get(&v).cloned().unwrap_or(Type::Var(v)),
+        match &*self.resolve(t) {
+            Type::Var(v) => map.get(v).cloned().unwrap_or(Type::Var(*v)),
             Type::Tuple(ts) => Type::Tuple(ts.iter().map(|t| self.subst(t, map)).collect()),
             Type::Sum(a, b) => {
-                Type::Sum(Box::new(self.subst(&a, map)), Box::new(self.subst(&b, map)))
+                Type::Sum(Box::new(self.subst(a, map)), Box::new(self.subst(b, map)))
             }
-            Type::Vec(a) => Type::Vec(Box::new(self.subst(&a, map))),
-            Type::Fun(a, b) => Type::fun(self.subst(&a, map), self.subst(&b, map)),
-            Type::Con(c, ts) => Type::Con(c, ts.iter().map(|t| self.subst(t, map)).collect()),
-            other => other,
+            Type::Vec(a) => Type::Vec(Box::new(self.subst(a, map))),
+            Type::Fun(a, b) => Type::fun(self.subst(a, map), self.subst(b, map)),
+            Type::Con(c, ts) => Type::Con(*c, ts.iter().map(|t| self.subst(t, map)).collect()),
+            leaf => leaf.clone(),
         }
     }
 
@@ -678,6 +729,17 @@ impl Checker {
         }
         self.fuel.set(f - 1);
         true
+    }
+
+    /// Spends `nodes` of the work budget at once (see [`Checker::owned`]).
+    fn charge(&self, nodes: u64) {
+        let f = self.fuel.get();
+        if f < nodes {
+            self.fuel.set(0);
+            self.exhausted.set(true);
+        } else {
+            self.fuel.set(f - nodes);
+        }
     }
 
     fn check_scc(&mut self, defs: &[Def], scc: &[usize]) -> TResult<()> {
@@ -968,19 +1030,20 @@ impl Checker {
             ExprKind::App(f, x) => {
                 let ft = self.infer(f)?;
                 let xt = self.infer(x)?;
-                match self.resolve(&ft) {
+                let resolved = self.resolve(&ft);
+                match &*resolved {
                     Type::Fun(param, ret) => {
                         let because = Some((
                             f.span,
                             format!(
                                 "this function takes an argument of type {}",
-                                self.show(&param)
+                                self.show(param)
                             ),
                         ));
-                        self.expect(&param, &xt, x.span, because)?;
-                        Ok(*ret)
+                        self.expect(param, &xt, x.span, because)?;
+                        Ok(self.owned(ret))
                     }
-                    Type::Var(v) if self.vars[v as usize].kind == Kind::Any => {
+                    &Type::Var(v) if self.vars[v as usize].kind == Kind::Any => {
                         let ret = self.fresh();
                         self.expect(&ft, &Type::fun(xt, ret.clone()), f.span, None)?;
                         Ok(ret)
@@ -988,10 +1051,10 @@ impl Checker {
                     other => Err(TypeError {
                         message: format!(
                             "this is not a function: it has type {}",
-                            self.show(&other)
+                            self.show(other)
                         ),
                         span: f.span,
-                        label: format!("has type {}, cannot be applied", self.show(&other)),
+                        label: format!("has type {}, cannot be applied", self.show(other)),
                         secondary: vec![(x.span, "applied to this argument".into())],
                     }),
                 }
