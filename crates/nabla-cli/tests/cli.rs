@@ -281,7 +281,11 @@ fn sixteen_thousand_deep_types_check_in_linear_time() {
     let src = format!("def f (x : {ty}) = x\ndef main = f 1.0\n");
     let o = run_file("deep_mismatch.nabla", src.as_bytes());
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).starts_with("error: type mismatch"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).starts_with("error: type mismatch"),
+        "{}",
+        stderr(&o)
+    );
     // Applied to a value of that type, the inferred type of `main` is as deep.
     let src = format!("def f (x : {ty}) = x\ndef main = f {value}\n");
     let o = run_file("deep_value.nabla", src.as_bytes());

@@ -218,16 +218,28 @@ impl<S: Scalar> Scalar for Reverse<'_, S> {
         let primal = primitive.value(x, y);
         match (self.trace, other.trace) {
             (None, None) => Reverse::constant(primal),
-            (Some(_), None) => self.rescaled(
-                primal,
-                primitive.partial_x(x, y, primal),
-                primitive.has_polynomial_partials(),
-            ),
-            (None, Some(_)) => other.rescaled(
-                primal,
-                primitive.partial_y(x, y, primal),
-                primitive.has_polynomial_partials(),
-            ),
+            // A zero partial with respect to the one variable argument makes the
+            // result a constant. This is where structural zeros come from in nested
+            // modes (in forward over reverse, a zero tangent times a variable), and
+            // left as `Scale 0` they would be recorded by every sum they meet; in
+            // first-order code the partial is a compile-time constant here or the
+            // operation is rare, so the branch costs nothing there.
+            (Some(_), None) => {
+                let partial = primitive.partial_x(x, y, primal);
+                if partial.is_zero() {
+                    Reverse::constant(primal)
+                } else {
+                    self.rescaled(primal, partial, primitive.has_polynomial_partials())
+                }
+            }
+            (None, Some(_)) => {
+                let partial = primitive.partial_y(x, y, primal);
+                if partial.is_zero() {
+                    Reverse::constant(primal)
+                } else {
+                    other.rescaled(primal, partial, primitive.has_polynomial_partials())
+                }
+            }
             (Some(trace), Some(other_trace)) => {
                 debug_assert!(std::ptr::eq(trace, other_trace), "values of two traces met");
                 let finite = primitive.has_polynomial_partials();

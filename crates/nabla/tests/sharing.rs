@@ -4,7 +4,7 @@
 mod common;
 
 use common::assert_close;
-use nabla::{Reverse, Scalar, grad, vjp};
+use nabla::{Dual, Reverse, Scalar, grad, vjp};
 
 /// x₁ = x + x, x₂ = x₁ + x₁, … (the paper's example): each step uses its predecessor
 /// twice. A Delta without Let/Var sharing would be a tree with 2ⁿ leaves.
@@ -80,4 +80,22 @@ fn trace_entries_are_compact() {
     let (_, pullback) = vjp(|x| vec![x[0] * x[1]], &[1.0, 2.0]);
     // Two parent ids and two f64 weights.
     assert_eq!(pullback.entry_bytes(), 24);
+}
+
+#[test]
+fn a_zero_tangent_in_forward_over_reverse_records_nothing() {
+    // Forward over reverse with the tangent direction 0: every tangent is a structural
+    // zero, and a zero times a variable is a constant, so only the primal's own sums
+    // of two variables are recorded — here the product x·y and the sum x·y + x.
+    fn tangent_zero<'t>(v: &[Reverse<'t, f64>]) -> Vec<Reverse<'t, f64>> {
+        let x = Dual::new(v[0], Reverse::constant(0.0));
+        let y = Dual::new(v[1], Reverse::constant(0.0));
+        let z = x * y + x;
+        vec![z.primal(), z.tangent()]
+    }
+    let (values, pullback) = vjp(tangent_zero, &[2.0, 3.0]);
+    assert_eq!(values, vec![8.0, 0.0]);
+    assert_eq!(pullback.trace_len(), 2 + 2);
+    assert_eq!(pullback.apply(&[0.0, 1.0]), vec![0.0, 0.0]);
+    assert_eq!(pullback.apply(&[1.0, 0.0]), vec![4.0, 2.0]);
 }
