@@ -315,7 +315,6 @@ impl Checker {
         self.fresh_kind(Kind::Any)
     }
 
-    /// Follows variable links at the top of `t`.
     /// `t` with its bound variables followed at the top (not inside), without
     /// copying it: a borrow of `t` or a share of a variable's link.
     fn resolve<'a>(&self, t: &'a Type) -> Resolved<'a> {
