@@ -92,6 +92,31 @@ fn translated_programs_are_linear_in_the_size_of_their_source() {
     .expect("test thread");
 }
 
+#[test]
+fn a_five_thousand_step_let_chain_translates_at_the_same_size_ratio() {
+    // The forward and reverse translations of long straight-line code: the
+    // post-passes (let floating, shared destructuring, renumbering) used to walk
+    // the rest of the chain at every step, which made 1 000 steps take half a
+    // minute and 4 000 steps over one. The size ratio must stay that of a short
+    // chain.
+    run_with_stack(|| {
+        for mode in [Mode::Forward, Mode::Reverse] {
+            let ratio = |k: usize| {
+                let (_, text) = families(k).swap_remove(0);
+                let source = named(&format!("{text}def main = grad f 0.7\n"));
+                let out = translate::translate(&source, "f", mode).expect("translates");
+                program_size(&out) as f64 / size(&source.def("f").expect("f").body) as f64
+            };
+            let (short, long) = (ratio(160), ratio(5_000));
+            assert!(
+                long <= short * 1.05,
+                "{mode:?}: ratio {short} at 160 steps, {long} at 5 000"
+            );
+        }
+    })
+    .expect("test thread");
+}
+
 const CHAIN: &str = "
 def chain x =
   let rec go n y = if n == 0 then y else go (n - 1) (0.5 * (y + y)) in

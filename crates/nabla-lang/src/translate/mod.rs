@@ -210,7 +210,7 @@ fn reachable(program: &Program, def: &str) -> HashSet<String> {
             for p in &d.params {
                 pattern_names(p, &mut bound);
             }
-            free_vars(&d.body, &mut bound, &mut |x| {
+            free_vars(&d.body, &bound, &mut |x| {
                 if globals.contains(x) {
                     todo.push(x.to_string())
                 }
@@ -221,14 +221,41 @@ fn reachable(program: &Program, def: &str) -> HashSet<String> {
 }
 
 /// Calls `found` for each free variable of `e` (not bound in `e` nor in `bound`).
-pub fn free_vars(e: &Expr, bound: &mut Vec<Name>, found: &mut dyn FnMut(&str)) {
-    let under = |ps: &[&Pat], body: &Expr, bound: &mut Vec<Name>, found: &mut dyn FnMut(&str)| {
-        let mark = bound.len();
-        for p in ps {
-            pattern_names(p, bound);
+pub fn free_vars(e: &Expr, bound: &[Name], found: &mut dyn FnMut(&str)) {
+    let mut scope = Bound::default();
+    bound.iter().for_each(|x| scope.enter(x));
+    free_vars_in(e, &mut scope, found);
+}
+
+/// The names in scope, each with how many binders of it enclose the point (a
+/// map, not a list: deep nests of `let`s would make every lookup linear).
+#[derive(Default)]
+struct Bound(HashMap<Name, usize>);
+
+impl Bound {
+    fn enter(&mut self, x: &str) {
+        *self.0.entry(x.to_string()).or_default() += 1;
+    }
+    fn leave(&mut self, x: &str) {
+        if let Some(n) = self.0.get_mut(x) {
+            *n -= 1;
+            if *n == 0 {
+                self.0.remove(x);
+            }
         }
-        free_vars(body, bound, found);
-        bound.truncate(mark);
+    }
+    fn contains(&self, x: &str) -> bool {
+        self.0.contains_key(x)
+    }
+}
+
+fn free_vars_in(e: &Expr, bound: &mut Bound, found: &mut dyn FnMut(&str)) {
+    let under = |ps: &[&Pat], body: &Expr, bound: &mut Bound, found: &mut dyn FnMut(&str)| {
+        ps.iter()
+            .for_each(|p| p.for_each_name(&mut |x| bound.enter(x)));
+        free_vars_in(body, bound, found);
+        ps.iter()
+            .for_each(|p| p.for_each_name(&mut |x| bound.leave(x)));
     };
     match e {
         Expr::Var(x) => {
@@ -239,11 +266,11 @@ pub fn free_vars(e: &Expr, bound: &mut Vec<Name>, found: &mut dyn FnMut(&str)) {
         Expr::Lit(_) | Expr::PrimRef(_) | Expr::Poly(..) => {}
         Expr::Lam(ps, b) => under(&ps.iter().collect::<Vec<_>>(), b, bound, found),
         Expr::App(f, xs) => {
-            free_vars(f, bound, found);
-            xs.iter().for_each(|x| free_vars(x, bound, found));
+            free_vars_in(f, bound, found);
+            xs.iter().for_each(|x| free_vars_in(x, bound, found));
         }
         Expr::Let(p, v, b) | Expr::Bind(p, v, b) => {
-            free_vars(v, bound, found);
+            free_vars_in(v, bound, found);
             under(&[p], b, bound, found);
         }
         Expr::LetRec {
@@ -259,27 +286,27 @@ pub fn free_vars(e: &Expr, bound: &mut Vec<Name>, found: &mut dyn FnMut(&str)) {
             under(&[&me], body, bound, found);
         }
         Expr::Tuple(xs) | Expr::Vector(xs) | Expr::Prim(_, xs) => {
-            xs.iter().for_each(|x| free_vars(x, bound, found))
+            xs.iter().for_each(|x| free_vars_in(x, bound, found))
         }
-        Expr::Proj { tuple, .. } => free_vars(tuple, bound, found),
-        Expr::Inl(x) | Expr::Inr(x) => free_vars(x, bound, found),
+        Expr::Proj { tuple, .. } => free_vars_in(tuple, bound, found),
+        Expr::Inl(x) | Expr::Inr(x) => free_vars_in(x, bound, found),
         Expr::Case {
             scrutinee,
             left,
             right,
         } => {
-            free_vars(scrutinee, bound, found);
+            free_vars_in(scrutinee, bound, found);
             under(&[&left.0], &left.1, bound, found);
             under(&[&right.0], &right.1, bound, found);
         }
         Expr::If(a, b, c) => {
-            free_vars(a, bound, found);
-            free_vars(b, bound, found);
-            free_vars(c, bound, found);
+            free_vars_in(a, bound, found);
+            free_vars_in(b, bound, found);
+            free_vars_in(c, bound, found);
         }
         Expr::RunDelta(a, b) => {
-            free_vars(a, bound, found);
-            free_vars(b, bound, found);
+            free_vars_in(a, bound, found);
+            free_vars_in(b, bound, found);
         }
     }
 }
@@ -294,6 +321,9 @@ pub fn pattern_names(p: &Pat, out: &mut Vec<Name>) {
 /// captured.
 pub struct Names {
     taken: HashSet<String>,
+    /// For each base, the suffix to try next (the ones before are taken), so
+    /// that making n names from one base costs O(n), not O(n²).
+    next_suffix: HashMap<String, usize>,
 }
 
 impl Names {
@@ -316,16 +346,19 @@ impl Names {
                 taken.insert(n.to_string());
             });
         }
-        Names { taken }
+        Names {
+            taken,
+            next_suffix: HashMap::new(),
+        }
     }
 
     /// `base` if unused, else `base1`, `base2`, … ; the name is then taken.
     pub fn fresh(&mut self, base: &str) -> String {
         let mut name = base.to_string();
-        let mut i = 1;
+        let i = self.next_suffix.entry(base.to_string()).or_insert(1);
         while self.taken.contains(&name) || reserved(&name) {
             name = format!("{base}{i}");
-            i += 1;
+            *i += 1;
         }
         self.taken.insert(name.clone());
         name
@@ -534,7 +567,7 @@ pub fn calls_in_main(program: &Program) -> Vec<DerivativeCall> {
     let globals: HashSet<&str> = program.defs.iter().map(|d| d.name.as_str()).collect();
     let closed = |e: &Expr| {
         let mut ok = true;
-        free_vars(e, &mut Vec::new(), &mut |x| ok &= globals.contains(x));
+        free_vars(e, &[], &mut |x| ok &= globals.contains(x));
         ok
     };
     let mut calls = Vec::new();
@@ -623,7 +656,7 @@ pub fn runnable(program: &Program, call: &DerivativeCall, mode: Mode) -> TResult
 }
 
 fn flatten_def(mut d: Def) -> Def {
-    d.body = share_destructuring(flatten(d.body), &mut HashMap::new());
+    d.body = share_destructuring(flatten(d.body));
     d
 }
 
@@ -658,24 +691,25 @@ fn renumber(program: &mut Program, source: &Program) {
         d.params.iter().for_each(|p| pattern_names(p, &mut binders));
         binders_of(&d.body, &mut binders);
         let mut map: Vec<(String, String)> = Vec::new();
+        let mut renamed = HashSet::new();
         for b in binders {
-            if original.contains(&b) || map.iter().any(|(from, _)| *from == b) {
+            if original.contains(&b) || !renamed.insert(b.clone()) {
                 continue;
             }
             let base = b.trim_end_matches(|c: char| c.is_ascii_digit());
             let base = if base.is_empty() { b.as_str() } else { base };
             map.push((b.clone(), names.fresh(base)));
         }
-        let pairs: Vec<(&str, &String)> = map.iter().map(|(a, b)| (a.as_str(), b)).collect();
+        let pairs: Renaming = map.into_iter().collect();
         d.params.iter_mut().for_each(|p| rename_pat(p, &pairs));
         rename_in(&mut d.body, &pairs);
     }
 }
 
-fn rename_pat(p: &mut Pat, pairs: &[(&str, &String)]) {
+fn rename_pat(p: &mut Pat, pairs: &Renaming) {
     match p {
         Pat::Var(x) => {
-            if let Some((_, to)) = pairs.iter().find(|(from, _)| from == x) {
+            if let Some(to) = pairs.get(x.as_str()) {
                 *x = (*to).clone();
             }
         }
@@ -687,8 +721,29 @@ fn rename_pat(p: &mut Pat, pairs: &[(&str, &String)]) {
 /// Along a sequence of bindings, a dual number taken apart again
 /// (`let (x2, dx2) = x` after `let (x1, dx1) = x`, with `x` not rebound in
 /// between) reuses the first binding's names, unless one of the names is
-/// bound again further in.
-fn share_destructuring(e: Expr, seen: &mut HashMap<Name, (Name, Name)>) -> Expr {
+/// bound more than once in the definition (source code may shadow; the
+/// translations' names never are).
+///
+/// One pass along the spine of bindings: the renamings are collected on the
+/// way down and applied to each right-hand side and to the tail once, so a
+/// chain of n bindings costs O(n).
+fn share_destructuring(e: Expr) -> Expr {
+    let mut binders = Vec::new();
+    binders_of(&e, &mut binders);
+    let mut times_bound: HashMap<Name, usize> = HashMap::new();
+    for b in binders {
+        *times_bound.entry(b).or_default() += 1;
+    }
+    let once = |x: &str| times_bound.get(x).is_none_or(|&n| n <= 1);
+    share_along(e, &mut HashMap::new(), &mut Renaming::new(), &once)
+}
+
+fn share_along(
+    e: Expr,
+    seen: &mut HashMap<Name, (Name, Name)>,
+    renaming: &mut Renaming,
+    once: &dyn Fn(&str) -> bool,
+) -> Expr {
     let rebinds = |p: &Pat, seen: &mut HashMap<Name, (Name, Name)>| {
         p.for_each_name(&mut |x| {
             seen.remove(x);
@@ -697,53 +752,69 @@ fn share_destructuring(e: Expr, seen: &mut HashMap<Name, (Name, Name)>) -> Expr 
     match e {
         // `e1; e2` (CPS code): the rest of the program runs inside `e1`.
         Expr::Let(Pat::Tuple(ps), e1, e2) if ps.is_empty() => {
-            let e1 = share_destructuring(*e1, &mut seen.clone());
-            let e2 = share_destructuring(*e2, seen);
+            let e1 = share_along(*e1, &mut seen.clone(), &mut renaming.clone(), once);
+            let e2 = share_along(*e2, seen, renaming, once);
             Expr::Let(Pat::Tuple(ps), Box::new(e1), Box::new(e2))
         }
         Expr::Let(p, v, body) => {
-            if let (Pat::Tuple(ps), Expr::Var(x)) = (&p, &*v)
+            let v = rename(*v, renaming);
+            if let (Pat::Tuple(ps), Expr::Var(x)) = (&p, &v)
                 && let [Pat::Var(a), Pat::Var(b)] = &ps[..]
             {
-                if let Some((a0, b0)) = seen.get(x).cloned() {
-                    // Only when none of the four names is bound again inside
-                    // (source code may shadow; the translations' names never are).
-                    let mut rebound = Vec::new();
-                    binders_of(&body, &mut rebound);
-                    if ![a, b, &a0, &b0].iter().any(|n| rebound.contains(n)) {
-                        let body = rename(*body, &[(a.as_str(), &a0), (b.as_str(), &b0)]);
-                        return share_destructuring(body, seen);
-                    }
+                if let Some((a0, b0)) = seen.get(x).cloned()
+                    && [a, b, &a0, &b0].iter().all(|n| once(n))
+                {
+                    renaming.insert(a.clone(), a0);
+                    renaming.insert(b.clone(), b0);
+                    return share_along(*body, seen, renaming, once);
                 }
                 let (a, b, x) = (a.clone(), b.clone(), x.clone());
                 rebinds(&p, seen);
                 seen.insert(x, (a, b));
-                return Expr::Let(p, v, Box::new(share_destructuring(*body, seen)));
+                return Expr::Let(
+                    p,
+                    Box::new(v),
+                    Box::new(share_along(*body, seen, renaming, once)),
+                );
             }
             rebinds(&p, seen);
-            Expr::Let(p, v, Box::new(share_destructuring(*body, seen)))
+            Expr::Let(
+                p,
+                Box::new(v),
+                Box::new(share_along(*body, seen, renaming, once)),
+            )
         }
         Expr::Bind(p, m, rest) => {
+            let m = rename(*m, renaming);
             rebinds(&p, seen);
-            Expr::Bind(p, m, Box::new(share_destructuring(*rest, seen)))
+            Expr::Bind(
+                p,
+                Box::new(m),
+                Box::new(share_along(*rest, seen, renaming, once)),
+            )
         }
-        e => e,
+        e => rename(e, renaming),
     }
 }
 
+/// Names to rename, each to its new name.
+type Renaming = HashMap<Name, Name>;
+
 /// `e` with the names `from` renamed `to`, binders and uses alike (the
 /// callers rename names bound once, to fresh names: no capture possible).
-fn rename(e: Expr, pairs: &[(&str, &String)]) -> Expr {
+fn rename(e: Expr, pairs: &Renaming) -> Expr {
     let mut e = e;
-    rename_in(&mut e, pairs);
+    if !pairs.is_empty() {
+        rename_in(&mut e, pairs);
+    }
     e
 }
 
-fn rename_in(e: &mut Expr, pairs: &[(&str, &String)]) {
+fn rename_in(e: &mut Expr, pairs: &Renaming) {
     let pat = |p: &mut Pat| rename_pat(p, pairs);
     match e {
         Expr::Var(x) => {
-            if let Some((_, to)) = pairs.iter().find(|(from, _)| from == x) {
+            if let Some(to) = pairs.get(x.as_str()) {
                 *x = (*to).clone();
             }
         }
@@ -773,7 +844,7 @@ fn rename_in(e: &mut Expr, pairs: &[(&str, &String)]) {
             value,
             body,
         } => {
-            if let Some((_, to)) = pairs.iter().find(|(from, _)| from == name) {
+            if let Some(to) = pairs.get(name.as_str()) {
                 *name = (*to).clone();
             }
             params.iter_mut().for_each(pat);
@@ -828,70 +899,170 @@ fn binders_of(e: &Expr, out: &mut Vec<Name>) {
 ///
 /// Each step is only taken when the names `q` binds are not free in `e3`/`m3`
 /// (always the case for the translations' fresh names), so meaning is kept.
+/// The free variables of every subexpression are computed on the way up, once,
+/// so that a chain of n bindings is flattened in O(n) set operations rather than
+/// by walking the rest of the chain at every step.
 pub fn flatten(e: Expr) -> Expr {
+    flatten_free(e).0
+}
+
+/// A set of free variables.
+type Free = HashSet<Name>;
+
+/// `a ∪ b`, merging the smaller set into the larger.
+fn union(a: Free, b: Free) -> Free {
+    let (mut big, small) = if a.len() >= b.len() { (a, b) } else { (b, a) };
+    big.extend(small);
+    big
+}
+
+/// `free` without the names `ps` bind.
+fn minus(mut free: Free, ps: &[&Pat]) -> Free {
+    ps.iter().for_each(|p| {
+        p.for_each_name(&mut |x| {
+            free.remove(x);
+        })
+    });
+    free
+}
+
+/// [`flatten`], and the free variables of the result.
+fn flatten_free(e: Expr) -> (Expr, Free) {
     if crate::stack::check().is_err() {
-        return e;
+        let mut free = Free::new();
+        free_vars(&e, &[], &mut |x| {
+            free.insert(x.to_string());
+        });
+        return (e, free);
     }
+    let all = |xs: Vec<Expr>| {
+        let mut free = Free::new();
+        let xs = xs
+            .into_iter()
+            .map(|x| {
+                let (x, f) = flatten_free(x);
+                free = union(std::mem::take(&mut free), f);
+                x
+            })
+            .collect::<Vec<_>>();
+        (xs, free)
+    };
     match e {
         Expr::Let(p, v, body) => {
-            let v = flatten(*v);
-            let body = flatten(*body);
-            float(p, v, body, false)
+            let (v, fv) = flatten_free(*v);
+            let (body, fb) = flatten_free(*body);
+            let e = float(p.clone(), v, body, &fb, false);
+            (e, union(fv, minus(fb, &[&p])))
         }
         Expr::Bind(p, m, rest) => {
-            let m = flatten(*m);
-            let rest = flatten(*rest);
-            float(p, m, rest, true)
+            let (m, fm) = flatten_free(*m);
+            let (rest, fr) = flatten_free(*rest);
+            let e = float(p.clone(), m, rest, &fr, true);
+            (e, union(fm, minus(fr, &[&p])))
         }
-        Expr::Lam(ps, b) => Expr::Lam(ps, Box::new(flatten(*b))),
-        Expr::App(f, xs) => Expr::App(Box::new(flatten(*f)), xs.into_iter().map(flatten).collect()),
+        Expr::Lam(ps, b) => {
+            let (b, fb) = flatten_free(*b);
+            let free = minus(fb, &ps.iter().collect::<Vec<_>>());
+            (Expr::Lam(ps, Box::new(b)), free)
+        }
+        Expr::App(f, xs) => {
+            let (f, ff) = flatten_free(*f);
+            let (xs, fx) = all(xs);
+            (Expr::App(Box::new(f), xs), union(ff, fx))
+        }
         Expr::LetRec {
             name,
             params,
             value,
             body,
-        } => Expr::LetRec {
-            name,
-            params,
-            value: Box::new(flatten(*value)),
-            body: Box::new(flatten(*body)),
-        },
-        Expr::Tuple(xs) => Expr::Tuple(xs.into_iter().map(flatten).collect()),
-        Expr::Vector(xs) => Expr::Vector(xs.into_iter().map(flatten).collect()),
-        Expr::Prim(p, xs) => Expr::Prim(p, xs.into_iter().map(flatten).collect()),
+        } => {
+            let me = Pat::Var(name.clone());
+            let (value, fv) = flatten_free(*value);
+            let (body, fb) = flatten_free(*body);
+            let mut scope: Vec<&Pat> = vec![&me];
+            scope.extend(params.iter());
+            let free = union(minus(fv, &scope), minus(fb, &[&me]));
+            let e = Expr::LetRec {
+                name,
+                params,
+                value: Box::new(value),
+                body: Box::new(body),
+            };
+            (e, free)
+        }
+        Expr::Tuple(xs) => {
+            let (xs, free) = all(xs);
+            (Expr::Tuple(xs), free)
+        }
+        Expr::Vector(xs) => {
+            let (xs, free) = all(xs);
+            (Expr::Vector(xs), free)
+        }
+        Expr::Prim(p, xs) => {
+            let (xs, free) = all(xs);
+            (Expr::Prim(p, xs), free)
+        }
         Expr::Proj {
             tuple,
             index,
             arity,
-        } => Expr::Proj {
-            tuple: Box::new(flatten(*tuple)),
-            index,
-            arity,
-        },
-        Expr::Inl(x) => Expr::Inl(Box::new(flatten(*x))),
-        Expr::Inr(x) => Expr::Inr(Box::new(flatten(*x))),
+        } => {
+            let (tuple, free) = flatten_free(*tuple);
+            let e = Expr::Proj {
+                tuple: Box::new(tuple),
+                index,
+                arity,
+            };
+            (e, free)
+        }
+        Expr::Inl(x) => {
+            let (x, free) = flatten_free(*x);
+            (Expr::Inl(Box::new(x)), free)
+        }
+        Expr::Inr(x) => {
+            let (x, free) = flatten_free(*x);
+            (Expr::Inr(Box::new(x)), free)
+        }
         Expr::Case {
             scrutinee,
             left,
             right,
-        } => Expr::Case {
-            scrutinee: Box::new(flatten(*scrutinee)),
-            left: (left.0, Box::new(flatten(*left.1))),
-            right: (right.0, Box::new(flatten(*right.1))),
-        },
-        Expr::If(a, b, c) => Expr::If(
-            Box::new(flatten(*a)),
-            Box::new(flatten(*b)),
-            Box::new(flatten(*c)),
-        ),
-        Expr::RunDelta(a, b) => Expr::RunDelta(Box::new(flatten(*a)), Box::new(flatten(*b))),
-        e @ (Expr::Var(_) | Expr::Lit(_) | Expr::PrimRef(_) | Expr::Poly(..)) => e,
+        } => {
+            let (scrutinee, fs) = flatten_free(*scrutinee);
+            let (l, fl) = flatten_free(*left.1);
+            let (r, fr) = flatten_free(*right.1);
+            let free = union(fs, union(minus(fl, &[&left.0]), minus(fr, &[&right.0])));
+            let e = Expr::Case {
+                scrutinee: Box::new(scrutinee),
+                left: (left.0, Box::new(l)),
+                right: (right.0, Box::new(r)),
+            };
+            (e, free)
+        }
+        Expr::If(a, b, c) => {
+            let (a, fa) = flatten_free(*a);
+            let (b, fb) = flatten_free(*b);
+            let (c, fc) = flatten_free(*c);
+            let free = union(fa, union(fb, fc));
+            (Expr::If(Box::new(a), Box::new(b), Box::new(c)), free)
+        }
+        Expr::RunDelta(a, b) => {
+            let (a, fa) = flatten_free(*a);
+            let (b, fb) = flatten_free(*b);
+            (Expr::RunDelta(Box::new(a), Box::new(b)), union(fa, fb))
+        }
+        Expr::Var(x) => {
+            let free = Free::from([x.clone()]);
+            (Expr::Var(x), free)
+        }
+        e @ (Expr::Lit(_) | Expr::PrimRef(_) | Expr::Poly(..)) => (e, Free::new()),
     }
 }
 
 /// `let p = v in body` (or `do { p <- v; body }` when `monadic`), with the
-/// bindings at the head of `v` floated out where that keeps the meaning.
-fn float(p: Pat, v: Expr, body: Expr, monadic: bool) -> Expr {
+/// bindings at the head of `v` floated out where that keeps the meaning;
+/// `body_free` holds the free variables of `body`.
+fn float(p: Pat, v: Expr, body: Expr, body_free: &Free, monadic: bool) -> Expr {
     let rebuild = |p: Pat, v: Expr, body: Expr| match v {
         // do { p <- pure e; rest } = let p = e in rest (left identity)
         Expr::Prim(q, mut a) if monadic && q.prim == Prim::Pure && a.len() == 1 => {
@@ -900,24 +1071,19 @@ fn float(p: Pat, v: Expr, body: Expr, monadic: bool) -> Expr {
         v if monadic => Expr::Bind(p, Box::new(v), Box::new(body)),
         v => Expr::Let(p, Box::new(v), Box::new(body)),
     };
-    let captures = |q: &Pat, body: &Expr| {
-        let mut bound = Vec::new();
-        pattern_names(q, &mut bound);
-        let mut hit = bound.contains(&"_".to_string());
-        free_vars(body, &mut Vec::new(), &mut |x| {
-            hit |= bound.iter().any(|b| b == x)
-        });
-        // The outer pattern must not rebind what the floated binding needs either.
+    let captures = |q: &Pat| {
+        let mut hit = false;
+        q.for_each_name(&mut |x| hit |= x == "_" || body_free.contains(x));
         hit
     };
     match v {
         // A `let` heading a right-hand side floats out of a `let` or a bind.
-        Expr::Let(q, e1, e2) if !captures(&q, &body) && !shadows(&p, &q) => {
-            Expr::Let(q, e1, Box::new(float(p, *e2, body, monadic)))
+        Expr::Let(q, e1, e2) if !captures(&q) && !shadows(&p, &q) => {
+            Expr::Let(q, e1, Box::new(float(p, *e2, body, body_free, monadic)))
         }
         // A bind heading a computation floats out of a bind (associativity).
-        Expr::Bind(q, m1, m2) if monadic && !captures(&q, &body) && !shadows(&p, &q) => {
-            Expr::Bind(q, m1, Box::new(float(p, *m2, body, true)))
+        Expr::Bind(q, m1, m2) if monadic && !captures(&q) && !shadows(&p, &q) => {
+            Expr::Bind(q, m1, Box::new(float(p, *m2, body, body_free, true)))
         }
         v => rebuild(p, v, body),
     }
