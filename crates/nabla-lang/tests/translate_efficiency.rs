@@ -117,6 +117,36 @@ fn a_five_thousand_step_let_chain_translates_at_the_same_size_ratio() {
     .expect("test thread");
 }
 
+#[test]
+fn a_deeply_nested_expression_translates_and_prints_in_linear_size() {
+    // `sin (sin (… x))` 3 000 deep: floating the translation's bindings out of
+    // every enclosing right-hand side is quadratic, so it stops after a budget
+    // linear in the input (the rest stays nested), and the printer stops
+    // indenting past 60 columns instead of printing a quadratic number of spaces.
+    run_with_stack(|| {
+        let n = 3_000;
+        let text = format!(
+            "def f x = {}x{}\ndef main = grad f 0.5\n",
+            "sin (".repeat(n),
+            ")".repeat(n)
+        );
+        let source = named(&text);
+        let out = translate::translate(&source, "f", Mode::Reverse).expect("translates");
+        let printed = print_program(&out);
+        assert!(
+            printed.len() < 400 * n,
+            "{} bytes for {n} levels",
+            printed.len()
+        );
+        assert!(
+            printed
+                .lines()
+                .all(|l| l.len() - l.trim_start().len() <= 60)
+        );
+    })
+    .expect("test thread");
+}
+
 const CHAIN: &str = "
 def chain x =
   let rec go n y = if n == 0 then y else go (n - 1) (0.5 * (y + y)) in

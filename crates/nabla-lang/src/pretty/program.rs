@@ -550,6 +550,10 @@ fn parens(d: Doc) -> Doc {
     cat(vec![text("("), align(d), text(")")])
 }
 
+/// Indentation stops growing here: a program nested thousands of levels deep
+/// would otherwise print a number of spaces quadratic in its depth.
+const MAX_INDENT: usize = 60;
+
 /// Lays `doc` out in `width` columns.
 fn render(doc: &Doc, width: usize) -> String {
     let mut out = String::new();
@@ -560,6 +564,7 @@ fn render(doc: &Doc, width: usize) -> String {
         let trimmed = out.trim_end_matches(' ').len();
         out.truncate(trimmed);
         out.push('\n');
+        let indent = indent.min(MAX_INDENT);
         out.extend(std::iter::repeat_n(' ', indent));
         *col = indent;
     };

@@ -903,7 +903,22 @@ fn binders_of(e: &Expr, out: &mut Vec<Name>) {
 /// so that a chain of n bindings is flattened in O(n) set operations rather than
 /// by walking the rest of the chain at every step.
 pub fn flatten(e: Expr) -> Expr {
+    let mut size = 0u64;
+    e.for_each(&mut |_| size += 1);
+    FLOAT_STEPS.set(FLOAT_STEPS_PER_NODE * size + 10_000);
     flatten_free(e).0
+}
+
+/// Floating is linear along chains of bindings, but a binding nested n levels
+/// deep in right-hand sides (`sin (sin (… x))` translated) is floated out of each
+/// of them, n² steps in all. Floating only changes how the output reads, so once
+/// this many steps per node of the input are spent, the remaining bindings stay
+/// where they are.
+const FLOAT_STEPS_PER_NODE: u64 = 16;
+
+thread_local! {
+    /// Floating steps left in the current [`flatten`].
+    static FLOAT_STEPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// A set of free variables.
@@ -1071,6 +1086,11 @@ fn float(p: Pat, v: Expr, body: Expr, body_free: &Free, monadic: bool) -> Expr {
         v if monadic => Expr::Bind(p, Box::new(v), Box::new(body)),
         v => Expr::Let(p, Box::new(v), Box::new(body)),
     };
+    let steps = FLOAT_STEPS.get();
+    if steps == 0 {
+        return rebuild(p, v, body);
+    }
+    FLOAT_STEPS.set(steps - 1);
     let captures = |q: &Pat| {
         let mut hit = false;
         q.for_each_name(&mut |x| hit |= x == "_" || body_free.contains(x));
