@@ -37,6 +37,12 @@ pub enum Pat {
     Tuple(Vec<Pat>),
 }
 
+/// The binders a `let rec`'s value is under: the function's own name (`me`, the
+/// pattern `Pat::Var(name)`), then its parameters. The body is under `me` alone.
+pub fn rec_scope<'a>(me: &'a Pat, params: &'a [Pat]) -> Vec<&'a Pat> {
+    std::iter::once(me).chain(params).collect()
+}
+
 impl Pat {
     /// The pattern `x`.
     pub fn var(name: impl Into<Name>) -> Pat {

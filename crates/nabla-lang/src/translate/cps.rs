@@ -247,8 +247,7 @@ impl Cps<'_> {
             } => {
                 let me = Pat::Var(name.clone());
                 let k2 = self.scope.names.fresh("k");
-                let mut scope: Vec<&Pat> = vec![&me];
-                scope.extend(params.iter());
+                let scope = rec_scope(&me, params);
                 let f =
                     self.with_locals(&scope, |s| s.function_body(&params[1..], value, k2.clone()))?;
                 let rest = self.with_locals(&[&me], |s| s.expr(body, k))?;

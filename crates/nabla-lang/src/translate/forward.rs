@@ -91,8 +91,7 @@ impl Forward<'_> {
                 body,
             } => {
                 let me = Pat::Var(name.clone());
-                let mut scope: Vec<&Pat> = vec![&me];
-                scope.extend(params.iter());
+                let scope = rec_scope(&me, params);
                 Expr::LetRec {
                     name: name.clone(),
                     params: params.clone(),

@@ -19,7 +19,9 @@ pub mod reverse;
 pub mod rules;
 pub mod types;
 
-use crate::core::named::{Def, Expr, Name, Pat, Program, app, lam, let_, pair, real, var};
+use crate::core::named::{
+    Def, Expr, Name, Pat, Program, app, lam, let_, pair, real, rec_scope, var,
+};
 use crate::prim::Prim;
 use crate::types::Type;
 use std::collections::{HashMap, HashSet};
@@ -280,8 +282,7 @@ fn free_vars_in(e: &Expr, bound: &mut Bound, found: &mut dyn FnMut(&str)) {
             body,
         } => {
             let me = Pat::Var(name.clone());
-            let mut ps: Vec<&Pat> = vec![&me];
-            ps.extend(params.iter());
+            let ps = rec_scope(&me, params);
             under(&ps, value, bound, found);
             under(&[&me], body, bound, found);
         }
@@ -994,8 +995,7 @@ fn flatten_free(e: Expr) -> (Expr, Free) {
             let me = Pat::Var(name.clone());
             let (value, fv) = flatten_free(*value);
             let (body, fb) = flatten_free(*body);
-            let mut scope: Vec<&Pat> = vec![&me];
-            scope.extend(params.iter());
+            let scope = rec_scope(&me, &params);
             let free = union(minus(fv, &scope), minus(fb, &[&me]));
             let e = Expr::LetRec {
                 name,

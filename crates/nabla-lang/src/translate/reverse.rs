@@ -316,8 +316,7 @@ impl Reverse<'_> {
                 body,
             } => {
                 let me = Pat::Var(name.clone());
-                let mut scope: Vec<&Pat> = vec![&me];
-                scope.extend(params.iter());
+                let scope = rec_scope(&me, params);
                 let value = self.under(&scope, value)?;
                 Expr::LetRec {
                     name: name.clone(),
