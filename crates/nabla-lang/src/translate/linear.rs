@@ -115,6 +115,8 @@ pub fn forward_name(g: &str) -> String {
 
 /// The simplified Jacobians of `def` and of every definition it calls, callees first.
 pub fn jacobians(program: &Program, def: &str) -> TResult<Vec<Jacobian>> {
+    let distinct = super::with_distinct_binders(program)?;
+    let program = &distinct;
     let target = program
         .def(def)
         .ok_or_else(|| TranslateError::NoSuchDef(def.to_string()))?;

@@ -134,6 +134,8 @@ pub fn translate(program: &Program, def: &str, mode: Mode) -> TResult<Program> {
         .ok_or_else(|| TranslateError::NoSuchDef(def.to_string()))?;
     let (s, t) = first_order_signature(target)?;
     check_reserved(program)?;
+    let distinct = with_distinct_binders(program)?;
+    let program = &distinct;
     let mut names = Names::new(program);
     let mut out = Program::default();
     if mode == Mode::Forward {
@@ -1115,4 +1117,160 @@ fn shadows(p: &Pat, q: &Pat) -> bool {
     pattern_names(p, &mut a);
     pattern_names(q, &mut b);
     a.iter().any(|x| b.contains(x))
+}
+
+/// `program` with the binders of each definition made distinct (Barendregt's
+/// convention): a binder whose name is already bound in the same definition,
+/// or names a definition the body refers to, is renamed to a fresh name, and
+/// its uses with it. Programs without repeated names are returned unchanged.
+///
+/// The translations need it: CPS hands the value of an operand to the rest of
+/// the program as an expression, and the rest is generated *inside* the scopes
+/// of the operands that follow, so in `x * (let x = 2.0 in x)` the outer `x`
+/// would be captured by the inner binder; let floating moves binders outward
+/// in the same way.
+pub fn with_distinct_binders(program: &Program) -> TResult<Program> {
+    let globals: HashSet<&str> = program.defs.iter().map(|d| d.name.as_str()).collect();
+    let mut names = Names::new(program);
+    let mut out = program.clone();
+    for d in &mut out.defs {
+        let mut walk = Distinct {
+            def: &d.name,
+            names: &mut names,
+            seen: HashSet::new(),
+            scope: HashMap::new(),
+        };
+        d.body.for_each(&mut |e| {
+            if let Expr::Var(x) = e
+                && globals.contains(x.as_str())
+            {
+                walk.seen.insert(x.clone());
+            }
+        });
+        let mut undo = Vec::new();
+        for p in &mut d.params {
+            walk.bind(p, &mut undo);
+        }
+        walk.expr(&mut d.body)?;
+    }
+    Ok(out)
+}
+
+/// The walk of [`with_distinct_binders`] over one definition.
+struct Distinct<'a> {
+    def: &'a str,
+    names: &'a mut Names,
+    /// Every name bound so far in the definition, and the definitions it uses.
+    seen: HashSet<Name>,
+    /// What each source name in scope is now called, innermost last.
+    scope: HashMap<Name, Vec<Name>>,
+}
+
+impl Distinct<'_> {
+    /// Renames the binders of `p` that are not distinct and brings them into
+    /// scope, recording each in `undo` for [`Distinct::unbind`].
+    fn bind(&mut self, p: &mut Pat, undo: &mut Vec<Name>) {
+        match p {
+            Pat::Var(x) => {
+                let source = x.clone();
+                if !self.seen.insert(x.clone()) {
+                    *x = self.names.fresh(&source);
+                    self.seen.insert(x.clone());
+                }
+                self.scope
+                    .entry(source.clone())
+                    .or_default()
+                    .push(x.clone());
+                undo.push(source);
+            }
+            Pat::Wild => {}
+            Pat::Tuple(ps) => ps.iter_mut().for_each(|q| self.bind(q, undo)),
+        }
+    }
+
+    fn unbind(&mut self, undo: Vec<Name>) {
+        for source in undo {
+            if let Some(stack) = self.scope.get_mut(&source) {
+                stack.pop();
+            }
+        }
+    }
+
+    /// `e` under `pats`, which are bound for it alone.
+    fn under(&mut self, pats: &mut [&mut Pat], e: &mut Expr) -> TResult<()> {
+        let mut undo = Vec::new();
+        for p in pats.iter_mut() {
+            self.bind(p, &mut undo);
+        }
+        let r = self.expr(e);
+        self.unbind(undo);
+        r
+    }
+
+    fn expr(&mut self, e: &mut Expr) -> TResult<()> {
+        if crate::stack::check().is_err() {
+            return Err(TranslateError::Unsupported {
+                def: self.def.to_string(),
+                what: "the program is nested too deeply to translate".into(),
+            });
+        }
+        match e {
+            Expr::Var(x) => {
+                if let Some(now) = self.scope.get(x.as_str()).and_then(|s| s.last()) {
+                    *x = now.clone();
+                }
+                Ok(())
+            }
+            Expr::Lit(_) | Expr::PrimRef(_) | Expr::Poly(..) => Ok(()),
+            Expr::Lam(ps, b) => self.under(&mut ps.iter_mut().collect::<Vec<_>>(), b),
+            Expr::Inl(b) | Expr::Inr(b) | Expr::Proj { tuple: b, .. } => self.expr(b),
+            Expr::App(f, xs) => {
+                self.expr(f)?;
+                xs.iter_mut().try_for_each(|x| self.expr(x))
+            }
+            Expr::Let(p, a, b) | Expr::Bind(p, a, b) => {
+                self.expr(a)?;
+                self.under(&mut [p], b)
+            }
+            Expr::RunDelta(a, b) => {
+                self.expr(a)?;
+                self.expr(b)
+            }
+            Expr::LetRec {
+                name,
+                params,
+                value,
+                body,
+            } => {
+                let mut me = Pat::Var(name.clone());
+                let mut undo = Vec::new();
+                self.bind(&mut me, &mut undo);
+                let r = self
+                    .under(&mut params.iter_mut().collect::<Vec<_>>(), value)
+                    .and_then(|()| self.expr(body));
+                self.unbind(undo);
+                if let Pat::Var(renamed) = me {
+                    *name = renamed;
+                }
+                r
+            }
+            Expr::Tuple(xs) | Expr::Vector(xs) | Expr::Prim(_, xs) => {
+                xs.iter_mut().try_for_each(|x| self.expr(x))
+            }
+            Expr::Case {
+                scrutinee,
+                left,
+                right,
+            } => {
+                self.expr(scrutinee)?;
+                self.under(&mut [&mut left.0], &mut left.1)?;
+                self.under(&mut [&mut right.0], &mut right.1)
+            }
+            Expr::If(a, b, c) => {
+                self.expr(a)?;
+                self.expr(b)?;
+                self.expr(c)
+            }
+        }
+    }
 }
