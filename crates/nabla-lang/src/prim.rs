@@ -106,6 +106,11 @@ pub enum Prim {
     Jacobian,
     /// `hessian f x`
     Hessian,
+    /// `chainMul p d`: the chain rule's product `p · d` of a partial derivative and
+    /// a tangent or adjoint, where an exact zero on either side gives zero even if
+    /// the other is infinite or NaN (`nabla::Number::chain`). The translations
+    /// multiply with it, so their code keeps structural zeros as every mode does.
+    Chain,
 
     // ---- The translated dialect (Krawiec et al. Fig. 9 and 11, Wang et al. Fig. 10) ----
     /// `pure e : M a` (at run time, the value of `e`)
@@ -476,6 +481,14 @@ pub static PRIMS: &[PrimInfo] = &[
         true,
         2,
         "(Vec Real -> Real) -> Vec Real -> Vec (Vec Real)",
+        None,
+    ),
+    row(
+        Prim::Chain,
+        "chainMul",
+        true,
+        2,
+        "Real -> Real -> Real",
         None,
     ),
     // ---- The translated dialect ----

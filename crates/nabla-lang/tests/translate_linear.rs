@@ -10,7 +10,7 @@ use nabla_lang::translate::{TranslateError, linear};
 use nabla_lang::types::Type;
 
 mod common;
-use common::agree;
+use common::{agree, with_source};
 
 /// `(name, source, point, tangent)`: `f` is differentiated at the point.
 const CASES: &[(&str, &str, &str, &str)] = &[
@@ -106,7 +106,7 @@ fn check_case(name: &str, source: &str, point: &str, tangent: &str) -> Result<()
     if printed.starts_with("#!translated") {
         return Err(format!("{name}: not ordinary nabla code:\n{printed}"));
     }
-    let text = format!("{source}\n\n{printed}\ndef main = f_jvp ({point}, {tangent})\n");
+    let text = with_source(source, &printed, &format!("f_jvp ({point}, {tangent})"));
     let mut t = Session::new();
     let found = t
         .load("<linear>", &text)
@@ -155,7 +155,7 @@ fn check_reverse(name: &str, source: &str, point: &str) -> Result<(), String> {
     let expected = s.run_main().map_err(|ds| s.render(&ds))?;
     let rev = linear::reverse(&program, "f").map_err(|e| e.to_string())?;
     let printed = print_program(&rev);
-    let text = format!("{source}\n\n{printed}\ndef main = f_vjp ({point}, {dr})\n");
+    let text = with_source(source, &printed, &format!("f_vjp ({point}, {dr})"));
     let mut t = Session::new();
     let found = t
         .load("<linear>", &text)

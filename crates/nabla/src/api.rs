@@ -7,7 +7,7 @@
 //! `fn f<S: Scalar>(x: &[S]) -> S` is passed as `|x| f(x)`.
 
 use crate::trace::{self, DeltaId, Entry, Trace};
-use crate::{Dual, Lift, Reverse, Scalar, pool};
+use crate::{Dual, Lift, Number, Reverse, Scalar, pool};
 
 /// The derivative of a function of one real, by forward mode.
 ///
@@ -253,7 +253,7 @@ fn pull_back<S: Scalar>(
     let mut adjoints: Vec<S> = trace::zeroed_adjoints(inputs + entries.len());
     for (delta, ct) in seeds {
         if let Some((c, id)) = delta {
-            adjoints[id as usize].accumulate(ct * c);
+            adjoints[id as usize].accumulate(c.chain(ct));
         }
     }
     trace::backpropagate(entries, inputs, &mut adjoints);

@@ -1,7 +1,7 @@
 //! Forward mode: dual numbers (Krawiec et al. Figure 3, the translation D→ with
 //! Real ↦ Real × Real), generic over the inner scalar so that levels nest.
 
-use crate::primitive::{BinaryPrimitive, UnaryPrimitive};
+use crate::primitive::{BinaryPrimitive, Number, UnaryPrimitive};
 use crate::{Lift, Scalar};
 
 /// A dual number: a primal value and a tangent (directional derivative).
@@ -88,12 +88,14 @@ impl<S: Scalar> Scalar for Dual<S> {
         self.primal.is_zero() && self.tangent.is_zero()
     }
 
-    /// `Scale c δx`, where `Scale 0 δx` is zero even if δx is infinite (√x at 0).
+    /// `Scale c δx`, where `Scale 0 δx` is zero even if δx is infinite (√x at 0), and
+    /// a zero δx stays zero even if `c` is infinite ([`Number::chain`]). A finite
+    /// constant needs no test of δx: then `c · 0` is exactly zero.
     #[inline(always)]
     fn scale(self, c: f64) -> Self {
         Dual {
             primal: self.primal.scale(c),
-            tangent: if c == 0.0 {
+            tangent: if c == 0.0 || (!c.is_finite() && self.tangent.is_zero()) {
                 S::zero()
             } else {
                 self.tangent.scale(c)
@@ -101,38 +103,37 @@ impl<S: Scalar> Scalar for Dual<S> {
         }
     }
 
-    /// Figure 3's rule for a primitive: (f x, f'(x) · dx). A zero tangent stays
-    /// exactly zero without forming f'(x), unless f' is a polynomial (then it is
-    /// finite and the product is exactly zero anyway, without a branch).
+    /// Figure 3's rule for a primitive: (f x, f'(x) · dx), the product taken with
+    /// [`Number::chain`]. A zero tangent stays zero without forming f'(x), which
+    /// may be NaN at a point the tangent does not reach.
     #[inline(always)]
     fn apply_unary<P: UnaryPrimitive + ?Sized>(self, primitive: &P) -> Self {
         let primal = primitive.value(self.primal);
-        let tangent = if primitive.has_polynomial_derivative() || !self.tangent.is_zero() {
-            self.tangent * primitive.derivative(self.primal, primal)
-        } else {
+        let tangent = if self.tangent.is_zero() {
             S::zero()
+        } else {
+            primitive
+                .derivative(self.primal, primal)
+                .chain(self.tangent)
         };
         Dual { primal, tangent }
     }
 
-    /// (f(x, y), ∂ₓf · dx + ∂ᵧf · dy), forming each partial only for a non-zero
-    /// tangent (or when the partials are polynomials, see `apply_unary`).
+    /// (f(x, y), ∂ₓf · dx + ∂ᵧf · dy), the products taken with [`Number::chain`],
+    /// forming each partial only for a non-zero tangent.
     #[inline(always)]
     fn apply_binary<P: BinaryPrimitive + ?Sized>(self, other: Self, primitive: &P) -> Self {
         let (x, y) = (self.primal, other.primal);
         let primal = primitive.value(x, y);
         let (dx, dy) = (self.tangent, other.tangent);
-        let tangent = if primitive.has_polynomial_partials() {
-            dx * primitive.partial_x(x, y, primal) + dy * primitive.partial_y(x, y, primal)
-        } else {
-            match (dx.is_zero(), dy.is_zero()) {
-                (false, false) => {
-                    dx * primitive.partial_x(x, y, primal) + dy * primitive.partial_y(x, y, primal)
-                }
-                (false, true) => dx * primitive.partial_x(x, y, primal),
-                (true, false) => dy * primitive.partial_y(x, y, primal),
-                (true, true) => S::zero(),
+        let tangent = match (dx.is_zero(), dy.is_zero()) {
+            (false, false) => {
+                primitive.partial_x(x, y, primal).chain(dx)
+                    + primitive.partial_y(x, y, primal).chain(dy)
             }
+            (false, true) => primitive.partial_x(x, y, primal).chain(dx),
+            (true, false) => primitive.partial_y(x, y, primal).chain(dy),
+            (true, true) => S::zero(),
         };
         Dual { primal, tangent }
     }

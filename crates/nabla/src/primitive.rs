@@ -67,6 +67,22 @@ pub trait Number:
     fn apply(self, op: Unary) -> Self;
     /// The built-in two-argument primitive `op` applied to `self` and `other`.
     fn apply2(self, op: Binary, other: Self) -> Self;
+    /// The chain rule's product `self · d` of a partial derivative and a derivative
+    /// (a tangent, an adjoint or a Delta's coefficient), where an exact zero on
+    /// either side gives zero even if the other side is infinite or NaN: `Scale 0 δ`
+    /// and `Scale c Zero` are `Zero`. Every mode multiplies derivatives by partials
+    /// with it, so the derivative along a path of operations is zero as soon as one
+    /// factor on it is, whatever the order the mode multiplies them in: forward and
+    /// reverse mode agree at `√x · 0` and `1 / eˣ` where plain products would give
+    /// NaN in one of them. ("Structural zeros" in the library's conventions.)
+    ///
+    /// ```
+    /// use nabla::Number;
+    /// assert_eq!(0.0.chain(f64::INFINITY), 0.0);
+    /// assert_eq!(f64::NAN.chain(0.0), 0.0);
+    /// assert_eq!(2.0.chain(f64::INFINITY), f64::INFINITY);
+    /// ```
+    fn chain(self, d: Self) -> Self;
 }
 
 impl<S: Scalar> Number for S {
@@ -81,6 +97,16 @@ impl<S: Scalar> Number for S {
     #[inline(always)]
     fn apply2(self, op: Binary, other: S) -> S {
         self.binary(op, other)
+    }
+    #[inline(always)]
+    fn chain(self, d: S) -> S {
+        // Tested before multiplying: in nested modes a product of `Reverse`
+        // numbers records a trace entry, which a zero factor saves.
+        if self.is_zero() || d.is_zero() {
+            S::zero()
+        } else {
+            self * d
+        }
     }
 }
 

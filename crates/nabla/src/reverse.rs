@@ -4,7 +4,7 @@
 
 use std::marker::PhantomData;
 
-use crate::primitive::{BinaryPrimitive, UnaryPrimitive};
+use crate::primitive::{BinaryPrimitive, Number, UnaryPrimitive};
 use crate::trace::{DeltaId, Trace};
 use crate::{Lift, Scalar};
 
@@ -136,11 +136,12 @@ impl<'t, S: Scalar> Reverse<'t, S> {
     }
 }
 
-/// `partial · c` for a coefficient `c`, where a zero `c` — a structural zero, kept as
-/// a coefficient — gives zero even if the partial is infinite or NaN (∂/∂x xʸ at 0,
-/// or ∂/∂y xʸ = xʸ ln x at x < 0, which is never formed for a constant). The test is
-/// skipped when the partial is known to be finite (`partial_is_finite`: the partials
-/// of a polynomial), since then the product is exactly zero anyway.
+/// `partial · c` for a coefficient `c`, as [`Number::chain`]: a zero `c` — a
+/// structural zero, kept as a coefficient — gives zero even if the partial is
+/// infinite or NaN (∂/∂x xʸ at 0, or ∂/∂y xʸ = xʸ ln x at x < 0, which is never
+/// formed for a constant). The test of `c` is skipped when the partial is known to
+/// be finite (`partial_is_finite`: the partials of a polynomial), since then the
+/// product is exactly zero anyway; the caller has tested the partial.
 #[inline(always)]
 fn times_coefficient<S: Scalar>(partial: S, c: S, partial_is_finite: bool) -> S {
     if !partial_is_finite && c.is_zero() {
@@ -242,11 +243,10 @@ impl<S: Scalar> Scalar for Reverse<'_, S> {
             }
             (Some(trace), Some(other_trace)) => {
                 debug_assert!(std::ptr::eq(trace, other_trace), "values of two traces met");
-                let finite = primitive.has_polynomial_partials();
-                let wx =
-                    times_coefficient(primitive.partial_x(x, y, primal), self.coefficient, finite);
-                let wy =
-                    times_coefficient(primitive.partial_y(x, y, primal), other.coefficient, finite);
+                // A coefficient may be infinite (√x at 0 folded in), so a zero partial
+                // is tested too: `Scale 0 δ = Zero` (Number::chain).
+                let wx = primitive.partial_x(x, y, primal).chain(self.coefficient);
+                let wy = primitive.partial_y(x, y, primal).chain(other.coefficient);
                 if self.id == other.id {
                     // Add (Scale a (Var p)) (Scale b (Var p)) = Scale (a + b) (Var p)
                     Reverse {

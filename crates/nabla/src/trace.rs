@@ -183,7 +183,10 @@ pub(crate) fn backpropagate<S: Scalar>(entries: &[Entry<S>], inputs: usize, adjo
         debug_assert_ne!(p0, p1, "an entry adds two different variables");
         let previous = (id as DeltaId).wrapping_sub(1);
         for (parent, weight) in [(p0, w0), (p1, w1)] {
-            let term = weight * adjoint;
+            // `weight · adjoint` as Number::chain (the adjoint is not zero here): a
+            // zero weight gives zero even where the adjoint has become infinite.
+            let product = weight * adjoint;
+            let term = if weight.is_zero() { S::zero() } else { product };
             if parent == previous {
                 carry = term;
             } else {

@@ -281,7 +281,7 @@ impl Num {
         let v = Num::unary(op, x.clone());
         match dx {
             Some(Perturbation::Tangent(t)) => {
-                let t = t * op.derivative(x, v.clone());
+                let t = op.derivative(x, v.clone()).chain(t);
                 Num::forward(level, v, t)
             }
             Some(Perturbation::Delta(id)) => {
@@ -322,11 +322,11 @@ impl Num {
             ) => {
                 // Figure 3: tangent = ∂ₓf · dx + ∂ᵧf · dy.
                 let tx = match dx {
-                    Some(Perturbation::Tangent(tx)) => Some(tx * px(&x, &y, &v)),
+                    Some(Perturbation::Tangent(tx)) => Some(px(&x, &y, &v).chain(tx)),
                     _ => None,
                 };
                 let ty = match dy {
-                    Some(Perturbation::Tangent(ty)) => Some(ty * py(&x, &y, &v)),
+                    Some(Perturbation::Tangent(ty)) => Some(py(&x, &y, &v).chain(ty)),
                     _ => None,
                 };
                 let t = match (tx, ty) {
@@ -390,6 +390,13 @@ impl Number for Num {
     }
     fn apply2(self, op: Binary, other: Num) -> Num {
         Num::binary(op, self, other)
+    }
+    fn chain(self, d: Num) -> Num {
+        if self.is_zero() || d.is_zero() {
+            Num::ZERO
+        } else {
+            self * d
+        }
     }
 }
 

@@ -8,6 +8,7 @@
 //! whole trace in linear time, however much it shares.
 
 use super::num::Num;
+use nabla::Number;
 
 /// The parent of a missing term.
 pub const NO_PARENT: u32 = u32::MAX;
@@ -183,7 +184,11 @@ impl Trace {
             }
             let e = self.entries[id];
             for k in 0..2 {
-                if let Some(p) = adjoint.get_mut(e.parents[k] as usize) {
+                // `weight · a` as Number::chain (`a` is not zero here): a zero
+                // weight adds nothing even where `a` has become infinite.
+                if let Some(p) = adjoint.get_mut(e.parents[k] as usize)
+                    && e.weights[k] != 0.0
+                {
                     *p += e.weights[k] * a;
                 }
             }
@@ -211,8 +216,12 @@ impl Trace {
                 };
                 if let Some(acc) = adjoint.get_mut(p) {
                     match (&w, &a, &mut *acc) {
-                        (Num::Real(w), Num::Real(a), Num::Real(acc)) => *acc += w * a,
-                        _ => accumulate(acc, w * a.clone()),
+                        (Num::Real(w), Num::Real(a), Num::Real(acc)) => {
+                            if *w != 0.0 {
+                                *acc += w * a
+                            }
+                        }
+                        _ => accumulate(acc, w.chain(a.clone())),
                     }
                 }
             }

@@ -4,6 +4,7 @@
 use super::value::Value;
 use crate::ad::Num;
 use crate::prim::{Prim, RealFn};
+use nabla::Number;
 
 /// Why an arithmetic operation failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,6 +63,7 @@ fn tagged_binary(p: Prim, x: Num, y: Num) -> Result<Value, ArithError> {
         Prim::Lt | Prim::Le | Prim::Gt | Prim::Ge | Prim::Eq | Prim::Ne => {
             Value::Bool(compare(p, x.value(), y.value()))
         }
+        Prim::Chain => Value::from(x.chain(y)),
         _ => Value::from(match p.info().real {
             Some(RealFn::Binary(op)) => Num::binary(op, x, y),
             // `min`/`max` return the selected argument itself, tags and all.
@@ -182,6 +184,7 @@ fn real_binary(p: Prim, x: f64, y: f64) -> Result<Value, ArithError> {
         Prim::Ge => Value::Bool(x >= y),
         Prim::Eq => Value::Bool(x == y),
         Prim::Ne => Value::Bool(x != y),
+        Prim::Chain => Value::Real(x.chain(y)),
         _ => match p.info().real {
             Some(RealFn::Binary(op)) => Value::Real(op.eval(x, y)),
             Some(RealFn::Select(s)) => Value::Real(if s.takes_second(x, y) { y } else { x }),

@@ -43,6 +43,7 @@
 use super::value::Value;
 use super::{RResult, err};
 use crate::syntax::span::Span;
+use nabla::Number;
 use std::cell::RefCell;
 use std::fmt;
 use std::rc::Rc;
@@ -215,6 +216,10 @@ impl DeltaMap {
 ///                              Just y  -> eval y u1 (delete id m2)
 /// ```
 ///
+/// `×` is the chain rule's product ([`nabla::Number::chain`]): an exact zero
+/// on either side gives zero, so `Scale 0 u` is `Zero` even where `u`'s
+/// contributions would be infinite.
+///
 /// The recursion is a work list: `Eval` is a pending `eval x u`, `LetRhs`
 /// the rest of a `Let` equation once its body has been evaluated. `limit`
 /// bounds the ids (the map's length); every constructor visited costs one
@@ -240,7 +245,7 @@ pub fn eval(
         *steps -= 1;
         match w {
             Work::Eval(_, Delta::Zero) => {}
-            Work::Eval(x, Delta::Scale(y, u)) => work.push(Work::Eval(x * y, u)),
+            Work::Eval(x, Delta::Scale(y, u)) => work.push(Work::Eval(y.chain(x), u)),
             Work::Eval(x, Delta::Add(u1, u2)) => {
                 // u1 first, then u2 (pushed in reverse).
                 work.push(Work::Eval(x, u2));

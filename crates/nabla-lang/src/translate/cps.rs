@@ -33,6 +33,7 @@ use super::{GlobalKind, Globals, Names, Scope, TResult, rules};
 use crate::core::named::*;
 use crate::prim::{Prim, RealFn, Selection};
 use crate::types::Type;
+use nabla::Number;
 use std::collections::HashMap;
 
 /// A continuation: a target-language function value, or the rest of the
@@ -532,7 +533,7 @@ impl Cps<'_> {
             let (Some(cell), false) = (cell, d == real(0.0)) else {
                 continue;
             };
-            let gradient = rules::Code(prim(Prim::Deref, vec![var(&y_cell)])) * rules::Code(d);
+            let gradient = rules::Code(d).chain(rules::Code(prim(Prim::Deref, vec![var(&y_cell)])));
             updates.push(prim(Prim::AddTo, vec![cell, gradient.0]));
         }
         let rest = self.resume(k, pair(var(&y), var(&y_cell)))?;

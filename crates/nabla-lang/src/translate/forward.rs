@@ -20,6 +20,7 @@ use super::{Globals, Names, Operand, Part, Scope, TResult, rules};
 use crate::core::named::*;
 use crate::prim::{Prim, RealFn, Selection};
 use crate::types::Type;
+use nabla::Number;
 
 /// `def g_fwd p = D→{body}`.
 pub fn translate_def(d: &Def, globals: &Globals, names: &mut Names) -> TResult<Def> {
@@ -217,7 +218,7 @@ impl Forward<'_> {
             let (Some(dx), false) = (&o.tangent, d == real(0.0)) else {
                 continue;
             };
-            let term = rules::Code(d) * rules::Code(dx.clone());
+            let term = rules::Code(d).chain(rules::Code(dx.clone()));
             tangent = Some(match tangent {
                 None => term,
                 Some(t) => t + term,

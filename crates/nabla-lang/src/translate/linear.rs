@@ -53,6 +53,7 @@ use super::{Names, TResult, TranslateError, is_closed_data, rules};
 use crate::core::named::*;
 use crate::prim::{Prim, RealFn, Selection};
 use crate::types::Type;
+use nabla::Number;
 use std::collections::{HashMap, HashSet};
 
 /// A linear-map expression (Figure 3), with the primal `let`s and the
@@ -1026,9 +1027,10 @@ impl Simplifier<'_> {
                 Some(c) => LinMap::Zero(c),
                 None => compose(m, LinMap::Zero(t)),
             },
-            // S(k1) ∘ S(k2) = S(k1 * k2)
+            // S(k1) ∘ S(k2) = S(k1 * k2), the product as the chain rule's
+            // (`chainMul`: a zero factor gives zero even against an infinite one)
             (LinMap::Scale(k1), LinMap::Scale(k2)) => {
-                LinMap::Scale((rules::Code(k1) * rules::Code(k2)).0)
+                LinMap::Scale(rules::Code(k1).chain(rules::Code(k2)).0)
             }
             // m ∘ (n1 ∘ n2) = (m ∘ n1) ∘ n2, simplifying m ∘ n1 (associativity)
             (m, LinMap::Compose(n1, n2)) => {
@@ -1205,8 +1207,8 @@ impl Apply<'_> {
             LinMap::Zero(t) => zeros(t),
             // 1 ⊙ x = x
             LinMap::One(_) => v.clone(),
-            // S(k) ⊙ x = k * x
-            LinMap::Scale(k) => (rules::Code(k.clone()) * rules::Code(v.clone())).0,
+            // S(k) ⊙ x = k * x (as `chainMul k x`)
+            LinMap::Scale(k) => rules::Code(k.clone()).chain(rules::Code(v.clone())).0,
             LinMap::Var(x) => match self.defs.get(x).cloned() {
                 Some(def) if !at_ds => self.apply(&def, v)?,
                 _ if at_ds => var(x),
@@ -1427,8 +1429,8 @@ impl Reverse<'_> {
             LinMap::Zero(_) => zeros(dom),
             // r ⊙_R 1 = r
             LinMap::One(_) => r.clone(),
-            // r ⊙_R S(k) = k * r
-            LinMap::Scale(k) => (rules::Code(k.clone()) * rules::Code(r.clone())).0,
+            // r ⊙_R S(k) = k * r (as `chainMul k r`)
+            LinMap::Scale(k) => rules::Code(k.clone()).chain(rules::Code(r.clone())).0,
             // r ⊙_R (m1 ∘ m2) = (r ⊙_R m1) ⊙_R m2
             LinMap::Compose(a, b) => {
                 let mid = self.codomain(b)?;
@@ -1702,7 +1704,8 @@ mod tests {
 
     #[test]
     fn a_row_after_a_column_is_a_sum_and_scales_fold() {
-        // (S(a) ⋈ S(b)) ∘ (S(c) × S(d)) = S(a * c + b * d)
+        // (S(a) ⋈ S(b)) ∘ (S(c) × S(d)) = S(a * c + b * d), the products the
+        // chain rule's (`chainMul`)
         let m = compose(
             LinMap::HCat(vec![s("a"), s("b")]),
             LinMap::VCat(vec![s("c"), s("d")]),
@@ -1710,8 +1713,8 @@ mod tests {
         let k = real_op(
             Prim::Add,
             vec![
-                real_op(Prim::Mul, vec![var("a"), var("c")]),
-                real_op(Prim::Mul, vec![var("b"), var("d")]),
+                prim(Prim::Chain, vec![var("a"), var("c")]),
+                prim(Prim::Chain, vec![var("b"), var("d")]),
             ],
         );
         assert_eq!(simp(m), LinMap::Scale(k));

@@ -192,6 +192,19 @@ impl Number for Code {
             )),
         }
     }
+
+    /// `chainMul p d`, or `p * d` when a factor is a finite non-zero literal (then
+    /// the plain product already is the chain rule's: `c · 0 = 0`).
+    fn chain(self, d: Code) -> Code {
+        let finite_nonzero = |c: &Code| c.lit().is_some_and(|c| c.is_finite() && c != 0.0);
+        if self.lit() == Some(0.0) || d.lit() == Some(0.0) {
+            Code(real(0.0))
+        } else if finite_nonzero(&self) || finite_nonzero(&d) {
+            self * d
+        } else {
+            Code(crate::core::named::prim(Prim::Chain, vec![self.0, d.0]))
+        }
+    }
 }
 
 /// The exploration script: the answers to give, and the questions asked so far.

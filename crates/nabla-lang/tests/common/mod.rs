@@ -1,4 +1,5 @@
-//! Helpers shared by the translation tests.
+//! Helpers shared by the translation tests (each test crate uses some of them).
+#![allow(dead_code)]
 
 /// Splits printed output into its numbers and the text between them.
 pub(crate) fn tokens(s: &str) -> (Vec<f64>, String) {
@@ -37,4 +38,14 @@ pub(crate) fn agree(expected: &str, found: &str) -> bool {
                 || (x.is_nan() && y.is_nan())
                 || (x - y).abs() <= 1e-12 * x.abs().max(y.abs()).max(1.0)
         })
+}
+
+/// A program of source definitions, printed derived definitions and `main`,
+/// with the translated dialect's first line, if the derived code has it, first.
+pub(crate) fn with_source(source: &str, derived: &str, main: &str) -> String {
+    let header = "#!translated\n";
+    match derived.strip_prefix(header) {
+        Some(rest) => format!("{header}{source}\n\n{rest}\ndef main = {main}\n"),
+        None => format!("{source}\n\n{derived}\ndef main = {main}\n"),
+    }
 }
