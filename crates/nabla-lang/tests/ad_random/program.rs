@@ -1342,7 +1342,10 @@ impl Gen {
                 e(format!("({} * sqrt ({} * 0.0))", b.code, a.code), zero)
             }
             // A zero factor times `sqrt` at 0 (whose partial is infinite).
-            2 => e(format!("(sqrt ({} * {} * 0.0) * 0.0)", a.code, a.code), zero),
+            2 => e(
+                format!("(sqrt ({} * {} * 0.0) * 0.0)", a.code, a.code),
+                zero,
+            ),
             // `exp` overflows: the partial of `1 / exp` is `-inf / inf`.
             _ => e(format!("(1.0 / exp ({} * 0.0 + 1000.0))", a.code), zero),
         }
