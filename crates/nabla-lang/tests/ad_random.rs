@@ -295,6 +295,8 @@ struct Stats {
     /// binders in all.
     with_shadowing: u32,
     shadows: u64,
+    /// Binders that reuse a name bound elsewhere (not in scope).
+    reuses: u64,
     /// Scalar comparisons made.
     comparisons: u64,
     /// Largest observed `|ad - fd| / (1 + |fd|)`, with the extrapolated
@@ -321,6 +323,7 @@ impl Stats {
         self.with_nested_ad += u32::from(p.ad_calls > 0);
         self.with_shadowing += u32::from(p.shadows > 0);
         self.shadows += u64::from(p.shadows);
+        self.reuses += u64::from(p.reuses);
     }
 }
 
@@ -710,13 +713,14 @@ fn run_property(name: &'static str, salt: u64, check: Check, needs_ad: bool) {
             String::new()
         };
         let summary = format!(
-            "{name}: {} programs ({} with nested AD calls, {:.1} AD calls and {:.1} generated nodes per program on average; {} with shadowing, {:.1} shadowing binders per program), {} comparisons, max FD error {:.2e} (plain central difference: {:.2e}; {} directions passed only with h/10), max forward/reverse error {:.2e}{nonzero}, {:.1} s",
+            "{name}: {} programs ({} with nested AD calls, {:.1} AD calls and {:.1} generated nodes per program on average; {} with shadowing, {:.1} shadowing binders and {:.1} names reused from sibling scopes per program), {} comparisons, max FD error {:.2e} (plain central difference: {:.2e}; {} directions passed only with h/10), max forward/reverse error {:.2e}{nonzero}, {:.1} s",
             st.programs,
             st.with_nested_ad,
             st.ad_calls as f64 / f64::from(st.programs.max(1)),
             st.nodes as f64 / f64::from(st.programs.max(1)),
             st.with_shadowing,
             st.shadows as f64 / f64::from(st.programs.max(1)),
+            st.reuses as f64 / f64::from(st.programs.max(1)),
             st.comparisons,
             st.max_fd_err,
             st.max_fd_plain_err,
