@@ -18,7 +18,8 @@
 //! [`DEFAULT_CASES`]), `NABLA_AD_SEED=K` the fixed proptest seed, and
 //! `NABLA_AD_PROGRAM=SEED` prints the program for one case seed (as shown in
 //! a failure) and runs the checks on it alone; `NABLA_AD_BUDGET` and
-//! `NABLA_AD_DEPTH` make bigger programs. Run with `--nocapture` to see the
+//! `NABLA_AD_DEPTH` make bigger programs, `NABLA_AD_SHADOW` (percent) sets
+//! how often a binder reuses a name (shadowing). Run with `--nocapture` to see the
 //! statistics of a run.
 
 #[path = "ad_random/interval.rs"]
