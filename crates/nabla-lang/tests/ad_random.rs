@@ -18,7 +18,8 @@
 //! [`DEFAULT_CASES`]), `NABLA_AD_SEED=K` the fixed proptest seed, and
 //! `NABLA_AD_PROGRAM=SEED` prints the program for one case seed (as shown in
 //! a failure) and runs the checks on it alone; `NABLA_AD_BUDGET` and
-//! `NABLA_AD_DEPTH` make bigger programs. Run with `--nocapture` to see the
+//! `NABLA_AD_DEPTH` make bigger programs, `NABLA_AD_SHADOW` (percent) sets
+//! how often a binder reuses a name (shadowing). Run with `--nocapture` to see the
 //! statistics of a run.
 
 #[path = "ad_random/interval.rs"]
@@ -30,7 +31,7 @@ mod value;
 
 use nabla_lang::driver::Session;
 use nabla_lang::stack::run_with_stack;
-use program::{Options, Program, Rng, Ty, generate, sample};
+use program::{Fragment, Options, Program, Rng, Ty, generate, sample};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestError, TestRunner};
 use std::cell::RefCell;
@@ -55,15 +56,22 @@ const OPTIONS: Options = Options {
     nested_ad: true,
     depth: 5,
     budget: 40,
+    shadowing: 0.3,
+    fragment: Fragment::ALL,
+    // Derivatives must be finite for the finite-difference checks.
+    structural_zeros: 0.0,
 };
 
 /// [`OPTIONS`], with `NABLA_AD_DEPTH` and `NABLA_AD_BUDGET` (bigger
-/// programs for longer runs) applied.
+/// programs for longer runs) and `NABLA_AD_SHADOW` (the probability that a
+/// binder reuses a name, in percent) applied.
 fn options(nested_ad: bool) -> Options {
     Options {
         nested_ad,
         depth: env_u64("NABLA_AD_DEPTH").map_or(OPTIONS.depth, |d| d as u32),
         budget: env_u64("NABLA_AD_BUDGET").map_or(OPTIONS.budget, |b| b as i32),
+        shadowing: env_u64("NABLA_AD_SHADOW").map_or(OPTIONS.shadowing, |p| p as f64 / 100.0),
+        ..OPTIONS
     }
 }
 
@@ -284,6 +292,12 @@ struct Stats {
     nodes: u64,
     ad_calls: u64,
     with_nested_ad: u32,
+    /// Programs with a binder that shadows a name in scope, and those
+    /// binders in all.
+    with_shadowing: u32,
+    shadows: u64,
+    /// Binders that reuse a name bound elsewhere (not in scope).
+    reuses: u64,
     /// Scalar comparisons made.
     comparisons: u64,
     /// Largest observed `|ad - fd| / (1 + |fd|)`, with the extrapolated
@@ -308,6 +322,9 @@ impl Stats {
         self.nodes += u64::from(p.nodes);
         self.ad_calls += p.ad_calls as u64;
         self.with_nested_ad += u32::from(p.ad_calls > 0);
+        self.with_shadowing += u32::from(p.shadows > 0);
+        self.shadows += u64::from(p.shadows);
+        self.reuses += u64::from(p.reuses);
     }
 }
 
@@ -697,11 +714,14 @@ fn run_property(name: &'static str, salt: u64, check: Check, needs_ad: bool) {
             String::new()
         };
         let summary = format!(
-            "{name}: {} programs ({} with nested AD calls, {:.1} AD calls and {:.1} generated nodes per program on average), {} comparisons, max FD error {:.2e} (plain central difference: {:.2e}; {} directions passed only with h/10), max forward/reverse error {:.2e}{nonzero}, {:.1} s",
+            "{name}: {} programs ({} with nested AD calls, {:.1} AD calls and {:.1} generated nodes per program on average; {} with shadowing, {:.1} shadowing binders and {:.1} names reused from sibling scopes per program), {} comparisons, max FD error {:.2e} (plain central difference: {:.2e}; {} directions passed only with h/10), max forward/reverse error {:.2e}{nonzero}, {:.1} s",
             st.programs,
             st.with_nested_ad,
             st.ad_calls as f64 / f64::from(st.programs.max(1)),
             st.nodes as f64 / f64::from(st.programs.max(1)),
+            st.with_shadowing,
+            st.shadows as f64 / f64::from(st.programs.max(1)),
+            st.reuses as f64 / f64::from(st.programs.max(1)),
             st.comparisons,
             st.max_fd_err,
             st.max_fd_plain_err,

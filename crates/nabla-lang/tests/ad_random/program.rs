@@ -228,17 +228,27 @@ enum Kind {
 struct Var {
     name: String,
     kind: Kind,
+    /// Identifies this binding (several bindings may share a name).
+    id: u64,
 }
 
+/// The variables in scope, innermost last. A binding hides every earlier
+/// one of the same name (shadowing), so each name occurs at most once.
 #[derive(Clone, Debug, Default)]
 struct Env(Vec<Var>);
 
 impl Env {
     fn with(&self, name: &str, kind: Kind) -> Env {
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let mut e = self.clone();
+        // The shadowed binding is out of reach, and so is a partial
+        // application of it (`(top_it4 2)`).
+        let applied = format!("({name} ");
+        e.0.retain(|v| v.name != name && !v.name.starts_with(&applied));
         e.0.push(Var {
             name: name.into(),
             kind,
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         });
         e
     }
@@ -355,6 +365,10 @@ pub(crate) struct Program {
     pub(crate) nodes: u32,
     /// Number of differentiation operators in the source.
     pub(crate) ad_calls: usize,
+    /// Binders that shadow a name in scope.
+    pub(crate) shadows: u32,
+    /// Binders that reuse a name bound elsewhere (not in scope).
+    pub(crate) reuses: u32,
 }
 
 /// Options for [`generate`].
@@ -366,6 +380,49 @@ pub(crate) struct Options {
     pub(crate) depth: u32,
     /// Maximum number of composite nodes per function body.
     pub(crate) budget: i32,
+    /// Probability that a binder reuses a name instead of taking a fresh
+    /// one: a name in scope (shadowing it: a local, a parameter of a
+    /// helper, the input `s`, a top-level definition) or one bound earlier
+    /// elsewhere (sibling scopes with the same name).
+    pub(crate) shadowing: f64,
+    /// The constructs the programs may use.
+    pub(crate) fragment: Fragment,
+    /// Probability (per composite node) of a structural zero: a product
+    /// `0 · ∞` of derivatives (`sqrt (e * 0.0)`, `1.0 / exp (e * 0.0 +
+    /// 1000.0)`), where the conventions of the modes may differ. Makes
+    /// derivatives non-finite: only for the translation comparison.
+    pub(crate) structural_zeros: f64,
+}
+
+/// Which constructs a program may contain: the translations of `nabla ad`
+/// each take a part of the language.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Fragment {
+    /// Lambdas, local functions, `let rec`, functions as values.
+    pub(crate) lambdas: bool,
+    /// `inl`/`inr` and `match` (also in the input and output types).
+    pub(crate) sums: bool,
+    /// Vectors (also in the input and output types).
+    pub(crate) vectors: bool,
+    /// `build`, `map`, `fold`, `zip` and `sum` (CPS has no rule for them).
+    pub(crate) vector_loops: bool,
+    /// Vectors in the result type of `g` (CPS needs `sum` to pair them with
+    /// a cotangent).
+    pub(crate) vector_results: bool,
+    /// Top-level helper definitions of two (curried) parameters.
+    pub(crate) curried_helpers: bool,
+}
+
+impl Fragment {
+    /// The whole language the generator knows.
+    pub(crate) const ALL: Fragment = Fragment {
+        lambdas: true,
+        sums: true,
+        vectors: true,
+        vector_loops: true,
+        vector_results: true,
+        curried_helpers: true,
+    };
 }
 
 /// Generates the program for one seed.
@@ -379,9 +436,23 @@ pub(crate) fn generate(seed: u64, opts: Options) -> Program {
         ad_level: 0,
         nodes: 0,
         dep: Default::default(),
+        fragment: opts.fragment,
+        shadowing: opts.shadowing,
+        structural_zeros: opts.structural_zeros,
+        // The input and the top-level definitions are names too.
+        pool: vec!["s".into(), "f".into(), "g".into()],
+        shadows: 0,
+        reuses: 0,
     };
-    let s_ty = g.rng.pick(&input_types()).clone();
-    let t_ty = g.rng.pick(&output_types()).clone();
+    let fits = |t: &Ty| fits_fragment(t, &opts.fragment);
+    let inputs: Vec<Ty> = input_types().into_iter().filter(fits).collect();
+    let vector_results = opts.fragment.vector_results;
+    let outputs: Vec<Ty> = output_types()
+        .into_iter()
+        .filter(|t| fits(t) && (vector_results || !has_vector(t)))
+        .collect();
+    let s_ty = g.rng.pick(&inputs).clone();
+    let t_ty = g.rng.pick(&outputs).clone();
     let s0 = sample(&mut g.rng, &s_ty);
     let av = Av::around(&s0, &s_ty);
 
@@ -434,6 +505,27 @@ pub(crate) fn generate(seed: u64, opts: Options) -> Program {
         f_iv,
         nodes: g.nodes,
         ad_calls,
+        shadows: g.shadows,
+        reuses: g.reuses,
+    }
+}
+
+fn has_vector(t: &Ty) -> bool {
+    match t {
+        Ty::Real | Ty::Int => false,
+        Ty::Tuple(ts) => ts.iter().any(has_vector),
+        Ty::Sum(a, b) => has_vector(a) || has_vector(b),
+        Ty::Vec(_) => true,
+    }
+}
+
+/// Whether values of type `t` belong to the fragment.
+fn fits_fragment(t: &Ty, fr: &Fragment) -> bool {
+    match t {
+        Ty::Real | Ty::Int => true,
+        Ty::Tuple(ts) => ts.iter().all(|t| fits_fragment(t, fr)),
+        Ty::Sum(a, b) => fr.sums && fits_fragment(a, fr) && fits_fragment(b, fr),
+        Ty::Vec(_) => fr.vectors,
     }
 }
 
@@ -477,6 +569,13 @@ struct Gen {
     /// the parameters of a helper or of a differentiated function): leaves
     /// prefer them, so that fewer programs are constant.
     dep: std::collections::HashSet<String>,
+    fragment: Fragment,
+    shadowing: f64,
+    structural_zeros: f64,
+    /// Names binders took so far (for reuse in sibling scopes).
+    pool: Vec<String>,
+    shadows: u32,
+    reuses: u32,
 }
 
 type BodyGen<'a> = dyn FnMut(&mut Gen, &Env) -> (String, Av) + 'a;
@@ -491,6 +590,49 @@ impl Gen {
         self.used.push(name.to_string());
     }
 
+    /// A name for a binder whose whole scope is generated in an environment
+    /// that contains the binding (so that reusing a name cannot capture a
+    /// reference generated elsewhere and placed inside the scope): fresh, or
+    /// with probability `shadowing` a name in scope in `env` (which the new
+    /// binding shadows; preferably one the program already uses) or one
+    /// bound earlier elsewhere. `taken`: the other names of the same pattern.
+    fn binder(&mut self, prefix: &str, env: &Env, taken: &[String]) -> String {
+        if self.shadowing > 0.0 && self.rng.chance(self.shadowing) {
+            let free = |n: &String| !n.starts_with('(') && !taken.contains(n);
+            let mut in_scope: Vec<String> = env.names().into_iter().filter(free).collect();
+            if self.rng.chance(0.6) && in_scope.iter().any(|n| self.used.contains(n)) {
+                in_scope.retain(|n| self.used.contains(n));
+            }
+            let elsewhere: Vec<String> = self
+                .pool
+                .iter()
+                .filter(|n| free(n) && !in_scope.contains(n))
+                .cloned()
+                .collect();
+            if !in_scope.is_empty() && (elsewhere.is_empty() || self.rng.chance(0.75)) {
+                self.shadows += 1;
+                return self.rng.pick(&in_scope).clone();
+            }
+            if !elsewhere.is_empty() {
+                self.reuses += 1;
+                return self.rng.pick(&elsewhere).clone();
+            }
+        }
+        let name = self.fresh(prefix);
+        self.pool.push(name.clone());
+        name
+    }
+
+    /// [`Gen::binder`] for the `n` distinct names of one pattern.
+    fn binders(&mut self, prefix: &str, env: &Env, n: usize) -> Vec<String> {
+        let mut names = Vec::new();
+        for _ in 0..n {
+            let b = self.binder(prefix, env, &names);
+            names.push(b);
+        }
+        names
+    }
+
     // ----- top-level helpers and the input ----------------------------------
 
     /// Zero to two top-level helper functions of Reals (one may be
@@ -503,10 +645,11 @@ impl Gen {
             self.budget = 6;
             let a = *self.rng.pick(&[1.0, 2.0, 3.0]);
             let p = Iv { lo: -a, hi: a };
-            if self.rng.chance(0.35) {
+            if self.fragment.curried_helpers && self.rng.chance(0.35) {
                 // `def top_it k y = if k == 0 then y else top_it (k - 1) step`
                 let name = self.fresh("top_it");
-                let (k, y) = (self.fresh("k"), self.fresh("y"));
+                let k = self.binder("k", &globals, &[]);
+                let y = self.binder("y", &globals, std::slice::from_ref(&k));
                 self.dep.insert(y.clone());
                 let env = globals
                     .with_val(&y, Av::Real(p))
@@ -528,8 +671,12 @@ impl Gen {
                 );
             } else {
                 let name = self.fresh("top_h");
-                let n = if self.rng.chance(0.5) { 1 } else { 2 };
-                let ys: Vec<String> = (0..n).map(|_| self.fresh("y")).collect();
+                let n = if !self.fragment.curried_helpers || self.rng.chance(0.5) {
+                    1
+                } else {
+                    2
+                };
+                let ys = self.binders("y", &globals, n);
                 let mut env = globals.clone();
                 for y in &ys {
                     self.dep.insert(y.clone());
@@ -594,12 +741,23 @@ impl Gen {
     /// A pattern binding a value of type `ty`: names for leaves, tuple
     /// patterns for tuples (a pair of Reals is sometimes kept whole).
     fn pattern(&mut self, ty: &Ty, av: &Av, env: &Env) -> (String, Env) {
+        self.pattern_in(ty, av, env, &mut Vec::new())
+    }
+
+    /// [`Gen::pattern`]; `taken`: the names the pattern binds so far.
+    fn pattern_in(
+        &mut self,
+        ty: &Ty,
+        av: &Av,
+        env: &Env,
+        taken: &mut Vec<String>,
+    ) -> (String, Env) {
         match (ty, av) {
             (Ty::Tuple(ts), Av::Tuple(avs)) if !(ts.len() == 2 && self.rng.chance(0.3)) => {
                 let mut env = env.clone();
                 let mut parts = Vec::new();
                 for (t, a) in ts.iter().zip(avs) {
-                    let (p, e2) = self.pattern(t, a, &env);
+                    let (p, e2) = self.pattern_in(t, a, &env, taken);
                     parts.push(p);
                     env = e2;
                 }
@@ -612,7 +770,8 @@ impl Gen {
                     Ty::Vec(_) => "v",
                     _ => "p",
                 };
-                let name = self.fresh(prefix);
+                let name = self.binder(prefix, env, taken);
+                taken.push(name.clone());
                 if *ty != Ty::Int {
                     self.dep.insert(name.clone());
                 }
@@ -748,11 +907,13 @@ impl Gen {
     /// one does not, it is combined with a leaf of one of them. This keeps
     /// lambdas and `let`s from ignoring what they bind.
     fn real_new(&mut self, env: &Env, env2: &Env, d: u32) -> E {
-        let old = env.names();
+        // By identity: a new binding may reuse a name of `env`.
+        let old: Vec<u64> = env.0.iter().map(|v| v.id).collect();
         let new: Vec<String> = env2
-            .names()
-            .into_iter()
-            .filter(|n| !old.contains(n))
+            .0
+            .iter()
+            .filter(|v| !old.contains(&v.id))
+            .map(|v| v.name.clone())
             .collect();
         let mark = self.used.len();
         let b = self.real(env2, d);
@@ -807,8 +968,10 @@ impl Gen {
                     for (k, iv) in ivs.iter().enumerate() {
                         out.push((e(format!("{n}[{k}]"), *iv), n.clone(), 0));
                     }
-                    let s = ivs.iter().fold(Iv::point(0.0), |a, b| a.add(*b));
-                    out.push((e(format!("(sum {n})"), s), n.clone(), 0));
+                    if self.fragment.vector_loops {
+                        let s = ivs.iter().fold(Iv::point(0.0), |a, b| a.add(*b));
+                        out.push((e(format!("(sum {n})"), s), n.clone(), 0));
+                    }
                     for (i, lo, hi) in &ints {
                         if *lo >= 0 && (*hi as usize) < ivs.len() {
                             let h = ivs[*lo as usize..=*hi as usize]
@@ -875,6 +1038,9 @@ impl Gen {
         let has_fun = !env.funs().is_empty();
         let has_int = !env.int_vars().is_empty();
         let ad = self.ad && self.ad_level < MAX_AD_LEVEL;
+        let fr = self.fragment;
+        let on = |ok: bool, w: u32| if ok { w } else { 0 };
+        let loops = fr.vectors && fr.vector_loops && fr.lambdas;
         let weights = [
             12,
             3,
@@ -885,20 +1051,23 @@ impl Gen {
             5,
             4,
             3,
-            3,
-            3,
-            2,
-            if has_fun { 4 } else { 0 },
-            5,
-            2,
+            on(fr.lambdas, 3),
+            on(fr.lambdas, 3),
+            on(fr.lambdas, 2),
+            on(has_fun, 4),
+            on(fr.vectors, 5),
+            on(loops, 2),
+            on(loops, 1),
+            on(fr.sums, 3),
+            on(fr.lambdas, 2),
+            on(has_int, 2),
             1,
-            3,
-            2,
-            if has_int { 2 } else { 0 },
-            1,
-            if ad { 8 } else { 0 },
+            on(ad, 8),
         ];
         let d1 = d - 1;
+        if self.structural_zeros > 0.0 && self.rng.chance(self.structural_zeros) {
+            return self.structural_zero(env, d1);
+        }
         match self.rng.weighted(&weights) {
             ARITH => {
                 let a = self.real(env, d1);
@@ -968,7 +1137,7 @@ impl Gen {
             LET => {
                 let mark = self.used.len();
                 let a = self.real(env, d1);
-                let x = self.fresh("x");
+                let x = self.binder("x", env, &[]);
                 let dep = self.dep_since(mark);
                 self.set_dep(&[&x], dep);
                 let env2 = env.with_val(&x, Av::Real(a.iv));
@@ -981,7 +1150,7 @@ impl Gen {
                 let (t, ivs) = self.tuple(env, d1, k);
                 let dep = self.dep_since(mark);
                 let (pat, env2) = if k == 2 && self.rng.chance(0.3) {
-                    let p = self.fresh("p");
+                    let p = self.binder("p", env, &[]);
                     self.set_dep(&[&p], dep);
                     let av = Av::Tuple(ivs.iter().map(|i| Av::Real(*i)).collect());
                     (p.clone(), env.with_val(&p, av))
@@ -989,7 +1158,7 @@ impl Gen {
                     let mut env2 = env.clone();
                     let mut names = Vec::new();
                     for iv in &ivs {
-                        let x = self.fresh("x");
+                        let x = self.binder("x", env, &names);
                         self.set_dep(&[&x], dep);
                         env2 = env2.with_val(&x, Av::Real(*iv));
                         names.push(x);
@@ -1011,7 +1180,7 @@ impl Gen {
                 let mut env2 = env.clone();
                 let mut names = Vec::new();
                 for (a, dep) in args.iter().zip(deps) {
-                    let y = self.fresh("y");
+                    let y = self.binder("y", env, &names);
                     self.set_dep(&[&y], dep);
                     env2 = env2.with_val(&y, Av::Real(a.iv));
                     names.push(y);
@@ -1046,7 +1215,7 @@ impl Gen {
             VEC_REDUCE => {
                 let n = self.vec_len(env);
                 let (v, ivs) = self.vector(env, d1, n);
-                if self.rng.chance(0.5) {
+                if self.fragment.vector_loops && self.rng.chance(0.5) {
                     let s = ivs.iter().fold(Iv::point(0.0), |a, b| a.add(*b));
                     e(format!("(sum {v})"), s)
                 } else {
@@ -1065,7 +1234,8 @@ impl Gen {
                 };
                 let init = self.real(env, d1);
                 let init = self.into(init, acc_iv);
-                let (acc, y) = (self.fresh("acc"), self.fresh("y"));
+                let acc = self.binder("acc", env, &[]);
+                let y = self.binder("y", env, std::slice::from_ref(&acc));
                 let dep = self.dep_since(mark);
                 self.set_dep(&[&acc, &y], dep);
                 let env2 = env
@@ -1086,7 +1256,7 @@ impl Gen {
                 let dep = self.dep_since(mark);
                 let hu = uivs.iter().fold(uivs[0], |a, b| a.hull(*b));
                 let hv = vivs.iter().fold(vivs[0], |a, b| a.hull(*b));
-                let (a, b) = (self.fresh("y"), self.fresh("y"));
+                let [a, b]: [String; 2] = self.binders("y", env, 2).try_into().expect("two");
                 self.set_dep(&[&a, &b], dep);
                 let env2 = env.with_val(&a, Av::Real(hu)).with_val(&b, Av::Real(hv));
                 let body = self.real_new(env, &env2, d1);
@@ -1157,6 +1327,30 @@ impl Gen {
         self.min_max(a, b)
     }
 
+    /// A structural zero (see [`Options::structural_zeros`]): a derivative
+    /// `0 · ∞` at the point, of value 0 (the interval is exact).
+    fn structural_zero(&mut self, env: &Env, d: u32) -> E {
+        let a = self.real(env, d);
+        let a = self.bound(a, 3.0);
+        let zero = Iv::point(0.0);
+        match self.rng.below(4) {
+            // `sqrt` at 0: an infinite partial times a zero tangent.
+            0 => e(format!("(sqrt ({} * 0.0))", a.code), zero),
+            1 => {
+                let b = self.real(env, d);
+                let b = self.bound(b, 3.0);
+                e(format!("({} * sqrt ({} * 0.0))", b.code, a.code), zero)
+            }
+            // A zero factor times `sqrt` at 0 (whose partial is infinite).
+            2 => e(
+                format!("(sqrt ({} * {} * 0.0) * 0.0)", a.code, a.code),
+                zero,
+            ),
+            // `exp` overflows: the partial of `1 / exp` is `-inf / inf`.
+            _ => e(format!("(1.0 / exp ({} * 0.0 + 1000.0))", a.code), zero),
+        }
+    }
+
     fn min_max(&mut self, a: E, b: E) -> E {
         if self.rng.chance(0.5) {
             e(format!("(min {} {})", a.code, b.code), a.iv.min(b.iv))
@@ -1199,7 +1393,7 @@ impl Gen {
                 self.widen(h)
             })
             .collect();
-        let names: Vec<String> = (0..nparams).map(|_| self.fresh("y")).collect();
+        let names = self.binders("y", env, nparams);
         let dep = self.dep_since(mark);
         self.set_dep(&names.iter().collect::<Vec<_>>(), dep);
         let mut benv = env.clone();
@@ -1275,24 +1469,24 @@ impl Gen {
             (f.to_string(), Iv::unknown(), Iv::new(-1.0, 1.0))
         } else {
             let p = self.widen(a.iv);
-            let y = self.fresh("y");
+            let y = self.binder("y", env, &[]);
             self.set_dep(&[&y], dep);
             let body = self.real_new(env, &env.with_val(&y, Av::Real(p)), d);
             (format!("(fun {y} -> {})", body.code), p, body.iv)
         };
+        // `k`'s scope holds the argument, generated outside it: fresh.
         let k = self.fresh("k");
-        let r = self.fresh("r");
+        let kenv0 = env.with(
+            &k,
+            Kind::Fun {
+                params: vec![p],
+                tupled: false,
+                result: res,
+            },
+        );
+        let r = self.binder("r", &kenv0, std::slice::from_ref(&k));
         self.set_dep(&[&r], dep);
-        let kenv = env
-            .with(
-                &k,
-                Kind::Fun {
-                    params: vec![p],
-                    tupled: false,
-                    result: res,
-                },
-            )
-            .with_val(&r, Av::Real(res));
+        let kenv = kenv0.with_val(&r, Av::Real(res));
         let rest = self.real(&kenv, d);
         let comb = self.combine(e(r.clone(), res), rest);
         e(
@@ -1327,16 +1521,16 @@ impl Gen {
         let mark = self.used.len();
         let (s, side, l, r) = self.sum_value(env, d);
         let dep = self.dep_since(mark);
-        let a = self.fresh("x");
+        let a = self.binder("x", env, &[]);
         self.set_dep(&[&a], dep);
         let lenv = env.with_val(&a, Av::Real(l[0]));
         let (rpat, renv) = if self.rng.chance(0.3) {
-            let p = self.fresh("p");
+            let p = self.binder("p", env, &[]);
             self.set_dep(&[&p], dep);
             let av = Av::Tuple(r.iter().map(|i| Av::Real(*i)).collect());
             (p.clone(), env.with_val(&p, av))
         } else {
-            let (b, c) = (self.fresh("x"), self.fresh("x"));
+            let [b, c]: [String; 2] = self.binders("x", env, 2).try_into().expect("two");
             self.set_dep(&[&b, &c], dep);
             (
                 format!("({b}, {c})"),
@@ -1400,7 +1594,10 @@ impl Gen {
         let dep = self.dep_since(mark);
         let a = self.bound(a, 3.0);
         let kmax = self.rng.int(1, 4);
-        let (f, y, k) = (self.fresh("it"), self.fresh("y"), self.fresh("k"));
+        // `f`'s scope holds the argument, generated outside it: fresh.
+        let f = self.fresh("it");
+        let y = self.binder("y", env, &[]);
+        let k = self.binder("k", env, std::slice::from_ref(&y));
         self.set_dep(&[&y], dep);
         if self.rng.chance(0.6) {
             let p = self.widen(a.iv);
@@ -1590,7 +1787,8 @@ impl Gen {
         let form = if d == 0 || self.budget <= 0 {
             0
         } else {
-            self.rng.weighted(&[6, 2, 2, if ad { 2 } else { 0 }])
+            let lambdas = if self.fragment.lambdas { 2 } else { 0 };
+            self.rng.weighted(&[6, 2, lambdas, if ad { 2 } else { 0 }])
         };
         match form {
             1 => {
@@ -1606,7 +1804,7 @@ impl Gen {
             }
             2 => {
                 let a = self.real(env, d - 1);
-                let y = self.fresh("y");
+                let y = self.binder("y", env, &[]);
                 let env2 = env.with_val(&y, Av::Real(a.iv));
                 let (t, ivs) = self.tuple(&env2, d - 1, k);
                 (format!("((fun {y} -> {t}) {})", a.code), ivs)
@@ -1682,14 +1880,15 @@ impl Gen {
         self.nodes += 1;
         let d1 = d - 1;
         let ad = self.ad && self.ad_level < MAX_AD_LEVEL;
+        let loops = self.fragment.vector_loops && self.fragment.lambdas;
         let w = [
             if vars.is_empty() { 0 } else { 4 },
             2,
-            4,
-            3,
+            if loops { 4 } else { 0 },
+            if loops { 3 } else { 0 },
             2,
             1,
-            1,
+            if loops { 1 } else { 0 },
             if ad { 2 } else { 0 },
         ];
         match self.rng.weighted(&w) {
@@ -1712,7 +1911,7 @@ impl Gen {
                 )
             }
             2 => {
-                let i = self.fresh("i");
+                let i = self.binder("i", env, &[]);
                 let b = self.real(&env.with_val(&i, Av::Int(0, n as i64 - 1)), d1);
                 (
                     format!("(build {n} (fun {i} -> {}))", b.code),
@@ -1746,7 +1945,7 @@ impl Gen {
                     self.use_var(&f);
                     return (format!("(map {f} {v})"), vec![r; n]);
                 }
-                let y = self.fresh("y");
+                let y = self.binder("y", env, &[]);
                 self.set_dep(&[&y], dep);
                 let b = self.real_new(env, &env.with_val(&y, Av::Real(h)), d1);
                 (format!("(map (fun {y} -> {}) {v})", b.code), vec![b.iv; n])
@@ -1764,7 +1963,7 @@ impl Gen {
             }
             5 => {
                 let a = self.real(env, d1);
-                let x = self.fresh("x");
+                let x = self.binder("x", env, &[]);
                 let (v, ivs) = self.vector(&env.with_val(&x, Av::Real(a.iv)), d1, n);
                 (format!("(let {x} = {} in {v})", a.code), ivs)
             }
@@ -1774,7 +1973,7 @@ impl Gen {
                 let (v, vi) = self.vector(env, d1, n);
                 let hu = ui.iter().fold(ui[0], |a, b| a.hull(*b));
                 let hv = vi.iter().fold(vi[0], |a, b| a.hull(*b));
-                let (a, b) = (self.fresh("y"), self.fresh("y"));
+                let [a, b]: [String; 2] = self.binders("y", env, 2).try_into().expect("two");
                 let body = self.real(
                     &env.with_val(&a, Av::Real(hu)).with_val(&b, Av::Real(hv)),
                     d1,
@@ -1837,7 +2036,7 @@ impl Gen {
                 match form {
                     1 => {
                         let a = self.real(env, d1);
-                        let x = self.fresh("x");
+                        let x = self.binder("x", env, &[]);
                         let (c, av) = self.of_type(&env.with_val(&x, Av::Real(a.iv)), ty, d1);
                         (format!("(let {x} = {} in {c})", a.code), av)
                     }
