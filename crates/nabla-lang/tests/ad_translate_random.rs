@@ -394,39 +394,34 @@ fn linear_translation_agrees_with_jvp_and_vjp() {
     run(Tr::Linear, PLAIN);
 }
 
-// Issue 12 §1: the translations mistranslate programs that reuse names
-// (docs/ad-testing.md lists the failure rates and minimal programs). The
-// four tests below are enabled once the scoping fix lands.
+// Issue 12 §1: programs that reuse names (the translations once let a binder
+// capture another of the same name; docs/ad-testing.md has the failure rates
+// seen before the fix and minimal programs).
 
 #[test]
-#[ignore = "enabled once the translations' scoping fix lands (issue 12 §1)"]
 fn forward_translation_agrees_with_jvp_under_shadowing() {
     run(Tr::Forward, SHADOWING);
 }
 
 #[test]
-#[ignore = "enabled once the translations' scoping fix lands (issue 12 §1)"]
 fn reverse_translation_agrees_with_grad_and_vjp_under_shadowing() {
     run(Tr::Reverse, SHADOWING);
 }
 
 #[test]
-#[ignore = "enabled once the CPS fix lands (issue 12 §1)"]
 fn cps_translation_agrees_with_grad_and_vjp_under_shadowing() {
     run(Tr::Cps, SHADOWING);
 }
 
 #[test]
-#[ignore = "enabled once the translations' scoping fix lands (issue 12 §1)"]
 fn linear_translation_agrees_with_jvp_and_vjp_under_shadowing() {
     run(Tr::Linear, SHADOWING);
 }
 
-// Issue 12 §1, structural zeros: the modes do not yet follow one
-// convention for `0 · ∞`. Enabled once the convention is implemented.
+// Issue 12 §1, structural zeros: every mode follows one convention for
+// `0 · ∞` (docs/differentiation.md).
 
 #[test]
-#[ignore = "enabled once one structural-zero convention lands (issue 12 §1)"]
 fn translations_agree_on_structural_zeros() {
     let failed: Vec<&str> = [Tr::Forward, Tr::Reverse, Tr::Cps, Tr::Linear]
         .into_iter()
