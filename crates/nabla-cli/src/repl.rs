@@ -71,7 +71,8 @@ impl Repl {
             Ok(text) => match self.session.load(path, &text) {
                 Ok(types) => {
                     println!("loaded {} definition(s) from {path}", types.len());
-                    self.sources.retain(|s| !matches!(s, Source::File(p) if p == path));
+                    self.sources
+                        .retain(|s| !matches!(s, Source::File(p) if p == path));
                     self.sources.push(Source::File(path.to_string()));
                 }
                 Err(ds) => eprint!("{}", self.session.render(&ds)),
@@ -190,7 +191,9 @@ fn is_incomplete(text: &str) -> bool {
     let errors = if starts_with_def(trimmed) {
         parse_program(text, 0, &mut ids).1
     } else {
-        parse_expression(text, 0, &mut ids).err().unwrap_or_default()
+        parse_expression(text, 0, &mut ids)
+            .err()
+            .unwrap_or_default()
     };
     errors.iter().any(|e| e.span.start >= last_end)
 }

@@ -190,7 +190,10 @@ impl Session {
 
     /// A run-time error as a diagnostic; the step limit's says how to raise it.
     fn runtime_diagnostic(&self, e: RuntimeError) -> Diagnostic {
-        let limit = self.limits.max_calls.filter(|_| e.message == STEP_LIMIT_EXCEEDED);
+        let limit = self
+            .limits
+            .max_calls
+            .filter(|_| e.message == STEP_LIMIT_EXCEEDED);
         let d = Diagnostic::from(e);
         match limit {
             Some(n) => d.with_note(format!(
