@@ -6,7 +6,7 @@
 mod bench;
 mod repl;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use nabla_lang::diagnostic::Diagnostic;
 use nabla_lang::driver::Session;
 use nabla_lang::eval::Limits;
@@ -17,6 +17,12 @@ use std::process::ExitCode;
 
 /// Largest source file accepted (spans are 32-bit offsets).
 const MAX_SOURCE_BYTES: u64 = 256 << 20;
+
+/// The file name that stands for standard input (`nabla run -`).
+const STDIN_PATH: &str = "-";
+
+/// How `<stdin>` is named in error messages.
+const STDIN_NAME: &str = "<stdin>";
 
 #[derive(Parser)]
 #[command(
@@ -33,11 +39,10 @@ struct Cli {
 enum Command {
     /// Type-check FILE, evaluate its `main` and print the value.
     Run {
-        /// The program (a .nabla file).
+        /// The program (a .nabla file; `-` reads standard input).
         file: String,
-        /// Stop with an error after this many function calls (default: no limit).
-        #[arg(long)]
-        max_calls: Option<u64>,
+        #[command(flatten)]
+        limits: LimitArgs,
     },
     /// Type-check FILE and print the inferred type of each top-level definition.
     Check {
@@ -48,9 +53,16 @@ enum Command {
     Eval {
         /// The expression, e.g. '2.0 * sin 1.0'.
         expr: String,
+        #[command(flatten)]
+        limits: LimitArgs,
     },
     /// Interactive read-eval-print loop (`:help` inside for commands).
-    Repl,
+    Repl {
+        /// Files to load first (`:reload` reads them again).
+        files: Vec<String>,
+        #[command(flatten)]
+        limits: LimitArgs,
+    },
     /// Print a source-to-source derivative of a definition: the forward
     /// (dual numbers), reverse (Delta monad) or reverse-CPS translation of the
     /// papers, as nabla source. By default the definition `main` differentiates.
@@ -72,6 +84,8 @@ enum Command {
         program: bool,
         /// The program (a .nabla file).
         file: String,
+        #[command(flatten)]
+        limits: LimitArgs,
     },
     /// Time three programs in nabla and in CPython (python3) and print a table.
     Bench {
@@ -79,6 +93,23 @@ enum Command {
         #[arg(long)]
         quick: bool,
     },
+}
+
+/// Evaluation limits, shared by every command that evaluates.
+#[derive(Args, Clone, Copy)]
+struct LimitArgs {
+    /// Stop with an error after this many function calls (default: no limit).
+    #[arg(long, value_name = "N")]
+    max_calls: Option<u64>,
+}
+
+impl LimitArgs {
+    fn limits(self) -> Limits {
+        Limits {
+            max_calls: self.max_calls,
+            ..Limits::default()
+        }
+    }
 }
 
 /// The translations `nabla ad` prints.
@@ -132,11 +163,25 @@ impl Report {
     }
 }
 
-/// Reads a source file; on failure, a rendered error.
+/// The name of `path` in messages.
+fn source_name(path: &str) -> &str {
+    if path == STDIN_PATH { STDIN_NAME } else { path }
+}
+
+/// Reads a source file (standard input for `-`); on failure, a rendered error.
 pub(crate) fn read_source(
     path: &str,
     sources_for_errors: &mut SourceMap,
 ) -> Result<String, String> {
+    if path == STDIN_PATH {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(std::io::stdin().lock(), MAX_SOURCE_BYTES + 1),
+            &mut bytes,
+        )
+        .map_err(|e| format!("error: cannot read standard input: {e}\n"))?;
+        return decode_source(STDIN_NAME, bytes, sources_for_errors);
+    }
     let meta =
         std::fs::metadata(path).map_err(|e| format!("error: cannot read `{path}`: {e}\n"))?;
     if meta.len() > MAX_SOURCE_BYTES {
@@ -146,6 +191,20 @@ pub(crate) fn read_source(
         ));
     }
     let bytes = std::fs::read(path).map_err(|e| format!("error: cannot read `{path}`: {e}\n"))?;
+    decode_source(path, bytes, sources_for_errors)
+}
+
+/// Source text as UTF-8; on failure, a rendered error pointing at the bad byte.
+fn decode_source(
+    path: &str,
+    bytes: Vec<u8>,
+    sources_for_errors: &mut SourceMap,
+) -> Result<String, String> {
+    if bytes.len() as u64 > MAX_SOURCE_BYTES {
+        return Err(format!(
+            "error: `{path}` is too large (the limit is {MAX_SOURCE_BYTES} bytes)\n"
+        ));
+    }
     match String::from_utf8(bytes) {
         Ok(s) => Ok(s),
         Err(e) => {
@@ -166,15 +225,14 @@ pub(crate) fn read_source(
 
 fn load_file(session: &mut Session, path: &str) -> Result<Vec<(String, String)>, String> {
     let text = read_source(path, &mut session.sources)?;
-    session.load(path, &text).map_err(|ds| session.render(&ds))
+    session
+        .load(source_name(path), &text)
+        .map_err(|ds| session.render(&ds))
 }
 
-fn run(file: &str, max_calls: Option<u64>) -> Report {
+fn run(file: &str, limits: Limits) -> Report {
     let mut session = Session::new();
-    session.limits = Limits {
-        max_calls,
-        ..Limits::default()
-    };
+    session.limits = limits;
     if let Err(e) = load_file(&mut session, file) {
         return Report::failed(e);
     }
@@ -192,15 +250,23 @@ fn check(file: &str) -> Report {
     }
 }
 
-fn eval(expr: &str) -> Report {
+fn eval(expr: &str, limits: Limits) -> Report {
     let mut session = Session::new();
+    session.limits = limits;
     match session.eval_expr("<eval>", expr) {
         Ok(v) => Report::ok(format!("{v}\n")),
         Err(ds) => Report::failed(session.render(&ds)),
     }
 }
 
-fn ad(file: &str, mode: AdMode, def: Option<&str>, run: bool, program: bool) -> Report {
+fn ad(
+    file: &str,
+    mode: AdMode,
+    def: Option<&str>,
+    run: bool,
+    program: bool,
+    limits: Limits,
+) -> Report {
     let mut session = Session::new();
     if let Err(e) = load_file(&mut session, file) {
         return Report::failed(e);
@@ -240,7 +306,8 @@ fn ad(file: &str, mode: AdMode, def: Option<&str>, run: bool, program: bool) -> 
     }
     // Run the printed program: what runs is exactly what a user would read.
     let mut translated = Session::new();
-    let name = format!("{file} (translated)");
+    translated.limits = limits;
+    let name = format!("{} (translated)", source_name(file));
     match translated
         .load(&name, &text)
         .and_then(|_| translated.run_main())
@@ -261,8 +328,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Bench { quick } => return bench::run(quick),
-        Command::Repl => {
-            return match nabla_lang::stack::run_with_stack(repl::run) {
+        Command::Repl { files, limits } => {
+            let limits = limits.limits();
+            return match nabla_lang::stack::run_with_stack(move || repl::run(&files, limits)) {
                 Some(code) => ExitCode::from(code),
                 None => ExitCode::from(1),
             };
@@ -272,17 +340,18 @@ fn main() -> ExitCode {
     // Every phase runs on a thread with a large, explicitly sized stack;
     // deep input then fails cleanly on the stack budget, never overflows.
     let report = nabla_lang::stack::run_with_stack(move || match cli.command {
-        Command::Run { file, max_calls } => run(&file, max_calls),
+        Command::Run { file, limits } => run(&file, limits.limits()),
         Command::Check { file } => check(&file),
-        Command::Eval { expr } => eval(&expr),
+        Command::Eval { expr, limits } => eval(&expr, limits.limits()),
         Command::Ad {
             mode,
             def,
             run,
             program,
             file,
-        } => ad(&file, mode, def.as_deref(), run, program),
-        Command::Repl | Command::Bench { .. } => Report::ok(String::new()),
+            limits,
+        } => ad(&file, mode, def.as_deref(), run, program, limits.limits()),
+        Command::Repl { .. } | Command::Bench { .. } => Report::ok(String::new()),
     });
     match report {
         Some(r) => emit(&r),

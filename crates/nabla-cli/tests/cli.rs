@@ -357,3 +357,304 @@ fn max_calls_bounds_an_infinite_loop() {
     let o = run(&["run", "--max-calls", "100000", f.to_str().expect("path")]);
     assert_program_error(&o, "forever2.nabla:1:26", "evaluation step limit exceeded");
 }
+
+// ---- the REPL driven line by line ----
+
+/// A `nabla repl` child driven line by line; threads collect its output.
+/// Dropping it kills the child, so a failing test never leaves it behind.
+struct LiveRepl {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: std::sync::Arc<std::sync::Mutex<String>>,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+/// How long a live REPL may take to answer before the test gives up
+/// (a guard against hangs, not a measurement).
+const REPL_PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl LiveRepl {
+    fn start(args: &[&str], home: &Path) -> LiveRepl {
+        let mut child = nabla()
+            .arg("repl")
+            .args(args)
+            .current_dir(repo())
+            .env("HOME", home)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn nabla repl");
+        let collect = |mut from: Box<dyn std::io::Read + Send>| {
+            let text = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+            let sink = text.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n @ 1..) = from.read(&mut buf) {
+                    let chunk = String::from_utf8_lossy(&buf[..n]).into_owned();
+                    sink.lock().expect("lock").push_str(&chunk);
+                }
+            });
+            text
+        };
+        let stdout = collect(Box::new(child.stdout.take().expect("stdout")));
+        let stderr = collect(Box::new(child.stderr.take().expect("stderr")));
+        let stdin = child.stdin.take();
+        LiveRepl {
+            child,
+            stdin,
+            stdout,
+            stderr,
+        }
+    }
+
+    fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .expect("write to the repl");
+        stdin.flush().expect("flush");
+    }
+
+    fn stdout(&self) -> String {
+        self.stdout.lock().expect("lock").clone()
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().expect("lock").clone()
+    }
+
+    /// Waits up to `patience` for `done` to hold of (stdout, stderr).
+    fn wait_until(&self, patience: std::time::Duration, done: impl Fn(&str, &str) -> bool) -> bool {
+        let start = std::time::Instant::now();
+        while start.elapsed() < patience {
+            if done(&self.stdout(), &self.stderr()) {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        done(&self.stdout(), &self.stderr())
+    }
+
+    /// Waits for `text` on stdout; panics (killing the child) if it never comes.
+    fn expect_out(&self, text: &str) {
+        assert!(
+            self.wait_until(REPL_PATIENCE, |out, _| out.contains(text)),
+            "no {text:?} on stdout: {}\nstderr: {}",
+            self.stdout(),
+            self.stderr()
+        );
+    }
+
+    /// Closes stdin and waits for the exit status.
+    fn finish(mut self) -> Option<i32> {
+        drop(self.stdin.take());
+        let start = std::time::Instant::now();
+        while start.elapsed() < REPL_PATIENCE {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status.code();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        panic!("the repl did not leave at end of input")
+    }
+}
+
+impl Drop for LiveRepl {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A fresh, empty directory to serve as `$HOME`.
+fn temp_home(name: &str) -> PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("nabla-cli-test-{}-home-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp home");
+    dir
+}
+
+#[test]
+fn ctrl_c_stops_an_evaluation_and_keeps_the_session() {
+    // Ctrl-C used to kill the REPL (exit 130) with every definition lost.
+    let home = temp_home("ctrl-c");
+    let mut repl = LiveRepl::start(&[], &home);
+    repl.send("def sq x = x * x");
+    repl.expect_out("sq : ");
+    repl.send("let rec loop x = loop x in loop 1");
+    // The signal may come before the evaluation starts (and be ignored
+    // then): send it until the evaluation reports that it stopped.
+    let pid = repl.child.id().to_string();
+    let mut stopped = false;
+    for _ in 0..100 {
+        let sent = Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .expect("run kill");
+        assert!(sent.success());
+        if repl.wait_until(std::time::Duration::from_millis(300), |_, err| {
+            err.contains("evaluation interrupted")
+        }) {
+            stopped = true;
+            break;
+        }
+    }
+    assert!(stopped, "never interrupted; stderr: {}", repl.stderr());
+    assert!(
+        repl.child.try_wait().expect("try_wait").is_none(),
+        "the repl died"
+    );
+    repl.send("sq 7.0");
+    repl.expect_out("49.0");
+    assert!(repl.child.try_wait().expect("try_wait").is_none());
+    assert_eq!(repl.finish(), Some(0));
+}
+
+#[test]
+fn repl_history_is_saved_after_each_entry() {
+    // History used to be written only on a clean exit.
+    let home = temp_home("history");
+    let mut repl = LiveRepl::start(&[], &home);
+    repl.send("def remembered = 41 + 1");
+    repl.expect_out("remembered : Int");
+    let history = home.join(".nabla_history");
+    let saved = repl.wait_until(REPL_PATIENCE, |_, _| {
+        std::fs::read_to_string(&history).is_ok_and(|h| h.contains("def remembered = 41 + 1"))
+    });
+    assert!(saved, "history not saved while the session runs");
+    // Killed, not left: the entry is still there, and a new session reads it.
+    drop(repl);
+    let text = std::fs::read_to_string(&history).expect("history file");
+    assert!(text.contains("def remembered = 41 + 1"), "{text}");
+}
+
+#[test]
+fn repl_reload_reads_the_files_again() {
+    let home = temp_home("reload");
+    let file = temp_file("reload.nabla", b"def a = 1\ndef b = 10\n");
+    let path = file.to_str().expect("path");
+    let mut repl = LiveRepl::start(&[path], &home);
+    repl.expect_out("loaded 2 definition(s)");
+    repl.send("def c = a + 100");
+    repl.send("(a, b, c)");
+    repl.expect_out("(1, 10, 101)");
+    std::fs::write(&file, b"def a = 2\ndef b = 20\n").expect("rewrite");
+    repl.send(":reload");
+    // The typed definition `c` is redone on top of the new `a`.
+    repl.send("(a, b, c)");
+    repl.expect_out("(2, 20, 102)");
+    // A file given with :load is read again too.
+    let other = temp_file("reload2.nabla", b"def d = 5\n");
+    repl.send(&format!(":load {}", other.to_str().expect("path")));
+    repl.send("d");
+    repl.expect_out("\n5\n");
+    std::fs::write(&other, b"def d = 6\n").expect("rewrite");
+    repl.send(":r");
+    repl.send("d * 1000");
+    repl.expect_out("6000");
+    assert_eq!(repl.finish(), Some(0));
+}
+
+#[test]
+fn repl_continues_incomplete_entries_on_the_next_lines() {
+    let input = b"def f x =\n  x * 10\nf 3\n(1,\n 2)\n[1.0,\n  2.0] \n1 +\n  2 +\n  3\nlet y = 4\nin y * y\ndef g x = let z = x in\n  z + 1\n\ng 1\n(1 +\n\n:type (fun x ->\n  x)\n";
+    let o = run_with(&["repl"], Some(input));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    for line in ["f : ", "30", "(1, 2)", "[1.0, 2.0]", "6", "16", "g : ", "2"] {
+        assert!(
+            out.lines()
+                .any(|l| l == line || (line.ends_with(' ') && l.starts_with(line))),
+            "missing {line:?} in {out}"
+        );
+    }
+    // An empty line ends an entry that is still incomplete: its error is
+    // reported and the session goes on (`:type` is one line).
+    assert!(
+        stderr(&o).contains("expected an expression"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn repl_it_is_the_last_value() {
+    let input = b"1 + 2\nit * 2\n:type it\n(2.5, [1.0])\n:type it\nfst it + 1.0\nfun x -> x\nit\n";
+    let o = run_with(&["repl"], Some(input));
+    let out = stdout(&o);
+    for line in ["3", "6", "it : Int", "it : (Real, Vec Real)", "3.5"] {
+        assert!(out.lines().any(|l| l == line), "missing {line:?} in {out}");
+    }
+    // A function is not kept (its code belongs to the program that made it).
+    assert!(
+        stderr(&o).contains("unknown variable `it`"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn repl_error_columns_count_leading_spaces() {
+    // The input used to be trimmed first, so the column was that of `true`
+    // in `1 + true`, not in the line typed.
+    let o = run_with(&["repl"], Some(b"   1 + true\n"));
+    let err = stderr(&o);
+    assert!(err.contains("<repl:1>:1:8"), "{err}");
+    assert!(err.contains("1 |    1 + true"), "{err}");
+    let o = run_with(&["repl"], Some(b"  def f x = x + true\n"));
+    assert!(stderr(&o).contains("<repl:1>:1:17"), "{}", stderr(&o));
+}
+
+#[test]
+fn repl_help_lists_the_commands() {
+    let o = run_with(&["repl"], Some(b":help\n"));
+    for command in [
+        ":type", ":load", ":reload", ":defs", ":help", ":quit", "`it`", "Ctrl-C",
+    ] {
+        assert!(
+            stdout(&o).contains(command),
+            "{command} missing from {}",
+            stdout(&o)
+        );
+    }
+}
+
+#[test]
+fn max_calls_for_every_command_that_evaluates() {
+    let forever = "let rec f x = f x in f 1";
+    let flag = "raise it with --max-calls N";
+    let o = run(&["eval", "--max-calls", "1000", forever]);
+    assert_program_error(&o, "<eval>:1:15", "evaluation step limit exceeded");
+    assert!(stderr(&o).contains(flag), "{}", stderr(&o));
+    let o = run_with(
+        &["repl", "--max-calls", "1000"],
+        Some(format!("{forever}\n1 + 1\n").as_bytes()),
+    );
+    assert!(stderr(&o).contains(flag), "{}", stderr(&o));
+    assert!(stdout(&o).lines().any(|l| l == "2"), "{}", stdout(&o));
+    let f = temp_file(
+        "ad-loop.nabla",
+        b"def f x = let rec g i = if i == 0 then x else g (i - 1) in x * g 100000\ndef main = grad f 2.0\n",
+    );
+    let path = f.to_str().expect("path");
+    let o = run(&["ad", "--run", path]);
+    assert_eq!(stdout(&o), "4.0\n", "{}", stderr(&o));
+    let o = run(&["ad", "--run", "--max-calls", "1000", path]);
+    assert_program_error(&o, "(translated)", "evaluation step limit exceeded");
+    assert!(stderr(&o).contains(flag), "{}", stderr(&o));
+    let o = run(&["run", "--max-calls", "1000", path]);
+    assert!(stderr(&o).contains(flag), "{}", stderr(&o));
+}
+
+#[test]
+fn run_dash_reads_standard_input() {
+    let o = run_with(&["run", "-"], Some(b"def main = 6 * 7\n"));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "42\n");
+    let o = run_with(&["run", "-"], Some(b"def main =\n  1 + true\n"));
+    assert_program_error(&o, "<stdin>:2:7", "type mismatch");
+    let o = run_with(&["run", "-"], Some(b"def main = 1 +\n  \xff 2\n"));
+    assert_program_error(&o, "<stdin>:2:3", "not valid UTF-8");
+}

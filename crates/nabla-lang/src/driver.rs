@@ -3,17 +3,22 @@
 
 use crate::core::{self, desugar_program};
 use crate::diagnostic::Diagnostic;
-use crate::eval::{Limits, Machine, Value};
+use crate::eval::{Limits, Machine, RuntimeError, STEP_LIMIT_EXCEEDED, Value};
 use crate::pretty::{TypeNamer, print_value};
 use crate::syntax::ast::{Def, Expr, FunBinding, Ident};
 use crate::syntax::parser::{IdGen, parse_expression, parse_program};
 use crate::syntax::span::{SourceMap, Span};
 use crate::translate;
 use crate::types::{Kind, Typing, check_program};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 /// Name of the synthetic definition that holds a REPL / `eval` expression.
 /// It is not an identifier, so no program can refer to it.
 const EXPR_DEF: &str = "<expr>";
+
+/// The name under which expressions see the last value [`Session::eval_expr`] printed.
+pub const IT: &str = "it";
 
 /// A session: the source text seen so far and the definitions in force.
 ///
@@ -30,6 +35,21 @@ pub struct Session {
     typing: Option<Typing>,
     /// Limits applied to every evaluation.
     pub limits: Limits,
+    /// When set (by another thread), a running evaluation stops with
+    /// [`crate::eval::INTERRUPTED`] (the REPL's Ctrl-C). The session never
+    /// clears it.
+    pub interrupt: Option<Arc<AtomicBool>>,
+    /// The last value printed, if it is data: `it` in later expressions.
+    it: Option<KeptValue>,
+}
+
+/// A value kept for later expressions, with the definition that gives it
+/// its type to the checker (`def it : T = it`, never evaluated: the
+/// machine is handed the value instead).
+#[derive(Debug)]
+struct KeptValue {
+    def: Def,
+    value: Value,
 }
 
 /// Result of a phase: diagnostics on failure.
@@ -142,19 +162,65 @@ impl Session {
             ]);
         };
         self.evaluate(&self.defs, index)
+            .map(|(v, _)| print_value(&v))
     }
 
-    fn evaluate(&self, defs: &[Def], index: usize) -> Outcome<String> {
+    /// Checks `defs` and evaluates definition `index`: its value and type.
+    fn evaluate(&self, defs: &[Def], index: usize) -> Outcome<(Value, String)> {
         let checked = check_program(defs)
             .map_err(|es| es.into_iter().map(Diagnostic::from).collect::<Vec<_>>())?;
         let prog: core::Program =
             desugar_program(defs, &checked.typing).map_err(|e| vec![Diagnostic::from(e)])?;
         let mut m = Machine::new(&prog, self.limits);
+        if let Some(flag) = &self.interrupt {
+            m.set_interrupt(Arc::clone(flag));
+        }
+        if let Some(it) = &self.it
+            && let Some(i) = defs.iter().position(|d| d.span == it.def.span)
+        {
+            m.preset_global(i, it.value.clone());
+        }
         let span = defs[index].span;
         let v = m
             .global(index, span)
-            .map_err(|e| vec![Diagnostic::from(e)])?;
-        Ok(print_value(&v))
+            .map_err(|e| vec![self.runtime_diagnostic(*e)])?;
+        let ty = TypeNamer::new().print(&checked.def_types[index], &|_| Kind::Any);
+        Ok((v, ty))
+    }
+
+    /// A run-time error as a diagnostic; the step limit's says how to raise it.
+    fn runtime_diagnostic(&self, e: RuntimeError) -> Diagnostic {
+        let limit = self
+            .limits
+            .max_calls
+            .filter(|_| e.message == STEP_LIMIT_EXCEEDED);
+        let d = Diagnostic::from(e);
+        match limit {
+            Some(n) => d.with_note(format!(
+                "the limit is {n} function calls; raise it with --max-calls N"
+            )),
+            None => d,
+        }
+    }
+
+    /// Keeps `value` (of type `ty`) as `it` for later expressions if it is
+    /// data: a function's code belongs to the program that made it, so
+    /// functions are not kept (nor is a value whose type does not read back).
+    fn keep_it(&mut self, value: Value, ty: &str) {
+        self.it = None;
+        if !is_data(&value) {
+            return;
+        }
+        let text = format!("def {IT} : {ty} = {IT}");
+        let file = self.sources.add("<it>", &text);
+        let base = self.sources.file(file).base;
+        let (prog, errors) = parse_program(&text, base, &mut self.ids);
+        if let (true, [def]) = (errors.is_empty(), &prog.defs[..]) {
+            self.it = Some(KeptValue {
+                def: def.clone(),
+                value,
+            });
+        }
     }
 
     fn with_expr(&mut self, name: &str, text: &str) -> Outcome<(Vec<Def>, usize)> {
@@ -164,6 +230,12 @@ impl Session {
             .map_err(|es| es.into_iter().map(Diagnostic::from).collect::<Vec<_>>())?;
         let span = expr.span;
         let mut defs = self.defs.clone();
+        // A definition named `it` hides the kept value.
+        if let Some(it) = &self.it
+            && !defs.iter().any(|d| d.binding.name.name == IT)
+        {
+            defs.push(it.def.clone());
+        }
         defs.push(Def {
             binding: FunBinding {
                 name: Ident {
@@ -182,10 +254,15 @@ impl Session {
     }
 
     /// Evaluates an expression in the context of the definitions in force
-    /// and prints its value.
+    /// and prints its value. Later expressions see the value as `it` if it
+    /// is data (numbers, booleans, tuples, vectors, sums; not functions),
+    /// at its type; a definition named `it` takes precedence.
     pub fn eval_expr(&mut self, name: &str, text: &str) -> Outcome<String> {
         let (defs, index) = self.with_expr(name, text)?;
-        self.evaluate(&defs, index)
+        let (value, ty) = self.evaluate(&defs, index)?;
+        let printed = print_value(&value);
+        self.keep_it(value, &ty);
+        Ok(printed)
     }
 
     /// The type of an expression in the context of the definitions in force.
@@ -258,6 +335,20 @@ impl Session {
     /// Renders diagnostics against this session's sources.
     pub fn render(&self, diags: &[Diagnostic]) -> String {
         crate::diagnostic::render_all(diags, &self.sources)
+    }
+}
+
+/// Whether `v` is plain data, with no function in it (deep values are
+/// taken not to be, rather than overflow the stack).
+fn is_data(v: &Value) -> bool {
+    if crate::stack::check().is_err() {
+        return false;
+    }
+    match v {
+        Value::Unit | Value::Bool(_) | Value::Int(_) | Value::Real(_) | Value::RealVec(_) => true,
+        Value::Tuple(vs) | Value::Vec(vs) => vs.iter().all(is_data),
+        Value::Inl(x) | Value::Inr(x) => is_data(x),
+        _ => false,
     }
 }
 

@@ -240,7 +240,7 @@ pub fn eval(
     let mut work = vec![Work::Eval(x, u)];
     while let Some(w) = work.pop() {
         if *steps == 0 {
-            return Err("evaluation step limit exceeded".into());
+            return Err(super::STEP_LIMIT_EXCEEDED.into());
         }
         *steps -= 1;
         match w {

@@ -15,6 +15,10 @@
 //!   `Machine::enter`, which counts it against [`Limits::max_calls`] and
 //!   checks the native stack budget ([`crate::stack::Guard`]), turning its
 //!   exhaustion into a clean "stack depth exceeded" error.
+//! * The call budget is handed out in slices of [`CALLS_PER_POLL`]; between
+//!   two slices the machine looks at its interrupt flag
+//!   ([`Machine::set_interrupt`], set by the REPL's Ctrl-C handler), so an
+//!   evaluation can be stopped at no cost to the hot loop.
 //! * Top-level definitions are evaluated on first use and cached; a call of
 //!   a top-level function by name jumps straight to its code.
 //! * All arithmetic on numbers goes through [`arith`] (the compiled code
@@ -42,6 +46,17 @@ use delta::{Delta, DeltaMap, DeltaRef};
 use std::cell::RefCell;
 use std::mem::ManuallyDrop;
 use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The message of the error for a run that used up [`Limits::max_calls`].
+pub const STEP_LIMIT_EXCEEDED: &str = "evaluation step limit exceeded";
+
+/// The message of the error for a run stopped by its interrupt flag.
+pub const INTERRUPTED: &str = "evaluation interrupted";
+
+/// Calls made between two looks at the interrupt flag (a few microseconds).
+pub const CALLS_PER_POLL: u64 = 1 << 14;
 
 /// A run-time error.
 #[derive(Clone, Debug, PartialEq)]
@@ -97,7 +112,12 @@ pub struct Machine {
     compiled: Rc<compile::Compiled>,
     stack: Vec<Value>,
     globals: Vec<GlobalState>,
+    /// Calls left in the current slice of the budget (see [`CALLS_PER_POLL`]).
     calls_left: u64,
+    /// Calls left in the budget after the current slice.
+    calls_beyond: u64,
+    /// When set (from another thread), the run stops with [`INTERRUPTED`].
+    interrupt: Option<Arc<AtomicBool>>,
     limits: Limits,
     /// This thread's native stack guard, read once: the machine is `!Send`,
     /// so it runs on the thread that created it.
@@ -141,14 +161,59 @@ pub(crate) fn lit(l: Lit) -> Value {
 impl Machine {
     /// A machine for `prog`.
     pub fn new(prog: &Program, limits: Limits) -> Machine {
-        Machine {
+        let mut m = Machine {
             compiled: Rc::new(compile::compile(prog)),
             stack: Vec::with_capacity(1024),
             globals: prog.globals.iter().map(|_| GlobalState::Pending).collect(),
             calls_left: limits.max_calls.unwrap_or(u64::MAX),
+            calls_beyond: 0,
+            interrupt: None,
             limits,
             guard: stack::Guard::current(),
+        };
+        m.slice_budget();
+        m
+    }
+
+    /// Makes the run stop with the error [`INTERRUPTED`] soon after `flag`
+    /// is set (it is read, never cleared, by the machine).
+    pub fn set_interrupt(&mut self, flag: Arc<AtomicBool>) {
+        self.interrupt = Some(flag);
+    }
+
+    /// Sets the value of global definition `index` without evaluating it
+    /// (a value kept from an earlier run: the REPL's `it`).
+    pub fn preset_global(&mut self, index: usize, value: Value) {
+        if let Some(g) = self.globals.get_mut(index) {
+            *g = GlobalState::Done(value);
         }
+    }
+
+    /// Splits the call budget left into the current slice and the rest.
+    fn slice_budget(&mut self) {
+        let total = self.calls_left.saturating_add(self.calls_beyond);
+        self.calls_left = total.min(CALLS_PER_POLL);
+        self.calls_beyond = total - self.calls_left;
+    }
+
+    /// Called when the current slice of the budget is used up: stops the
+    /// run if it was interrupted or the whole budget is used up, else
+    /// starts the next slice.
+    #[cold]
+    #[inline(never)]
+    fn next_slice(&mut self, span: Span) -> RResult<()> {
+        if self
+            .interrupt
+            .as_ref()
+            .is_some_and(|f| f.load(Ordering::Relaxed))
+        {
+            return err(INTERRUPTED, span);
+        }
+        if self.calls_left == 0 && self.calls_beyond == 0 {
+            return err(STEP_LIMIT_EXCEEDED, span);
+        }
+        self.slice_budget();
+        Ok(())
     }
 
     /// The value of global definition `index` (evaluating it if needed).
@@ -286,12 +351,16 @@ impl Machine {
         clo: Option<&Rc<Closure>>,
         span: Span,
     ) -> RResult<Value> {
-        if self.calls_left == 0 || self.stack_exhausted() {
-            return self.refuse_call(base, span);
+        if (self.calls_left == 0 || self.stack_exhausted())
+            && let Err(e) = self.before_call(span)
+        {
+            self.cut(base);
+            return Err(e);
         }
         self.calls_left -= 1;
         let Some(lam) = comp.lambdas.get(id.0 as usize) else {
-            return self.refuse_call(base, span);
+            self.cut(base);
+            return err("internal error: unknown function", span);
         };
         match &lam.body {
             compile::Body::Value(code) => {
@@ -309,17 +378,15 @@ impl Machine {
         }
     }
 
-    /// The error for a call that [`Machine::enter`] does not make.
+    /// The slow path of [`Machine::enter`]'s checks: the stack budget is
+    /// used up, or the slice of the call budget is.
     #[cold]
     #[inline(never)]
-    fn refuse_call(&mut self, base: usize, span: Span) -> RResult<Value> {
-        self.cut(base);
+    fn before_call(&mut self, span: Span) -> RResult<()> {
         if self.stack_exhausted() {
             err("stack depth exceeded", span)
-        } else if self.calls_left == 0 {
-            err("evaluation step limit exceeded", span)
         } else {
-            err("internal error: unknown function", span)
+            self.next_slice(span)
         }
     }
 
@@ -457,7 +524,7 @@ impl Machine {
     #[inline]
     fn count_call(&mut self, span: Span) -> RResult<()> {
         if self.calls_left == 0 {
-            return err("evaluation step limit exceeded", span);
+            self.next_slice(span)?;
         }
         self.calls_left -= 1;
         Ok(())
@@ -712,8 +779,15 @@ impl Machine {
             }
             _ => return err("internal error: bad operands for `eval`", span),
         };
+        // `eval` counts its steps against the whole budget left (it does
+        // not look at the interrupt flag); the rest is sliced again after.
+        self.calls_left = self
+            .calls_left
+            .saturating_add(std::mem::take(&mut self.calls_beyond));
         let (limit, steps) = (self.limits.max_vector_len, &mut self.calls_left);
-        match delta::eval(x, &u, Rc::make_mut(&mut m), limit, steps) {
+        let r = delta::eval(x, &u, Rc::make_mut(&mut m), limit, steps);
+        self.slice_budget();
+        match r {
             Ok(()) => Ok(Value::DeltaMap(m)),
             Err(msg) => err(msg, span),
         }
