@@ -64,8 +64,9 @@ enum Command {
         limits: LimitArgs,
     },
     /// Print a source-to-source derivative of a definition: the forward
-    /// (dual numbers), reverse (Delta monad) or reverse-CPS translation of the
-    /// papers, as nabla source. By default the definition `main` differentiates.
+    /// (dual numbers), reverse (Delta monad), reverse-CPS or linear-map
+    /// (Jacobian) translation of the papers, as nabla source. By default the
+    /// definition `main` differentiates.
     Ad {
         /// Which translation: forward (Krawiec et al. Fig. 3), reverse (Fig. 9
         /// and 16), cps (Wang et al. Fig. 10) or linear (the Jacobian as a

@@ -196,6 +196,71 @@ fn ad_prints_and_runs_translations() {
     );
 }
 
+/// Issue 12 §4: `nabla ad` on the shapes real files have.
+#[test]
+fn ad_on_real_files() {
+    // Every example either runs with the translation or says, at its `main`,
+    // what `main` would have to be, from the example's own definitions.
+    let mut ran = 0;
+    for entry in std::fs::read_dir(repo().join("examples")).expect("examples") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_none_or(|e| e != "nabla") {
+            continue;
+        }
+        let p = path.to_str().expect("path");
+        let o = run(&["ad", "--run", p]);
+        if o.status.success() {
+            ran += 1;
+            continue;
+        }
+        let err = stderr(&o);
+        let name = path
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        assert_program_error(&o, &name, "`nabla ad` needs `main`");
+        assert!(
+            err.contains("def main = ") || err.contains("no definition here"),
+            "{name}: no shape suggested: {err}"
+        );
+    }
+    assert!(ran >= 1);
+    // A component the function ignores has a type variable: taken as Real, as `run` does.
+    let f = temp_file(
+        "ad-ignored.nabla",
+        b"def f (x, y) = sin x\ndef main = grad f (1.0, 2.0)\n",
+    );
+    let path = f.to_str().expect("path");
+    let direct = stdout(&run(&["run", path]));
+    assert_eq!(direct, "(0.5403023058681398, 0.0)\n");
+    for mode in ["reverse", "cps"] {
+        let o = run(&["ad", "--mode", mode, "--run", path]);
+        assert_eq!(stdout(&o), direct, "{mode}: {}", stderr(&o));
+    }
+    let o = run(&["ad", "--mode", "linear", "--def", "f", path]);
+    assert_program_error(&o, "ad-ignored.nabla:1:5", "annotate an ignored component");
+    // Nothing to differentiate, a curried function, a main that does more: located errors.
+    let f = temp_file(
+        "ad-shapes.nabla",
+        b"def g (n : Int) : Int = n * 2\ndef h x y = x * y\ndef f x = x * x\n\
+          def main = (grad f 1.0, diff f 2.0)\n",
+    );
+    let path = f.to_str().expect("path");
+    let o = run(&["ad", "--def", "g", path]);
+    assert_program_error(&o, "ad-shapes.nabla:1:5", "no derivative to take");
+    let o = run(&["ad", "--mode", "forward", "--def", "g", path]);
+    assert_program_error(&o, "ad-shapes.nabla:1:5", "no derivative to take");
+    let o = run(&["ad", "--def", "h", path]);
+    assert_program_error(&o, "ad-shapes.nabla:2:5", "`def g (x1, x2) = h x1 x2`");
+    let o = run(&["ad", "--run", path]);
+    assert_program_error(&o, "ad-shapes.nabla:4:5", "def main = grad f (1.0)");
+    assert!(stderr(&o).contains("`diff f (2.0)`"), "{}", stderr(&o));
+    // The help names every mode.
+    let o = run(&["--help"]);
+    assert!(stdout(&o).contains("linear-map"), "{}", stdout(&o));
+}
+
 #[test]
 fn unreadable_file_is_an_error() {
     let o = run(&["run", "/nonexistent/file.nabla"]);

@@ -292,9 +292,10 @@ impl Session {
         let program = self.named_program()?;
         let def = match def {
             Some(d) => d.to_string(),
-            None => main_call(&program)?.f,
+            None => self.main_call(&program)?.f,
         };
-        let out = translate::translate(&program, &def, mode).map_err(translation_error)?;
+        let out =
+            translate::translate(&program, &def, mode).map_err(|e| self.translation_error(e))?;
         Ok(crate::pretty::program::print_program(&out))
     }
 
@@ -307,7 +308,7 @@ impl Session {
         let named = self.named_program()?;
         let def = match def {
             Some(d) => d.to_string(),
-            None => main_call(&named)?.f,
+            None => self.main_call(&named)?.f,
         };
         let lin = translate::linear::jacobians(&named, &def)
             .and_then(|j| match program {
@@ -319,7 +320,7 @@ impl Session {
                     Ok(crate::pretty::program::print_program(&p))
                 }
             })
-            .map_err(translation_error)?;
+            .map_err(|e| self.translation_error(e))?;
         Ok(lin)
     }
 
@@ -327,9 +328,140 @@ impl Session {
     /// the translation of mode `mode` (see [`translate::runnable`]), printed.
     pub fn runnable_translation(&self, mode: translate::Mode) -> Outcome<String> {
         let program = self.named_program()?;
-        let call = main_call(&program)?;
-        let out = translate::runnable(&program, &call, mode).map_err(translation_error)?;
+        let call = self.main_call(&program)?;
+        let out =
+            translate::runnable(&program, &call, mode).map_err(|e| self.translation_error(e))?;
         Ok(crate::pretty::program::print_program(&out))
+    }
+
+    /// The derivative `main` asks for: `main` must be `op f x …` for a
+    /// definition `f`. Otherwise the error says what `main` could be, from
+    /// this program's own derivative calls or definitions.
+    fn main_call(
+        &self,
+        program: &crate::core::named::Program,
+    ) -> Outcome<translate::DerivativeCall> {
+        use crate::core::named::Expr as Named;
+        let calls = translate::calls_in_main(program);
+        let main = program.def("main");
+        let is_whole_main = |c: &translate::DerivativeCall| {
+            main.is_some_and(|m| match &m.body {
+                Named::Prim(p, args) => p.prim == c.op && args.get(1..) == Some(&c.args[..]),
+                _ => false,
+            })
+        };
+        if let Some(c) = calls.first()
+            && is_whole_main(c)
+        {
+            return Ok(c.clone());
+        }
+        let written = |c: &translate::DerivativeCall| {
+            let args: Vec<String> = c
+                .args
+                .iter()
+                .map(|a| format!("({})", crate::pretty::program::print_expr(a)))
+                .collect();
+            format!("{} {} {}", c.op.info().name, c.f, args.join(" "))
+        };
+        let (message, note) = if main.is_none() {
+            (
+                "`nabla ad` translates the definition `main` differentiates, and this program \
+                 has no `main`"
+                    .to_string(),
+                self.translatable_note(program),
+            )
+        } else if let Some(c) = calls.first() {
+            let all: Vec<String> = calls
+                .iter()
+                .take(5)
+                .map(|c| format!("`{}`", written(c)))
+                .collect();
+            (
+                "`nabla ad` needs `main` to be one derivative of a definition, and this `main` \
+                 does more"
+                    .to_string(),
+                format!(
+                    "the derivatives of definitions in it: {}; to run one with the translation, \
+                     make it `main` (`def main = {}`), or print the translation of `{}` with \
+                     `nabla ad --def {} FILE`",
+                    all.join(", "),
+                    written(c),
+                    c.f,
+                    c.f
+                ),
+            )
+        } else {
+            (
+                "`nabla ad` needs `main` to be a derivative of a definition, such as \
+                 `def main = grad f (3.0, 4.0)`; this `main` differentiates no definition"
+                    .to_string(),
+                self.translatable_note(program),
+            )
+        };
+        let at = self
+            .defs
+            .iter()
+            .find(|d| d.binding.name.name == "main")
+            .map(|d| d.binding.name.span);
+        let d = match at {
+            Some(span) => Diagnostic::error(message, span),
+            None => Diagnostic::without_position(message),
+        };
+        Err(vec![d.with_note(note)])
+    }
+
+    /// Which definitions of `program` a translation can take, as a note.
+    fn translatable_note(&self, program: &crate::core::named::Program) -> String {
+        let ok: Vec<String> = program
+            .defs
+            .iter()
+            .filter(|d| d.name != "main")
+            .take(40)
+            .filter(|d| translate::translate(program, &d.name, translate::Mode::Reverse).is_ok())
+            .take(6)
+            .map(|d| {
+                let ty =
+                    d.ty.as_ref()
+                        .map(crate::pretty::print_type)
+                        .unwrap_or_default();
+                format!("`{} : {ty}`", d.name)
+            })
+            .collect();
+        match ok.first() {
+            Some(_) => format!(
+                "definitions a translation can differentiate: {}; print one with \
+                 `nabla ad --def NAME FILE`, or run one with `def main = grad NAME x`",
+                ok.join(", ")
+            ),
+            None => "no definition here is a function of first-order data with a `Real` in \
+                     its argument and result (a derivative of a `fun` or one inside another \
+                     definition is the run-time operators' job: `nabla run`)"
+                .to_string(),
+        }
+    }
+
+    /// A translation error, located at the definition it is about.
+    fn translation_error(&self, e: translate::TranslateError) -> Vec<Diagnostic> {
+        let at = e
+            .def()
+            .and_then(|name| self.defs.iter().find(|d| d.binding.name.name == name))
+            .map(|d| d.binding.name.span);
+        let d = match at {
+            Some(span) => Diagnostic::error(e.to_string(), span),
+            None => Diagnostic::without_position(e.to_string()),
+        };
+        vec![match &e {
+            translate::TranslateError::NoSuchDef(_) => {
+                let names: Vec<&str> = self
+                    .defs
+                    .iter()
+                    .map(|d| d.binding.name.name.as_str())
+                    .take(12)
+                    .collect();
+                d.with_note(format!("the definitions are: {}", names.join(", ")))
+            }
+            _ => d,
+        }]
     }
 
     /// Renders diagnostics against this session's sources.
@@ -350,30 +482,6 @@ fn is_data(v: &Value) -> bool {
         Value::Inl(x) | Value::Inr(x) => is_data(x),
         _ => false,
     }
-}
-
-/// The derivative `main` asks for: `main` must be `op f x …` for a definition `f`.
-fn main_call(program: &crate::core::named::Program) -> Outcome<translate::DerivativeCall> {
-    let is_whole_main = |c: &translate::DerivativeCall| {
-        program.def("main").is_some_and(|m| match &m.body {
-            crate::core::named::Expr::Prim(p, args) => {
-                p.prim == c.op && args.get(1..) == Some(&c.args[..])
-            }
-            _ => false,
-        })
-    };
-    match translate::calls_in_main(program).into_iter().next() {
-        Some(c) if is_whole_main(&c) => Ok(c),
-        _ => Err(vec![Diagnostic::without_position(
-            "`nabla ad` needs `main` to be a derivative of a definition, such as \
-             `def main = grad f (3.0, 4.0)` or `def main = jvp f x dx` (or name the \
-             definition to translate with --def)",
-        )]),
-    }
-}
-
-fn translation_error(e: translate::TranslateError) -> Vec<Diagnostic> {
-    vec![Diagnostic::without_position(e.to_string())]
 }
 
 /// A checked program compiled for repeated evaluation by a host program

@@ -125,27 +125,18 @@ pub fn jacobians(program: &Program, def: &str) -> TResult<Vec<Jacobian>> {
         .ty
         .as_ref()
         .map_or_else(|| "unknown".to_string(), crate::pretty::print_type);
-    match &target.ty {
-        Some(Type::Fun(s, t))
-            if target.params.len() == 1 && is_closed_data(s) && is_closed_data(t) =>
-        {
-            if signature(target).is_none() {
-                return Err(TranslateError::Unsupported {
-                    def: target.name.clone(),
-                    what: format!(
-                        "it has type {ty}; the linear-map translation differentiates \
-                         functions between reals, integers, booleans and tuples of them \
-                         (no vectors or sums)"
-                    ),
-                });
-            }
-        }
-        _ => {
-            return Err(TranslateError::NotFirstOrder {
-                def: target.name.clone(),
-                ty,
-            });
-        }
+    super::first_order_signature(target)?;
+    let closed =
+        matches!(&target.ty, Some(Type::Fun(s, t)) if is_closed_data(s) && is_closed_data(t));
+    if !closed || signature(target).is_none() {
+        return Err(TranslateError::Unsupported {
+            def: target.name.clone(),
+            what: format!(
+                "it has type {ty}; the linear-map translation differentiates functions \
+                 between reals, integers, booleans and tuples of them (no vectors, sums or \
+                 type variables: annotate an ignored component, `(x : Real, y : Real)`)"
+            ),
+        });
     }
     let mut names = Names::new(program);
     for d in &program.defs {

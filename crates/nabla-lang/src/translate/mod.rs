@@ -39,6 +39,18 @@ pub enum TranslateError {
         def: String,
         /// Its type, printed.
         ty: String,
+        /// What to do about it.
+        hint: String,
+    },
+    /// The definition's argument or result has no real in it: there is no
+    /// derivative to take (`Int -> Int`).
+    NothingToDifferentiate {
+        /// The definition.
+        def: String,
+        /// Its type, printed.
+        ty: String,
+        /// `argument` or `result`.
+        side: &'static str,
     },
     /// The definition (or one it uses) calls a differentiation operator: the
     /// translations are first-order in this sense (Krawiec et al. §7); nested
@@ -62,11 +74,16 @@ impl fmt::Display for TranslateError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TranslateError::NoSuchDef(d) => write!(f, "no definition named `{d}`"),
-            TranslateError::NotFirstOrder { def, ty } => write!(
+            TranslateError::NotFirstOrder { def, ty, hint } => write!(
                 f,
                 "`{def}` has type {ty}; a translation differentiates a function of one \
-                 argument whose argument and result types are first-order data (no type \
-                 variables or functions) — wrap it, e.g. `def g (x, y) = {def} x y`"
+                 argument whose argument and result are first-order data (reals, ints, \
+                 bools, tuples, sums, vectors; no functions): {hint}"
+            ),
+            TranslateError::NothingToDifferentiate { def, ty, side } => write!(
+                f,
+                "`{def}` has type {ty}: its {side} has no `Real` in it, so there is no \
+                 derivative to take"
             ),
             TranslateError::NestedDerivative { def, op } => write!(
                 f,
@@ -75,6 +92,19 @@ impl fmt::Display for TranslateError {
                  derivatives)"
             ),
             TranslateError::Unsupported { def, what } => write!(f, "in `{def}`: {what}"),
+        }
+    }
+}
+
+impl TranslateError {
+    /// The definition the error is about, if it names one that exists.
+    pub fn def(&self) -> Option<&str> {
+        match self {
+            TranslateError::NoSuchDef(_) => None,
+            TranslateError::NotFirstOrder { def, .. }
+            | TranslateError::NothingToDifferentiate { def, .. }
+            | TranslateError::NestedDerivative { def, .. }
+            | TranslateError::Unsupported { def, .. } => Some(def),
         }
     }
 }
@@ -172,20 +202,78 @@ pub fn translate(program: &Program, def: &str, mode: Mode) -> TResult<Program> {
     Ok(out)
 }
 
-/// `S` and `T` of a definition `f : S -> T` of one parameter.
-fn first_order_signature(d: &Def) -> TResult<(Type, Type)> {
-    let not_first_order = || TranslateError::NotFirstOrder {
-        def: d.name.clone(),
-        ty: d
-            .ty
-            .as_ref()
-            .map_or_else(|| "unknown".to_string(), crate::pretty::print_type),
+/// `S` and `T` of a definition `f : S -> T` of one parameter. A type variable
+/// left in them stands for a component the function ignores or passes on
+/// unchanged (`def f (x, y) = sin x`); like `nabla run`, the translation takes
+/// it to be `Real`.
+pub fn first_order_signature(d: &Def) -> TResult<(Type, Type)> {
+    let printed = || {
+        d.ty.as_ref()
+            .map_or_else(|| "unknown".to_string(), crate::pretty::print_type)
     };
-    match &d.ty {
-        Some(Type::Fun(s, t)) if d.params.len() == 1 && is_closed_data(s) && is_closed_data(t) => {
-            Ok(((**s).clone(), (**t).clone()))
+    let not_first_order = |hint: String| TranslateError::NotFirstOrder {
+        def: d.name.clone(),
+        ty: printed(),
+        hint,
+    };
+    let Some(Type::Fun(s, t)) = &d.ty else {
+        return Err(not_first_order(
+            "it is not a function; differentiate a function of it instead".into(),
+        ));
+    };
+    if d.params.len() > 1 {
+        let xs: Vec<String> = (1..=d.params.len()).map(|i| format!("x{i}")).collect();
+        return Err(not_first_order(format!(
+            "it takes {} arguments one after the other; translate a function of their tuple, \
+             `def g ({}) = {} {}`",
+            d.params.len(),
+            xs.join(", "),
+            d.name,
+            xs.join(" ")
+        )));
+    }
+    let (s, t) = (vars_to_real(s), vars_to_real(t));
+    if !(is_closed_data(&s) && is_closed_data(&t)) {
+        return Err(not_first_order(
+            "a function inside the argument or result cannot be differentiated by a \
+             translation (the run-time operators cannot either)"
+                .into(),
+        ));
+    }
+    for (ty, side) in [(&s, "argument"), (&t, "result")] {
+        if !has_real(ty) {
+            return Err(TranslateError::NothingToDifferentiate {
+                def: d.name.clone(),
+                ty: printed(),
+                side,
+            });
         }
-        _ => Err(not_first_order()),
+    }
+    Ok((s, t))
+}
+
+/// `t` with every type variable replaced by `Real`.
+fn vars_to_real(t: &Type) -> Type {
+    let each = |ts: &[Type]| ts.iter().map(vars_to_real).collect();
+    match t {
+        Type::Var(_) => Type::Real,
+        Type::Tuple(ts) => Type::Tuple(each(ts)),
+        Type::Sum(a, b) => Type::Sum(Box::new(vars_to_real(a)), Box::new(vars_to_real(b))),
+        Type::Vec(a) => Type::Vec(Box::new(vars_to_real(a))),
+        Type::Fun(a, b) => Type::fun(vars_to_real(a), vars_to_real(b)),
+        Type::Con(c, ts) => Type::Con(*c, each(ts)),
+        Type::Int | Type::Real | Type::Bool | Type::Unit => t.clone(),
+    }
+}
+
+/// True if a real occurs in `t`.
+fn has_real(t: &Type) -> bool {
+    match t {
+        Type::Real => true,
+        Type::Tuple(ts) => ts.iter().any(has_real),
+        Type::Sum(a, b) => has_real(a) || has_real(b),
+        Type::Vec(a) => has_real(a),
+        _ => false,
     }
 }
 
