@@ -236,6 +236,9 @@ struct Parser<'a> {
     /// Index of the first token of the definition being parsed (the whole
     /// input for an expression): where [`Parser::slip`] looks for causes.
     def_start: usize,
+    /// Trying a parse that may be undone ([`Parser::bind_pattern`]): errors
+    /// are discarded, so [`Parser::slip`] need not look for causes.
+    speculating: bool,
     /// Parsing a translated file.
     translated: bool,
     /// May `;` sequence expressions here? (Not at the top of a `do` block's
@@ -361,6 +364,7 @@ impl<'a> Parser<'a> {
             ids,
             fatal: false,
             def_start: 0,
+            speculating: false,
             translated: dialect == Dialect::Translated,
             allow_seq: true,
         }
@@ -515,11 +519,21 @@ impl<'a> Parser<'a> {
     /// could be variable names only count in a binding shape
     /// ([`Parser::starts_binding`]), so a variable named `where` is not blamed.
     fn slip(&self) -> Option<ParseError> {
+        if self.speculating {
+            return None;
+        }
         let end = self.pos.min(self.tokens.len().saturating_sub(1));
-        (self.def_start..=end).find_map(|i| self.slip_at(i))
+        let scope = self.def_start..end;
+        let let_rec = self.tokens[scope.clone()]
+            .windows(2)
+            .position(|w| w[0].kind == Tok::Let && w[1].kind == Tok::Rec)
+            .map(|k| self.def_start + k);
+        (self.def_start..=end).find_map(|i| self.slip_at(i, let_rec.is_some_and(|r| r < i)))
     }
 
-    fn slip_at(&self, i: usize) -> Option<ParseError> {
+    /// The slip at token `i` ([`Parser::slip`]), if any; `after_let_rec`
+    /// says whether a `let rec` comes earlier in the definition.
+    fn slip_at(&self, i: usize, after_let_rec: bool) -> Option<ParseError> {
         let t = self.tokens[i];
         if t.kind == Tok::Colon {
             let next = self.tokens.get(i + 1)?;
@@ -546,7 +560,7 @@ impl<'a> Parser<'a> {
                 format!("`where` is not supported: write `{}`", self.where_as_let(i)),
                 "bind the name with `let … in` before the expression that uses it".to_string(),
             ),
-            "and" if self.starts_binding(i) && self.after_let_rec(i) => (
+            "and" if after_let_rec && self.starts_binding(i) => (
                 "`let rec … and …` (mutual recursion) is not supported".to_string(),
                 "define these functions with `def` at the top level instead: \
                  top-level definitions may be mutually recursive \
@@ -574,28 +588,25 @@ impl<'a> Parser<'a> {
     /// at or before the current token (as in `where y = 1` or `fn x => x`),
     /// in an expression rather than among the parameters of a binding
     /// (`def apply fn x = …` names a parameter `fn`)?
+    /// It looks at most 32 tokens either way (patterns are short), so the
+    /// scan of a long definition stays linear.
     fn starts_binding(&self, i: usize) -> bool {
+        const REACH: usize = 32;
         let in_pattern = |k: Tok| matches!(k, Tok::Ident | Tok::LParen | Tok::RParen | Tok::Comma);
+        let limit = self.pos.min(i + REACH);
         let mut j = i + 1;
-        while j < self.pos && in_pattern(self.tokens[j].kind) {
+        while j < limit && in_pattern(self.tokens[j].kind) {
             j += 1;
         }
         let binding_shape = j > i + 1
             && j <= self.pos
             && matches!(self.tokens[j].kind, Tok::Assign | Tok::Arrow | Tok::Colon);
-        let in_header = self.tokens[self.def_start..i]
+        let in_header = self.tokens[self.def_start.max(i.saturating_sub(REACH))..i]
             .iter()
             .rev()
             .find(|t| !in_pattern(t.kind) && t.kind != Tok::Colon)
             .is_some_and(|t| matches!(t.kind, Tok::Def | Tok::Let | Tok::Rec | Tok::Fun));
         binding_shape && !in_header
-    }
-
-    /// Is there a `let rec` between the start of the definition and token `i`?
-    fn after_let_rec(&self, i: usize) -> bool {
-        self.tokens[self.def_start..i]
-            .windows(2)
-            .any(|w| w[0].kind == Tok::Let && w[1].kind == Tok::Rec)
     }
 
     /// `e where y = v` (the `where` at token `i`) rewritten as
@@ -1024,7 +1035,11 @@ impl<'a> Parser<'a> {
             return None;
         }
         let (pos, errors) = (self.pos, self.errors.len());
-        match self.pattern() {
+        // A failure here is not an error, so it needs no explanation.
+        let saved = std::mem::replace(&mut self.speculating, true);
+        let pattern = self.pattern();
+        self.speculating = saved;
+        match pattern {
             Ok(p) if self.peek() == Tok::LArrow => Some(p),
             _ => {
                 self.pos = pos;
