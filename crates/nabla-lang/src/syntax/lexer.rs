@@ -157,6 +157,11 @@ pub enum Tok {
     Do,
     /// `runDelta` (a keyword only in the translated dialect; never produced by logos)
     RunDelta,
+    /// A string literal `"…"`, or an unterminated one running to the end of
+    /// its line. Not part of the language: recognised only so that [`lex`]
+    /// reports the whole literal as one error (never in the token stream).
+    #[regex(r#""[^"\n]*"?"#)]
+    Str,
     /// End of input (never produced by logos; appended by [`lex`]).
     Eof,
 }
@@ -213,6 +218,7 @@ impl Tok {
             Tok::Semi => "`;`",
             Tok::Do => "`do`",
             Tok::RunDelta => "`runDelta`",
+            Tok::Str => "a string literal",
             Tok::Eof => "end of input",
         }
     }
@@ -234,6 +240,51 @@ pub struct LexError {
     pub span: Span,
     /// The offending text.
     pub text: String,
+}
+
+impl LexError {
+    /// The headline and the text under the caret. A string literal or a
+    /// backslash lambda gets its own headline; other characters that
+    /// newcomers bring from other languages (`;;`, `!`, `&`, …) are
+    /// "unexpected" with a label saying what nabla writes instead.
+    pub fn explain(&self) -> (String, String) {
+        let t = self.text.as_str();
+        let unexpected = format!(
+            "unexpected character{} `{t}`",
+            if t.chars().count() > 1 { "s" } else { "" },
+        );
+        let (message, label) = match t.chars().next() {
+            Some('"') => (
+                "string literals are not supported".to_string(),
+                "nabla has no strings: its values are numbers, booleans, tuples, sums, vectors and functions",
+            ),
+            Some('\\') => (
+                "a function is written `fun x -> e`".to_string(),
+                "write `fun x -> …` instead of `\\x -> …`",
+            ),
+            _ if t.starts_with(";;") => (
+                unexpected,
+                "`;;` is not needed: the next `def` starts a new definition",
+            ),
+            Some(';') => (
+                unexpected,
+                "nabla has no `;`: a definition ends where the next `def` starts",
+            ),
+            Some('!') => (unexpected, "negate a Bool with `not b`"),
+            Some('&') => (unexpected, "the logical and is `&&`"),
+            Some('$') => (unexpected, "there is no `$` operator: write `f (g x)`"),
+            Some('.') => (
+                unexpected,
+                "a real literal has digits on both sides of `.` (`0.5`, `1.0`); there is no `.` operator",
+            ),
+            Some('{' | '}') => (
+                unexpected,
+                "nabla has no braces: group with parentheses; a tuple is `(a, b)`",
+            ),
+            _ => (unexpected, "not part of any token"),
+        };
+        (message, label.to_string())
+    }
 }
 
 /// Which language a file is written in.
@@ -310,6 +361,7 @@ pub fn lex_in(text: &str, base: u32, dialect: Dialect) -> (Vec<Token>, Vec<LexEr
             Ok(Tok::At | Tok::Bang | Tok::LBrace | Tok::RBrace | Tok::Semi) if !translated => {
                 Err(())
             }
+            Ok(Tok::Str) => Err(()),
             other => other,
         };
         match result {

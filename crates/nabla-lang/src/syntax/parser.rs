@@ -32,9 +32,9 @@
 
 use super::ast::*;
 use super::lexer::{Dialect, LexError, Tok, Token, lex_in};
-use super::span::Span;
+use super::span::{Span, without_byte_order_mark};
 use crate::core::named::Poly;
-use crate::diagnostic::Diagnostic;
+use crate::diagnostic::{Diagnostic, Label};
 use crate::stack;
 use crate::types::Con;
 
@@ -47,26 +47,77 @@ pub struct ParseError {
     pub span: Span,
     /// Text under the caret.
     pub label: String,
+    /// Related places, e.g. where the parser gave up on an unclosed `(`.
+    pub secondary: Vec<Label>,
+    /// Notes printed after the source excerpt.
+    pub notes: Vec<String>,
+}
+
+impl ParseError {
+    fn new(message: impl Into<String>, span: Span, label: impl Into<String>) -> ParseError {
+        ParseError {
+            message: message.into(),
+            span,
+            label: label.into(),
+            secondary: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    fn with_secondary(mut self, span: Span, message: impl Into<String>) -> ParseError {
+        self.secondary.push(Label {
+            span,
+            message: message.into(),
+        });
+        self
+    }
+
+    fn with_note(mut self, note: impl Into<String>) -> ParseError {
+        self.notes.push(note.into());
+        self
+    }
 }
 
 impl From<ParseError> for Diagnostic {
     fn from(e: ParseError) -> Diagnostic {
-        Diagnostic::error(e.message, e.span).with_label(e.label)
+        let mut d = Diagnostic::error(e.message, e.span).with_label(e.label);
+        d.secondary = e.secondary;
+        d.notes = e.notes;
+        d
     }
 }
 
 impl From<LexError> for ParseError {
     fn from(e: LexError) -> ParseError {
-        ParseError {
-            message: format!(
-                "unexpected character{} `{}`",
-                if e.text.chars().count() > 1 { "s" } else { "" },
-                e.text
-            ),
-            span: e.span,
-            label: "not part of any token".into(),
-        }
+        let (message, label) = e.explain();
+        ParseError::new(message, e.span, label)
     }
+}
+
+/// All errors of one parse, in source order. A syntax error in the same
+/// definition as an earlier lexical error is left out: leaving the bad
+/// characters out of the token stream usually breaks the syntax around them
+/// (`"hello"`, `\x -> e`), and the lexical error already says what is wrong.
+/// `def_starts` are the offsets of the `def` tokens, in order.
+fn collect_errors(
+    lexical: Vec<LexError>,
+    syntax: Vec<ParseError>,
+    def_starts: &[u32],
+) -> Vec<ParseError> {
+    // An error at a `def` token is about the definition before it, which
+    // ended too early.
+    let definition = |offset: u32| def_starts.partition_point(|&s| s < offset);
+    let after_lexical_error = |e: &ParseError| {
+        let before = lexical.partition_point(|l| l.span.start <= e.span.start);
+        before > 0 && definition(lexical[before - 1].span.start) == definition(e.span.start)
+    };
+    let mut errors: Vec<ParseError> = syntax
+        .into_iter()
+        .filter(|e| !after_lexical_error(e))
+        .collect();
+    errors.extend(lexical.into_iter().map(ParseError::from));
+    errors.sort_by_key(|e| e.span.start);
+    errors
 }
 
 /// Hands out fresh [`NodeId`]s; shared across inputs of one session.
@@ -97,12 +148,14 @@ impl IdGen {
 /// offset in its [`SourceMap`](super::span::SourceMap). Returns every
 /// definition that parsed and every error found. A file whose first line is
 /// `#!translated` is parsed in the translated dialect ([`Dialect::of`]).
+///
+/// A leading byte-order mark is skipped ([`without_byte_order_mark`]): `base`
+/// is the offset of the text after it, as in the `SourceMap`.
 pub fn parse_program(text: &str, base: u32, ids: &mut IdGen) -> (Program, Vec<ParseError>) {
+    let text = without_byte_order_mark(text);
     let dialect = Dialect::of(text);
     let (tokens, lex_errors) = lex_in(text, base, dialect);
     let mut p = Parser::new(text, base, tokens, ids, dialect);
-    p.errors
-        .extend(lex_errors.into_iter().map(ParseError::from));
     let mut defs = Vec::new();
     while p.peek() != Tok::Eof && !p.fatal {
         if p.peek() != Tok::Def {
@@ -115,8 +168,13 @@ pub fn parse_program(text: &str, base: u32, ids: &mut IdGen) -> (Program, Vec<Pa
             Err(()) => p.skip_to_def(),
         }
     }
-    let mut errors = p.errors;
-    errors.sort_by_key(|e| e.span.start);
+    let def_starts: Vec<u32> = p
+        .tokens
+        .iter()
+        .filter(|t| t.kind == Tok::Def)
+        .map(|t| t.span.start)
+        .collect();
+    let errors = collect_errors(lex_errors, p.errors, &def_starts);
     (Program { defs }, errors)
 }
 
@@ -132,16 +190,14 @@ pub fn parse_expression_in(
     ids: &mut IdGen,
     dialect: Dialect,
 ) -> Result<Expr, Vec<ParseError>> {
+    let text = without_byte_order_mark(text);
     let (tokens, lex_errors) = lex_in(text, base, dialect);
     let mut p = Parser::new(text, base, tokens, ids, dialect);
-    p.errors
-        .extend(lex_errors.into_iter().map(ParseError::from));
     let result = p.expr();
     if result.is_ok() && p.peek() != Tok::Eof {
         let _ = p.error_expected::<()>("end of input");
     }
-    let mut errors = p.errors;
-    errors.sort_by_key(|e| e.span.start);
+    let errors = collect_errors(lex_errors, p.errors, &[]);
     match result {
         Ok(e) if errors.is_empty() => Ok(e),
         _ => Err(errors),
@@ -155,15 +211,14 @@ pub fn parse_type(text: &str, base: u32) -> Result<TypeExpr, Vec<ParseError>> {
     let (tokens, lex_errors) = lex_in(text, base, Dialect::Translated);
     let mut ids = IdGen::new();
     let mut p = Parser::new(text, base, tokens, &mut ids, Dialect::Translated);
-    p.errors
-        .extend(lex_errors.into_iter().map(ParseError::from));
     let result = p.ty();
     if result.is_ok() && p.peek() != Tok::Eof {
         let _ = p.error_expected::<()>("end of input");
     }
+    let errors = collect_errors(lex_errors, p.errors, &[]);
     match result {
-        Ok(t) if p.errors.is_empty() => Ok(t),
-        _ => Err(p.errors),
+        Ok(t) if errors.is_empty() => Ok(t),
+        _ => Err(errors),
     }
 }
 
@@ -178,6 +233,12 @@ struct Parser<'a> {
     ids: &'a mut IdGen,
     /// Set when the nesting budget ran out: stop, do not try to recover.
     fatal: bool,
+    /// Index of the first token of the definition being parsed (the whole
+    /// input for an expression): where [`Parser::slip`] looks for causes.
+    def_start: usize,
+    /// Trying a parse that may be undone ([`Parser::bind_pattern`]): errors
+    /// are discarded, so [`Parser::slip`] need not look for causes.
+    speculating: bool,
     /// Parsing a translated file.
     translated: bool,
     /// May `;` sequence expressions here? (Not at the top of a `do` block's
@@ -222,6 +283,70 @@ fn binop(t: Tok) -> Option<(BinOp, u8)> {
 
 const CMP_PREC: u8 = 3;
 
+/// For the keywords that start an expression extending as far right as
+/// possible: how that expression is written as an argument.
+fn bracketed_argument_example(t: Tok) -> Option<&'static str> {
+    Some(match t {
+        Tok::Fun => "`grad (fun x -> x * x) 3.0`",
+        Tok::If => "`f (if c then 1 else 2)`",
+        Tok::Let => "`f (let y = 2 in y * y)`",
+        Tok::Match => "`f (match s with inl a -> a | inr b -> b)`",
+        _ => return None,
+    })
+}
+
+/// A syntax error whose found token shows what was meant.
+struct Confusion {
+    /// What the parser expected (as in "expected …").
+    expected: &'static str,
+    /// What it found.
+    found: Tok,
+    /// The headline; empty to keep "expected …, found …".
+    message: &'static str,
+    /// The text under the caret.
+    label: &'static str,
+}
+
+/// Common confusions of newcomers from OCaml, Haskell and Python.
+const CONFUSIONS: &[Confusion] = &[
+    Confusion {
+        expected: "`=`",
+        found: Tok::EqEq,
+        message: "names are bound with `=`, not `==`",
+        label: "write `=` here; `==` compares two values",
+    },
+    Confusion {
+        expected: "`then`",
+        found: Tok::Assign,
+        message: "`=` does not compare: write `==`",
+        label: "`a == b` compares; `=` only binds names",
+    },
+    Confusion {
+        expected: "`then`",
+        found: Tok::Colon,
+        message: "an `if` has no `:`",
+        label: "write `if c then a else b`",
+    },
+    Confusion {
+        expected: "`->`",
+        found: Tok::Assign,
+        message: "",
+        label: "a function is written `fun x -> body`",
+    },
+    Confusion {
+        expected: "`def`",
+        found: Tok::Let,
+        message: "top-level definitions start with `def`, not `let`",
+        label: "write `def x = …`; `let … in …` is an expression",
+    },
+    Confusion {
+        expected: "`def`",
+        found: Tok::Ident,
+        message: "",
+        label: "every top-level definition starts with `def`, e.g. `def main = …`",
+    },
+];
+
 impl<'a> Parser<'a> {
     fn new(
         text: &'a str,
@@ -238,6 +363,8 @@ impl<'a> Parser<'a> {
             errors: Vec::new(),
             ids,
             fatal: false,
+            def_start: 0,
+            speculating: false,
             translated: dialect == Dialect::Translated,
             allow_seq: true,
         }
@@ -295,26 +422,38 @@ impl<'a> Parser<'a> {
     }
 
     fn error(&mut self, message: impl Into<String>, span: Span, label: impl Into<String>) {
-        self.errors.push(ParseError {
-            message: message.into(),
-            span,
-            label: label.into(),
-        });
+        self.errors.push(ParseError::new(message, span, label));
     }
 
     fn error_expected<T>(&mut self, what: &str) -> PResult<T> {
+        let e = self.expected_error(what);
+        self.errors.push(e);
+        Err(())
+    }
+
+    /// The error for finding the current token where `what` was expected:
+    /// a known slip ([`Parser::slip`]) if there is one, else "expected …,
+    /// found …", with a hint when the found token shows what was meant
+    /// ([`CONFUSIONS`]).
+    fn expected_error(&self, what: &str) -> ParseError {
+        if let Some(e) = self.slip() {
+            return e;
+        }
         let t = self.tok();
         let found = if t.kind == Tok::Ident || t.kind == Tok::Int || t.kind == Tok::Real {
             format!("`{}`", self.text_of(t.span))
         } else {
             t.kind.describe().to_string()
         };
-        self.error(
-            format!("expected {what}, found {found}"),
-            t.span,
-            format!("expected {what}"),
-        );
-        Err(())
+        let plain = format!("expected {what}, found {found}");
+        match CONFUSIONS
+            .iter()
+            .find(|c| c.expected == what && c.found == t.kind)
+        {
+            Some(c) if c.message.is_empty() => ParseError::new(plain, t.span, c.label),
+            Some(c) => ParseError::new(c.message, t.span, c.label),
+            None => ParseError::new(plain, t.span, format!("expected {what}")),
+        }
     }
 
     fn expect(&mut self, kind: Tok) -> PResult<Token> {
@@ -322,6 +461,184 @@ impl<'a> Parser<'a> {
             Ok(self.bump())
         } else {
             self.error_expected(kind.describe())
+        }
+    }
+
+    /// Expects `kind`, the token that completes the construct begun by the
+    /// token at `open` (`(`, `[`, `if`, `let`). When the definition ends
+    /// first (at the next `def` or the end of the input), the error is at
+    /// `open`, where the fix belongs, not where the parser gave up.
+    fn finish(&mut self, kind: Tok, open: Span) -> PResult<Token> {
+        if self.peek() == kind {
+            return Ok(self.bump());
+        }
+        let t = self.tok();
+        let opener = self.text_of(open);
+        let bracket = matches!(kind, Tok::RParen | Tok::RBracket);
+        let error = match self.slip() {
+            Some(e) => e,
+            None if matches!(t.kind, Tok::Def | Tok::Eof) => {
+                let (message, label) = match kind {
+                    _ if bracket => (
+                        format!("this `{opener}` is never closed"),
+                        format!("no matching {}", kind.describe()),
+                    ),
+                    Tok::In => (
+                        "this `let` has no `in`".to_string(),
+                        "write `let x = … in body`; a top-level binding is `def x = …`".to_string(),
+                    ),
+                    _ => (
+                        format!("this `{opener}` has no {}", kind.describe()),
+                        "an `if` is `if c then a else b`, with both branches".to_string(),
+                    ),
+                };
+                // At the end of the input, point just after the last token
+                // rather than at a blank last line.
+                let (end, at) = if t.kind == Tok::Def {
+                    ("the next definition starts here", t.span)
+                } else {
+                    let last = self.prev_end();
+                    ("the input ends here", Span::new(last, last))
+                };
+                ParseError::new(message, open, label)
+                    .with_secondary(at, format!("{end}, without {}", kind.describe()))
+            }
+            None => {
+                let what = if bracket { "not closed" } else { "begins here" };
+                self.expected_error(kind.describe())
+                    .with_secondary(open, format!("this `{opener}` {what}"))
+            }
+        };
+        self.errors.push(error);
+        Err(())
+    }
+
+    /// A construct of another language in the current definition, up to the
+    /// current token, that explains the syntax error here: `where`,
+    /// `let rec … and …`, `elif`, `lambda`/`fn`, `return`, `::`. Words that
+    /// could be variable names only count in a binding shape
+    /// ([`Parser::starts_binding`]), so a variable named `where` is not blamed.
+    fn slip(&self) -> Option<ParseError> {
+        if self.speculating {
+            return None;
+        }
+        let end = self.pos.min(self.tokens.len().saturating_sub(1));
+        let scope = self.def_start..end;
+        let let_rec = self.tokens[scope.clone()]
+            .windows(2)
+            .position(|w| w[0].kind == Tok::Let && w[1].kind == Tok::Rec)
+            .map(|k| self.def_start + k);
+        (self.def_start..=end).find_map(|i| self.slip_at(i, let_rec.is_some_and(|r| r < i)))
+    }
+
+    /// The slip at token `i` ([`Parser::slip`]), if any; `after_let_rec`
+    /// says whether a `let rec` comes earlier in the definition.
+    fn slip_at(&self, i: usize, after_let_rec: bool) -> Option<ParseError> {
+        let t = self.tokens[i];
+        if t.kind == Tok::Colon {
+            let next = self.tokens.get(i + 1)?;
+            if next.kind != Tok::Colon || next.span.start != t.span.end {
+                return None;
+            }
+            return Some(
+                ParseError::new(
+                    "lists and `::` are not part of nabla",
+                    t.span.to(next.span),
+                    "use a vector instead, e.g. `[1, 2]`",
+                )
+                .with_note(
+                    "vectors are built with `[a, b, c]` or `build n (fun i -> e)` and \
+                     taken apart with `v[i]`, `size`, `map`, `fold`, `sum` and `zip`",
+                ),
+            );
+        }
+        if t.kind != Tok::Ident {
+            return None;
+        }
+        let (message, label) = match self.text_of(t.span) {
+            "where" if self.starts_binding(i) => (
+                format!("`where` is not supported: write `{}`", self.where_as_let(i)),
+                "bind the name with `let … in` before the expression that uses it".to_string(),
+            ),
+            "and" if after_let_rec && self.starts_binding(i) => (
+                "`let rec … and …` (mutual recursion) is not supported".to_string(),
+                "define these functions with `def` at the top level instead: \
+                 top-level definitions may be mutually recursive \
+                 (see examples/mutual.nabla)"
+                    .to_string(),
+            ),
+            "elif" => (
+                "`elif` is not part of nabla: write `else if`".to_string(),
+                "`if a then x else if b then y else z`".to_string(),
+            ),
+            word @ ("lambda" | "fn") if self.starts_binding(i) => (
+                "a function is written `fun x -> e`".to_string(),
+                format!("write `fun x -> …` instead of `{word} x …`"),
+            ),
+            "return" => (
+                "nabla has no `return`".to_string(),
+                "a definition is `def f x = e`: its value is the expression `e`".to_string(),
+            ),
+            _ => return None,
+        };
+        Some(ParseError::new(message, t.span, label))
+    }
+
+    /// Does the word at token `i` start `word pattern… (= | -> | :)`, ending
+    /// at or before the current token (as in `where y = 1` or `fn x => x`),
+    /// in an expression rather than among the parameters of a binding
+    /// (`def apply fn x = …` names a parameter `fn`)?
+    /// It looks at most 32 tokens either way (patterns are short), so the
+    /// scan of a long definition stays linear.
+    fn starts_binding(&self, i: usize) -> bool {
+        const REACH: usize = 32;
+        let in_pattern = |k: Tok| matches!(k, Tok::Ident | Tok::LParen | Tok::RParen | Tok::Comma);
+        let limit = self.pos.min(i + REACH);
+        let mut j = i + 1;
+        while j < limit && in_pattern(self.tokens[j].kind) {
+            j += 1;
+        }
+        let binding_shape = j > i + 1
+            && j <= self.pos
+            && matches!(self.tokens[j].kind, Tok::Assign | Tok::Arrow | Tok::Colon);
+        let in_header = self.tokens[self.def_start.max(i.saturating_sub(REACH))..i]
+            .iter()
+            .rev()
+            .find(|t| !in_pattern(t.kind) && t.kind != Tok::Colon)
+            .is_some_and(|t| matches!(t.kind, Tok::Def | Tok::Let | Tok::Rec | Tok::Fun));
+        binding_shape && !in_header
+    }
+
+    /// `e where y = v` (the `where` at token `i`) rewritten as
+    /// `let y = v in e`, quoting the source when both parts are short and on
+    /// one line.
+    fn where_as_let(&self, i: usize) -> String {
+        let before = &self.tokens[self.def_start..i];
+        // The expression starts after the definition's `=` (or at the start of an input expression).
+        let expr_start = match before.first() {
+            Some(t) if t.kind == Tok::Def => before
+                .iter()
+                .find(|t| t.kind == Tok::Assign)
+                .map_or(t.span.end, |t| t.span.end),
+            Some(t) => t.span.start,
+            None => self.tokens[i].span.start,
+        };
+        let binding_end = self.tokens[i..]
+            .iter()
+            .find(|t| matches!(t.kind, Tok::Def | Tok::Eof))
+            .map_or(self.tokens[i].span.end, |t| t.span.start);
+        let expr = self
+            .text_of(Span::new(expr_start, self.tokens[i].span.start))
+            .trim();
+        let binding = self
+            .text_of(Span::new(self.tokens[i].span.end, binding_end))
+            .trim();
+        let short = |s: &str| !s.is_empty() && !s.contains('\n') && s.chars().count() <= 40;
+        if short(expr) && short(binding) {
+            format!("let {binding} in {expr}")
+        } else {
+            let name = self.text_of(self.tokens[i + 1].span);
+            format!("let {name} = … in …")
         }
     }
 
@@ -372,6 +689,7 @@ impl<'a> Parser<'a> {
     // ---- definitions ----
 
     fn def(&mut self) -> PResult<Def> {
+        self.def_start = self.pos;
         let start = self.expect(Tok::Def)?.span;
         let binding = self.fun_binding()?;
         let span = start.to(binding.body.span);
@@ -433,7 +751,7 @@ impl<'a> Parser<'a> {
                     Tok::Colon => {
                         self.bump();
                         let t = self.ty()?;
-                        let close = self.expect(Tok::RParen)?.span;
+                        let close = self.finish(Tok::RParen, open)?.span;
                         Ok(Pattern::Annot(Box::new(first), t, open.to(close)))
                     }
                     Tok::Comma => {
@@ -442,11 +760,11 @@ impl<'a> Parser<'a> {
                             self.bump();
                             items.push(self.pattern()?);
                         }
-                        let close = self.expect(Tok::RParen)?.span;
+                        let close = self.finish(Tok::RParen, open)?.span;
                         Ok(Pattern::Tuple(items, open.to(close)))
                     }
                     _ => {
-                        self.expect(Tok::RParen)?;
+                        self.finish(Tok::RParen, open)?;
                         Ok(first)
                     }
                 }
@@ -529,10 +847,10 @@ impl<'a> Parser<'a> {
                         self.bump();
                         items.push(self.ty()?);
                     }
-                    let close = self.expect(Tok::RParen)?.span;
+                    let close = self.finish(Tok::RParen, open)?.span;
                     return Ok(TypeExpr::Tuple(items, open.to(close)));
                 }
-                self.expect(Tok::RParen)?;
+                self.finish(Tok::RParen, open)?;
                 Ok(first)
             }
             _ => self.error_expected("a type"),
@@ -564,7 +882,7 @@ impl<'a> Parser<'a> {
     fn let_expr(&mut self) -> PResult<Expr> {
         let start = self.tok().span;
         let head = self.let_head()?;
-        self.expect(Tok::In)?;
+        self.finish(Tok::In, start)?;
         let body = self.expr()?;
         Ok(self.finish_let(start, head, body))
     }
@@ -717,7 +1035,11 @@ impl<'a> Parser<'a> {
             return None;
         }
         let (pos, errors) = (self.pos, self.errors.len());
-        match self.pattern() {
+        // A failure here is not an error, so it needs no explanation.
+        let saved = std::mem::replace(&mut self.speculating, true);
+        let pattern = self.pattern();
+        self.speculating = saved;
+        match pattern {
             Ok(p) if self.peek() == Tok::LArrow => Some(p),
             _ => {
                 self.pos = pos;
@@ -732,9 +1054,9 @@ impl<'a> Parser<'a> {
     fn if_expr(&mut self) -> PResult<Expr> {
         let start = self.expect(Tok::If)?.span;
         let c = self.expr()?;
-        self.expect(Tok::Then)?;
+        self.finish(Tok::Then, start)?;
         let a = self.expr()?;
-        self.expect(Tok::Else)?;
+        self.finish(Tok::Else, start)?;
         let b = self.expr()?;
         let span = start.to(b.span);
         Ok(self.mk(ExprKind::If(Box::new(c), Box::new(a), Box::new(b)), span))
@@ -927,6 +1249,25 @@ impl<'a> Parser<'a> {
             let span = head.span.to(arg.span);
             head = self.mk(ExprKind::App(Box::new(head), Box::new(arg)), span);
         }
+        if let Some(example) = bracketed_argument_example(self.peek()) {
+            // Nothing may follow an application directly but these keywords
+            // (`grad fun x -> …`): they were meant as an argument.
+            let t = self.tok();
+            let kw = t.kind.describe();
+            let article = if t.kind == Tok::If { "an" } else { "a" };
+            self.errors.push(
+                ParseError::new(
+                    format!("{article} {kw} expression as an argument needs parentheses"),
+                    t.span,
+                    format!("put the {kw} expression in parentheses"),
+                )
+                .with_note(format!(
+                    "{kw} extends as far to the right as it can, so as an argument \
+                     it is written in parentheses: {example}"
+                )),
+            );
+            return Err(());
+        }
         Ok(head)
     }
 
@@ -952,9 +1293,9 @@ impl<'a> Parser<'a> {
         let mut e = self.atom()?;
         // `v[i]` only when `[` touches the previous token: `f [1]` is an application.
         while self.peek() == Tok::LBracket && self.tok().span.start == self.prev_end() {
-            self.bump();
+            let open = self.bump().span;
             let index = self.with_seq(true, |p| p.expr())?;
-            let close = self.expect(Tok::RBracket)?.span;
+            let close = self.finish(Tok::RBracket, open)?.span;
             let span = e.span.to(close);
             e = self.mk(ExprKind::Index(Box::new(e), Box::new(index)), span);
         }
@@ -1044,7 +1385,7 @@ impl<'a> Parser<'a> {
             Tok::Colon => {
                 self.bump();
                 let ty = self.ty()?;
-                let close = self.expect(Tok::RParen)?.span;
+                let close = self.finish(Tok::RParen, open)?.span;
                 Ok(self.mk(ExprKind::Annot(Box::new(first), ty), open.to(close)))
             }
             Tok::Comma => {
@@ -1053,11 +1394,11 @@ impl<'a> Parser<'a> {
                     self.bump();
                     items.push(self.expr()?);
                 }
-                let close = self.expect(Tok::RParen)?.span;
+                let close = self.finish(Tok::RParen, open)?.span;
                 Ok(self.mk(ExprKind::Tuple(items), open.to(close)))
             }
             _ => {
-                let close = self.expect(Tok::RParen)?.span;
+                let close = self.finish(Tok::RParen, open)?.span;
                 // Keep the parentheses in the span so carets cover them.
                 let mut inner = first;
                 inner.span = open.to(close);
@@ -1077,7 +1418,7 @@ impl<'a> Parser<'a> {
                 items.push(self.expr()?);
             }
         }
-        let close = self.expect(Tok::RBracket)?.span;
+        let close = self.finish(Tok::RBracket, open)?.span;
         Ok(self.mk(ExprKind::Vector(items), open.to(close)))
     }
 }
@@ -1248,6 +1589,65 @@ mod tests {
             .map(|d| d.binding.name.name.as_str())
             .collect();
         assert_eq!(names, ["b", "d"]);
+    }
+
+    fn first_error(src: &str) -> String {
+        let (_, errs) = parse_program(src, 0, &mut IdGen::new());
+        errs.first()
+            .map_or("no error".into(), |e| e.message.clone())
+    }
+
+    #[test]
+    fn slips_are_not_blamed_on_variables_of_that_name() {
+        // Parameters named like another language's keywords, then an unrelated error.
+        assert_eq!(
+            first_error("def apply fn x = fn x + )"),
+            "expected an expression, found `)`"
+        );
+        assert_eq!(
+            first_error("def f where = where + )"),
+            "expected an expression, found `)`"
+        );
+        assert_eq!(
+            first_error("def f = let and x = x in and 1 + )"),
+            "expected an expression, found `)`"
+        );
+        // The same words in an expression, in a binding shape, are blamed.
+        assert_eq!(
+            first_error("def f = (fn x => x)"),
+            "a function is written `fun x -> e`"
+        );
+    }
+
+    #[test]
+    fn a_lexical_error_hides_only_the_syntax_errors_it_causes() {
+        // `"x"` leaves `def a =` without a body: one error for `a`, and the
+        // syntax error in `b` is still reported.
+        let (_, errs) = parse_program("def a = \"x\"\ndef b = )\n", 0, &mut IdGen::new());
+        let messages: Vec<_> = errs.iter().map(|e| e.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "string literals are not supported",
+                "expected an expression, found `)`"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_skipped() {
+        use crate::syntax::span::SourceMap;
+        let src = "\u{feff}def main = 1 +";
+        let mut sources = SourceMap::new();
+        let file = sources.add("bom.nabla", src);
+        assert_eq!(sources.file(file).text, "def main = 1 +");
+        let (_, errs) = parse_program(src, sources.file(file).base, &mut IdGen::new());
+        assert_eq!(errs.len(), 1);
+        assert_eq!(
+            sources.line_col(errs[0].span.start),
+            Some(("bom.nabla".into(), 1, 15))
+        );
+        assert_eq!(parse("\u{feff}1 + 2"), "(1 + 2)");
     }
 
     #[test]

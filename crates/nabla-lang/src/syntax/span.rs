@@ -28,6 +28,16 @@ impl Span {
     }
 }
 
+/// The UTF-8 byte-order mark, which some editors put at the start of a file.
+const BYTE_ORDER_MARK: char = '\u{feff}';
+
+/// A file's text as nabla reads it: without a leading byte-order mark.
+/// [`SourceMap::add`] stores this text and the parser lexes it, so offsets
+/// agree and columns do not count the mark.
+pub fn without_byte_order_mark(text: &str) -> &str {
+    text.strip_prefix(BYTE_ORDER_MARK).unwrap_or(text)
+}
+
 /// One source file (or REPL input, or `eval` argument).
 #[derive(Clone, Debug)]
 pub struct SourceFile {
@@ -57,13 +67,18 @@ impl SourceMap {
 
     /// Adds a file and returns its id. Offsets of later files start after this
     /// one (plus one, so an end-of-file span never touches the next file).
+    /// A leading byte-order mark is dropped ([`without_byte_order_mark`]).
     pub fn add(&mut self, name: impl Into<String>, text: impl Into<String>) -> FileId {
         let base = self.files.last().map_or(0, |f| {
             f.base.saturating_add(f.text.len() as u32).saturating_add(1)
         });
+        let mut text = text.into();
+        if without_byte_order_mark(&text).len() < text.len() {
+            text.drain(..BYTE_ORDER_MARK.len_utf8());
+        }
         self.files.push(SourceFile {
             name: name.into(),
-            text: text.into(),
+            text,
             base,
         });
         FileId(self.files.len() - 1)
