@@ -88,17 +88,47 @@ impl Guard {
     }
 }
 
+/// Why [`try_run_with_stack`] returned no result.
+#[derive(Debug)]
+pub enum ThreadFailure {
+    /// The thread could not be started (typically: its stack could not be
+    /// reserved under `ulimit -v`).
+    Start(std::io::Error),
+    /// The thread panicked (a bug).
+    Panicked,
+}
+
+impl std::fmt::Display for ThreadFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ThreadFailure::Start(e) => write!(
+                f,
+                "could not start the evaluator thread with {} MB of stack: {e}",
+                BIG_STACK_BYTES >> 20
+            ),
+            ThreadFailure::Panicked => write!(f, "internal error (the evaluator thread failed)"),
+        }
+    }
+}
+
 /// Runs `f` on a fresh thread with a [`BIG_STACK_BYTES`] native stack and a
 /// matching budget for [`check`]. Returns `None` if the thread could not be
-/// spawned or panicked.
+/// spawned or panicked (see [`try_run_with_stack`] for which).
 pub fn run_with_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    try_run_with_stack(f).ok()
+}
+
+/// [`run_with_stack`], saying why it failed.
+pub fn try_run_with_stack<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ThreadFailure> {
     std::thread::Builder::new()
         .stack_size(BIG_STACK_BYTES)
         .spawn(move || {
             BASE.with(|b| b.set(Some((here(), BIG_STACK_BYTES - SAFETY_MARGIN))));
             f()
         })
-        .ok()?
+        .map_err(ThreadFailure::Start)?
         .join()
-        .ok()
+        .map_err(|_| ThreadFailure::Panicked)
 }

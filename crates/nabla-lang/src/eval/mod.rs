@@ -13,8 +13,11 @@
 //!   `let rec` runs in constant native stack.
 //! * Non-tail calls recurse natively; every one goes through
 //!   `Machine::enter`, which counts it against [`Limits::max_calls`] and
-//!   checks the native stack budget ([`crate::stack::Guard`]), turning its
-//!   exhaustion into a clean "stack depth exceeded" error.
+//!   checks the native stack budget ([`crate::stack::Guard`]) and the
+//!   memory budget ([`crate::memory`]), turning their exhaustion into a
+//!   clean "stack depth exceeded" or "out of memory" error. Vectors of a
+//!   size known in advance are checked against the memory budget before
+//!   they are built, at the operation that builds them.
 //! * Top-level definitions are evaluated on first use and cached; a call of
 //!   a top-level function by name jumps straight to its code.
 //! * All arithmetic on numbers goes through [`arith`] (the compiled code
@@ -34,6 +37,7 @@ pub use value::{Closure, Partial, Value};
 
 use crate::core::{LamId, Lit, Program, VarRef};
 use crate::diagnostic::Diagnostic;
+use crate::memory::{self, MemoryExhausted, Reservation};
 use crate::prim::Prim;
 use crate::stack;
 use crate::syntax::span::Span;
@@ -96,6 +100,8 @@ pub type RResult<T> = Result<T, Box<RuntimeError>>;
 pub struct Machine {
     compiled: Rc<compile::Compiled>,
     stack: Vec<Value>,
+    /// Bytes of `stack`'s buffer charged to the memory budget.
+    stack_charged: usize,
     globals: Vec<GlobalState>,
     calls_left: u64,
     limits: Limits,
@@ -120,6 +126,14 @@ pub(crate) fn drop_value(v: Value) {
 }
 
 #[cold]
+pub(crate) fn memory_err(e: MemoryExhausted, span: Span) -> Box<RuntimeError> {
+    Box::new(RuntimeError {
+        message: e.to_string(),
+        span,
+    })
+}
+
+#[cold]
 fn arith_err(e: ArithError, p: Prim, span: Span) -> Box<RuntimeError> {
     let message = match e {
         ArithError::DivByZero => "integer division by zero".to_string(),
@@ -141,9 +155,13 @@ pub(crate) fn lit(l: Lit) -> Value {
 impl Machine {
     /// A machine for `prog`.
     pub fn new(prog: &Program, limits: Limits) -> Machine {
+        let stack = Vec::with_capacity(1024);
+        let stack_charged = stack.capacity() * size_of::<Value>();
+        memory::charge(stack_charged);
         Machine {
             compiled: Rc::new(compile::compile(prog)),
-            stack: Vec::with_capacity(1024),
+            stack,
+            stack_charged,
             globals: prog.globals.iter().map(|_| GlobalState::Pending).collect(),
             calls_left: limits.max_calls.unwrap_or(u64::MAX),
             limits,
@@ -170,6 +188,7 @@ impl Machine {
         if self.stack_exhausted() {
             return err("stack depth exceeded", use_site);
         }
+        memory::check().map_err(|e| memory_err(e, use_site))?;
         self.globals[index] = GlobalState::Running;
         let base = self.stack.len();
         let comp = Rc::clone(&self.compiled);
@@ -191,6 +210,34 @@ impl Machine {
     #[inline(always)]
     fn stack_exhausted(&self) -> bool {
         self.guard.exceeded()
+    }
+
+    /// True when [`Machine::check_resources`] has something to do: a limit
+    /// is reached, or the value stack grew and must be charged.
+    #[inline(always)]
+    fn needs_check(&self) -> bool {
+        self.calls_left == 0
+            || self.stack_exhausted()
+            || self.stack.capacity() * size_of::<Value>() != self.stack_charged
+            || memory::over_budget()
+    }
+
+    /// Charges the value stack's growth, then fails if the native stack,
+    /// the call limit or the memory budget is exhausted.
+    #[cold]
+    #[inline(never)]
+    fn check_resources(&mut self, span: Span) -> RResult<()> {
+        let bytes = self.stack.capacity() * size_of::<Value>();
+        memory::charge(bytes);
+        memory::release(self.stack_charged);
+        self.stack_charged = bytes;
+        if self.stack_exhausted() {
+            err("stack depth exceeded", span)
+        } else if self.calls_left == 0 {
+            err("evaluation step limit exceeded", span)
+        } else {
+            memory::check().map_err(|e| memory_err(e, span))
+        }
     }
 
     /// Cuts the value stack back to `len` values. Numbers need no
@@ -286,12 +333,16 @@ impl Machine {
         clo: Option<&Rc<Closure>>,
         span: Span,
     ) -> RResult<Value> {
-        if self.calls_left == 0 || self.stack_exhausted() {
-            return self.refuse_call(base, span);
+        if self.needs_check()
+            && let Err(e) = self.check_resources(span)
+        {
+            self.cut(base);
+            return Err(e);
         }
         self.calls_left -= 1;
         let Some(lam) = comp.lambdas.get(id.0 as usize) else {
-            return self.refuse_call(base, span);
+            self.cut(base);
+            return err("internal error: unknown function", span);
         };
         match &lam.body {
             compile::Body::Value(code) => {
@@ -306,20 +357,6 @@ impl Machine {
                 }
                 other => self.drive(comp, other, Some(id), clo, base),
             },
-        }
-    }
-
-    /// The error for a call that [`Machine::enter`] does not make.
-    #[cold]
-    #[inline(never)]
-    fn refuse_call(&mut self, base: usize, span: Span) -> RResult<Value> {
-        self.cut(base);
-        if self.stack_exhausted() {
-            err("stack depth exceeded", span)
-        } else if self.calls_left == 0 {
-            err("evaluation step limit exceeded", span)
-        } else {
-            err("internal error: unknown function", span)
         }
     }
 
@@ -356,6 +393,8 @@ impl Machine {
         span: Span,
     ) -> RResult<Value> {
         let comp = Rc::clone(&self.compiled);
+        // The result needs at least `n` reals: hold them before starting.
+        let mut held = Reservation::new(n * size_of::<f64>()).map_err(|e| memory_err(e, span))?;
         let mut reals: Vec<f64> = Vec::with_capacity(n.min(1 << 20));
         let mut values: Option<Vec<Value>> = None;
         for i in 0..n {
@@ -370,7 +409,10 @@ impl Machine {
             match (&mut values, v) {
                 (None, Value::Real(x)) => reals.push(x),
                 (None, v) => {
-                    // The first result that is not a plain Real.
+                    // The first result that is not a plain Real: the result
+                    // needs `n` values instead.
+                    held = Reservation::new(n * size_of::<Value>())
+                        .map_err(|e| memory_err(e, span))?;
                     let mut vs = Vec::with_capacity(n.min(1 << 20));
                     vs.extend(std::mem::take(&mut reals).into_iter().map(Value::Real));
                     vs.push(v);
@@ -379,10 +421,11 @@ impl Machine {
                 (Some(vs), v) => vs.push(v),
             }
         }
+        drop(held);
         Ok(match values {
-            Some(vs) => Value::Vec(Rc::new(vs)),
-            None if n == 0 => Value::Vec(Rc::new(Vec::new())),
-            None => Value::RealVec(Rc::new(reals)),
+            Some(vs) => Value::values(vs),
+            None if n == 0 => Value::values(Vec::new()),
+            None => Value::reals(reals),
         })
     }
 
@@ -454,10 +497,12 @@ impl Machine {
         }
     }
 
+    /// Counts a tail call, with the checks of [`Machine::enter`] (a loop
+    /// may grow a trace or the value stack).
     #[inline]
     fn count_call(&mut self, span: Span) -> RResult<()> {
-        if self.calls_left == 0 {
-            return err("evaluation step limit exceeded", span);
+        if self.needs_check() {
+            self.check_resources(span)?;
         }
         self.calls_left -= 1;
         Ok(())
@@ -644,13 +689,17 @@ impl Machine {
                         span,
                     );
                 }
+                let pair = Value::Tuple(Rc::new(vec![Value::Unit, Value::Unit]));
+                let bytes = n * (size_of::<Value>() + pair.box_bytes());
+                let held = Reservation::new(bytes).map_err(|e| memory_err(e, span))?;
                 let mut items = Vec::with_capacity(n);
                 for i in 0..n {
                     let x = a.vec_get(i).unwrap_or(Value::Unit);
                     let y = b.vec_get(i).unwrap_or(Value::Unit);
                     items.push(Value::Tuple(Rc::new(vec![x, y])));
                 }
-                Ok(Value::Vec(Rc::new(items)))
+                drop(held);
+                Ok(Value::values(items))
             }
             Prim::Fold | Prim::Jvp | Prim::FoldM | Prim::DLet | Prim::EvalDelta => {
                 Ok(Value::Prim(p, Some(Rc::new(vec![a, b]))))
@@ -749,5 +798,11 @@ impl Machine {
             };
         }
         Ok(acc)
+    }
+}
+
+impl Drop for Machine {
+    fn drop(&mut self) {
+        memory::release(self.stack_charged);
     }
 }
