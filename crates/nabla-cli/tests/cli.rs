@@ -357,3 +357,133 @@ fn max_calls_bounds_an_infinite_loop() {
     let o = run(&["run", "--max-calls", "100000", f.to_str().expect("path")]);
     assert_program_error(&o, "forever2.nabla:1:26", "evaluation step limit exceeded");
 }
+
+// ---- the memory budget and the evaluator thread ----
+
+/// Runs `nabla ARGS…` under `sh -c 'ulimit -v KB; …'` (the address-space
+/// cap the reports used).
+fn run_capped(kb: u64, args: &[&str]) -> Output {
+    let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
+    let script = format!(
+        "ulimit -v {kb} && exec '{}' {}",
+        env!("CARGO_BIN_EXE_nabla"),
+        quoted.join(" ")
+    );
+    Command::new("sh")
+        .args(["-c", &script])
+        .current_dir(repo())
+        .stdin(Stdio::null())
+        .output()
+        .expect("spawn sh")
+}
+
+#[test]
+fn out_of_memory_is_a_clean_error_at_the_allocating_operation() {
+    // The report: 10¹⁰ reals, built one 100 000-element row at a time.
+    let src = b"def main = size (build 100000 (fun i -> build 100000 (fun j -> 0.0)))\n";
+    let f = temp_file("rows.nabla", src);
+    let o = run(&["run", "--max-memory", "16M", f.to_str().expect("path")]);
+    assert_program_error(&o, "rows.nabla:1:41", "out of memory");
+    assert!(stderr(&o).contains("budget of 16 MiB"), "{}", stderr(&o));
+    // One vector too big for the budget is refused before it is allocated.
+    let o = run(&[
+        "eval",
+        "--max-memory",
+        "64M",
+        "size (build 100000000 (fun i -> 0.0))",
+    ]);
+    assert_program_error(&o, "<eval>:1:7", "out of memory: 763 MiB more");
+    // Within the budget, the same operations work.
+    let o = run(&[
+        "eval",
+        "--max-memory",
+        "64M",
+        "size (build 1000 (fun i -> build 1000 (fun j -> 0.0)))",
+    ]);
+    assert_eq!(stdout(&o), "1000\n", "{}", stderr(&o));
+    // Live bytes are counted, not cumulative ones: 100 rows of 80 KB one
+    // after another fit in 1 MiB.
+    let o = run(&[
+        "eval",
+        "--max-memory",
+        "1M",
+        "fold (fun acc i -> acc + size (build 10000 (fun j -> 0.0))) 0 (build 100 (fun i -> i))",
+    ]);
+    assert_eq!(stdout(&o), "1000000\n", "{}", stderr(&o));
+    // A bad size is a usage error.
+    let o = run(&["eval", "--max-memory", "lots", "1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+#[test]
+fn a_reverse_mode_trace_counts_against_the_memory_budget() {
+    // A loop of 10⁸ multiplications records 10⁸ Deltas (3.2 GB).
+    let src = b"def f x = let rec loop i acc = if i == 0 then acc else loop (i - 1) (acc * x) in loop 100000000 x\ndef main = grad f 1.0\n";
+    let f = temp_file("trace.nabla", src);
+    let o = run(&["run", "--max-memory", "16M", f.to_str().expect("path")]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).starts_with("error: out of memory"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("trace.nabla:1:"), "{}", stderr(&o));
+}
+
+#[test]
+fn max_memory_applies_to_the_repl_and_ad_run() {
+    let input = b"size (build 100000000 (fun i -> 0.0))\n1 + 2\n";
+    let o = run_with(&["repl", "--max-memory", "64M"], Some(input));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("out of memory"), "{}", stderr(&o));
+    assert!(
+        stdout(&o).lines().any(|l| l.contains('3')),
+        "{}",
+        stdout(&o)
+    );
+    let src = b"def f x = sum (build 100000000 (fun i -> x))\ndef main = grad f 1.0\n";
+    let f = temp_file("ad_big.nabla", src);
+    let o = run(&[
+        "ad",
+        "--run",
+        "--max-memory",
+        "64M",
+        f.to_str().expect("path"),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).starts_with("error: out of memory"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn under_an_address_space_cap_the_evaluator_starts_or_says_why_not() {
+    let one = temp_file("one.nabla", b"def main = 1\n");
+    let one = one.to_str().expect("path");
+    // The report: `def main = 1` under `ulimit -v 1000000` failed.
+    let o = run_capped(1_000_000, &["run", one]);
+    assert_eq!(stdout(&o), "1\n", "{}", stderr(&o));
+    // A cap below the evaluator's stack: a clean error that says so.
+    let kb = (nabla_lang::stack::BIG_STACK_BYTES / 2 / 1024) as u64;
+    let o = run_capped(kb, &["run", one]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).starts_with("error: could not start the evaluator thread with"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn infinite_recursion_stops_cleanly_within_a_modest_memory_cap() {
+    // Under a 1 GB address-space cap, the stack and every frame it holds
+    // fit: the recursion ends in the clean error, not an abort.
+    let f = temp_file(
+        "forever.nabla",
+        b"def f n = 1 + f (n + 1)\ndef main = f 0\n",
+    );
+    let o = run_capped(1_000_000, &["run", f.to_str().expect("path")]);
+    assert_program_error(&o, "forever.nabla:1:15", "stack depth exceeded");
+}

@@ -213,8 +213,9 @@ impl<T> Drop for Counted<T> {
 
 /// The budget a thread starts with: half of the memory this process can
 /// have — physical memory (`MemTotal` in `/proc/meminfo`), or less if a
-/// control group or `ulimit -v` allows less — or 4 GiB where none of that
-/// can be read. Computed once per process.
+/// control group or `ulimit -v` allows less (less the evaluator's stack,
+/// which `ulimit -v` counts) — or 4 GiB where none of that can be read.
+/// Computed once per process.
 pub fn default_budget() -> usize {
     static DEFAULT: OnceLock<usize> = OnceLock::new();
     *DEFAULT.get_or_init(|| {
@@ -242,7 +243,8 @@ fn address_space_limit() -> Option<usize> {
     let text = std::fs::read_to_string("/proc/self/limits").ok()?;
     let line = text.lines().find(|l| l.starts_with("Max address space"))?;
     // "Max address space   <soft>   <hard>   bytes": the soft limit.
-    line.split_whitespace().nth(3)?.parse().ok()
+    let limit: usize = line.split_whitespace().nth(3)?.parse().ok()?;
+    Some(limit.saturating_sub(crate::stack::BIG_STACK_BYTES))
 }
 
 /// Parses a size such as `512M`, `4G`, `1.5G`, `100000` (bytes) or
