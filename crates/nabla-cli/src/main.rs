@@ -264,20 +264,13 @@ fn emit(r: &Report) -> ExitCode {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let max_memory = cli.max_memory;
-    // The budget is per thread: set on the thread that evaluates.
-    let set_budget = move || {
-        if let Some(bytes) = max_memory {
-            nabla_lang::memory::set_budget(bytes);
-        }
-    };
+    if let Some(bytes) = cli.max_memory {
+        nabla_lang::memory::set_budget(bytes);
+    }
     match cli.command {
         Command::Bench { quick } => return bench::run(quick),
         Command::Repl => {
-            return match nabla_lang::stack::try_run_with_stack(move || {
-                set_budget();
-                repl::run()
-            }) {
+            return match nabla_lang::stack::try_run_with_stack(repl::run) {
                 Ok(code) => ExitCode::from(code),
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -289,10 +282,7 @@ fn main() -> ExitCode {
     }
     // Every phase runs on a thread with a large, explicitly sized stack;
     // deep input then fails cleanly on the stack budget, never overflows.
-    let report = nabla_lang::stack::try_run_with_stack(move || {
-        set_budget();
-        dispatch(cli.command)
-    });
+    let report = nabla_lang::stack::try_run_with_stack(move || dispatch(cli.command));
     match report {
         Ok(r) => emit(&r),
         Err(e) => {

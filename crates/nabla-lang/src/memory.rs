@@ -1,18 +1,22 @@
 //! The memory budget of an evaluation.
 //!
-//! What a program can make grow without bound is counted against a budget
-//! per thread: vectors ([`Counted`] buffers, released when their last
-//! reference drops), the trace of reverse-mode levels
-//! ([`crate::ad::trace`]) and the evaluator's value stack. The meter holds
-//! *live* bytes: a charge is paid back when its owner is dropped.
+//! What a program can make grow without bound is counted against a budget:
+//! vectors ([`Counted`] buffers, released when their last reference
+//! drops), the trace of reverse-mode levels ([`crate::ad::trace`]), the
+//! Delta terms of translated programs and the evaluator's value stack. The
+//! meter holds *live* bytes: a charge is paid back when its owner is
+//! dropped. The budget is one per process ([`set_budget`]); live bytes are
+//! counted per thread (run-time values never cross threads, so charges and
+//! releases balance on the thread that made them), so each evaluation has
+//! the whole budget and concurrent ones (tests, the benchmark server) do
+//! not charge each other.
 //!
 //! Explicit accounting rather than a counting global allocator, because
 //! the interpreter must fail with a clean error *before* an allocation
-//! that would not fit (a global allocator can only abort), and because a
-//! count per thread keeps concurrent evaluations (tests, the benchmark
-//! server) from charging each other. Small boxes (tuples, closures) are
-//! only counted as elements of a vector; native stack is bounded by the
-//! stack budget ([`crate::stack`]).
+//! that would not fit (a global allocator can only abort), and because it
+//! needs no `unsafe`. Small boxes (tuples, closures) are only counted as
+//! elements of a vector; native stack is bounded by the stack budget
+//! ([`crate::stack`]).
 //!
 //! Two kinds of check: a known-size allocation (`build n`, `zip`, a vector
 //! literal) takes a [`Reservation`] first and fails at its own source location;
@@ -23,17 +27,17 @@
 use std::cell::Cell;
 use std::fmt;
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Budget used when the machine's memory cannot be read.
 const FALLBACK_BUDGET: usize = 4 << 30;
 
+/// The budget in bytes; 0 until set or first read (then [`default_budget`]).
+static BUDGET: AtomicUsize = AtomicUsize::new(0);
+
 thread_local! {
-    /// Bytes still available on this thread: the budget minus live bytes
-    /// (negative once a charged step overshot). Unset (`None`) until the
-    /// first use, which starts from [`default_budget`].
-    static HEADROOM: Cell<Option<isize>> = const { Cell::new(None) };
-    /// The budget the headroom was computed from.
-    static BUDGET: Cell<usize> = const { Cell::new(0) };
+    /// Bytes charged on this thread and not yet released.
+    static LIVE: Cell<usize> = const { Cell::new(0) };
 }
 
 /// An allocation that does not fit in the memory budget.
@@ -64,45 +68,34 @@ impl fmt::Display for MemoryExhausted {
     }
 }
 
-fn headroom() -> isize {
-    HEADROOM.with(|h| match h.get() {
-        Some(v) => v,
-        None => {
-            let b = default_budget();
-            BUDGET.with(|c| c.set(b));
-            let v = to_isize(b);
-            h.set(Some(v));
-            v
-        }
-    })
-}
-
-fn to_isize(bytes: usize) -> isize {
-    isize::try_from(bytes).unwrap_or(isize::MAX)
-}
-
-fn adjust(delta: isize) {
-    let v = headroom().saturating_add(delta);
-    HEADROOM.with(|h| h.set(Some(v)));
-}
-
-/// Sets this thread's budget in bytes (live bytes stay counted).
+/// Sets the budget in bytes, for every thread (live bytes stay counted).
 pub fn set_budget(bytes: usize) {
-    let live = live();
-    BUDGET.with(|c| c.set(bytes));
-    HEADROOM.with(|h| h.set(Some(to_isize(bytes).saturating_sub(to_isize(live)))));
+    BUDGET.store(bytes.max(1), Ordering::Relaxed);
 }
 
-/// This thread's budget in bytes.
+/// The budget in bytes.
+#[inline]
 pub fn budget() -> usize {
-    headroom();
-    BUDGET.with(Cell::get)
+    match BUDGET.load(Ordering::Relaxed) {
+        0 => first_budget(),
+        b => b,
+    }
+}
+
+#[cold]
+fn first_budget() -> usize {
+    // A budget set meanwhile wins over the default.
+    let d = default_budget();
+    match BUDGET.compare_exchange(0, d, Ordering::Relaxed, Ordering::Relaxed) {
+        Ok(_) => d,
+        Err(set) => set,
+    }
 }
 
 /// Bytes currently charged on this thread.
+#[inline]
 pub fn live() -> usize {
-    let h = headroom();
-    usize::try_from(to_isize(BUDGET.with(Cell::get)).saturating_sub(h)).unwrap_or(0)
+    LIVE.with(Cell::get)
 }
 
 /// The error for a request of `requested` bytes (0: for what is live).
@@ -118,7 +111,7 @@ fn exhausted(requested: usize) -> MemoryExhausted {
 /// cheap enough to test on every call.
 #[inline]
 pub fn over_budget() -> bool {
-    headroom() < 0
+    live() > budget()
 }
 
 /// Fails once live bytes are over the budget.
@@ -143,8 +136,7 @@ pub struct Reservation {
 impl Reservation {
     /// Holds `bytes`, or fails if they do not fit in the budget.
     pub fn new(bytes: usize) -> Result<Reservation, MemoryExhausted> {
-        let h = headroom();
-        if h < 0 || to_isize(bytes) > h {
+        if bytes > budget().saturating_sub(live()) {
             return Err(exhausted(bytes));
         }
         charge(bytes);
@@ -159,13 +151,15 @@ impl Drop for Reservation {
 }
 
 /// Counts `bytes` as live (always succeeds; see [`over_budget`]).
+#[inline]
 pub fn charge(bytes: usize) {
-    adjust(to_isize(bytes).saturating_neg());
+    LIVE.with(|l| l.set(l.get().saturating_add(bytes)));
 }
 
 /// Gives back bytes charged earlier on this thread.
+#[inline]
 pub fn release(bytes: usize) {
-    adjust(to_isize(bytes));
+    LIVE.with(|l| l.set(l.get().saturating_sub(bytes)));
 }
 
 /// Memory an owned buffer holds on the heap.
@@ -307,20 +301,22 @@ mod tests {
 
     #[test]
     fn counted_buffers_charge_while_they_live() {
-        set_budget(1 << 20);
+        // The budget is shared with the other tests: only this thread's
+        // live bytes are moved, relative to it.
         let before = live();
         let v = Counted::new(vec![0.0; 1000]);
         assert_eq!(live(), before + 8000);
-        let room = (1 << 20) - before - 8000;
+        let room = budget() - before - 8000;
         assert!(Reservation::new(room + 1).is_err());
         let held = Reservation::new(room).expect("fits");
-        assert_eq!(live(), 1 << 20);
+        assert_eq!(live(), budget());
+        assert!(!over_budget());
         drop(held);
         drop(v);
         assert_eq!(live(), before);
-        charge(2 << 20);
+        charge(budget() + 1);
         assert!(over_budget() && check().is_err());
-        release(2 << 20);
+        release(budget() + 1);
         assert!(check().is_ok());
     }
 
