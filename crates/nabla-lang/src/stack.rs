@@ -12,10 +12,10 @@ use std::cell::Cell;
 /// Native stack size of the thread that [`run_with_stack`] spawns.
 ///
 /// A non-tail recursion touches all of it before "stack depth exceeded",
-/// so it is what an infinite recursion costs in memory and time; 512 MiB
-/// still allows about 8·10⁵ nested calls of a release build's interpreter
-/// (docs/language.md), and leaves room for the rest of the process under
-/// `ulimit -v 1000000`.
+/// so it is what an infinite recursion costs in memory and time (2 GiB
+/// took seconds); 512 MiB still allows about 1.2·10⁶ nested calls of a
+/// release build's interpreter (docs/language.md), and leaves room for the
+/// rest of the process under `ulimit -v 1000000`.
 pub const BIG_STACK_BYTES: usize = 512 << 20;
 
 /// Bytes kept free below the budget for non-guarded leaf calls (printing, drop glue).
