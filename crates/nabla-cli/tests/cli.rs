@@ -462,28 +462,65 @@ fn max_memory_applies_to_the_repl_and_ad_run() {
 fn under_an_address_space_cap_the_evaluator_starts_or_says_why_not() {
     let one = temp_file("one.nabla", b"def main = 1\n");
     let one = one.to_str().expect("path");
-    // The report: `def main = 1` under `ulimit -v 1000000` failed.
-    let o = run_capped(1_000_000, &["run", one]);
-    assert_eq!(stdout(&o), "1\n", "{}", stderr(&o));
-    // A cap below the evaluator's stack: a clean error that says so.
-    let kb = (nabla_lang::stack::BIG_STACK_BYTES / 2 / 1024) as u64;
-    let o = run_capped(kb, &["run", one]);
+    let stack_kb = (nabla_lang::stack::BIG_STACK_BYTES / 1024) as u64;
+    // The report: `def main = 1` under `ulimit -v 1000000`, below the
+    // evaluator's stack, said "internal error". Now it says why.
+    let o = run_capped(stack_kb / 2, &["run", one]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(
-        stderr(&o).starts_with("error: could not start the evaluator thread with"),
-        "{}",
-        stderr(&o)
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "error: could not start the evaluator thread with {} MB of stack: \
+             Resource temporarily unavailable (os error 11)\n",
+            stack_kb / 1024
+        )
     );
+    // With room for the stack, it runs.
+    let o = run_capped(stack_kb + 1_000_000, &["run", one]);
+    assert_eq!(stdout(&o), "1\n", "{}", stderr(&o));
+}
+
+/// Peak resident memory of a running child in KiB (`VmHWM`, the high-water
+/// mark, polled until the child exits), with its output.
+fn peak_rss_kb(mut cmd: Command) -> (u64, Output) {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let status = format!("/proc/{}/status", child.id());
+    let mut peak = 0;
+    let mut child = child;
+    while child.try_wait().expect("wait").is_none() {
+        let hwm = std::fs::read_to_string(&status)
+            .ok()
+            .and_then(|t| {
+                let line = t.lines().find(|l| l.starts_with("VmHWM:"))?.to_owned();
+                line.split_whitespace().nth(1)?.parse::<u64>().ok()
+            })
+            .unwrap_or(0);
+        peak = peak.max(hwm);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    (peak, child.wait_with_output().expect("output"))
 }
 
 #[test]
-fn infinite_recursion_stops_cleanly_within_a_modest_memory_cap() {
-    // Under a 1 GB address-space cap, the stack and every frame it holds
-    // fit: the recursion ends in the clean error, not an abort.
+fn infinite_recursion_stops_cleanly_in_a_quarter_of_the_stack() {
+    // The report: 2.2 GB touched before "stack depth exceeded". Evaluation
+    // now has a quarter of the 2 GiB stack.
     let f = temp_file(
         "forever.nabla",
         b"def f n = 1 + f (n + 1)\ndef main = f 0\n",
     );
-    let o = run_capped(1_000_000, &["run", f.to_str().expect("path")]);
+    let mut cmd = nabla();
+    cmd.args(["run", f.to_str().expect("path")]);
+    let (peak_kb, o) = peak_rss_kb(cmd);
     assert_program_error(&o, "forever.nabla:1:15", "stack depth exceeded");
+    if cfg!(target_os = "linux") {
+        let stack_kb = (nabla_lang::stack::BIG_STACK_BYTES / 1024) as u64;
+        assert!(peak_kb > 0, "VmHWM not read");
+        assert!(peak_kb < stack_kb / 2, "peak {peak_kb} KiB");
+    }
 }

@@ -321,6 +321,34 @@ mod tests {
     }
 
     #[test]
+    fn an_evaluation_gives_back_all_it_charged() {
+        // Vectors, tuples in vectors, a trace, the value stack and the
+        // Deltas of a translated program are charged while they live and
+        // released when the evaluation is over.
+        let program = "def f x = let rec loop i acc = if i == 0 then acc else \
+                       loop (i - 1) (acc * x) in loop 1000 x\n\
+                       def g (x, y) = x * y + sin x\n\
+                       def main = (grad f 1.0, size (zip (build 1000 (fun i -> (i, i))) \
+                       (build 1000 (fun i -> 0.0))), grad g (1.0, 2.0))\n";
+        let (value, translated, left) = crate::stack::run_with_stack(move || {
+            let mut s = crate::driver::Session::new();
+            s.load("t.nabla", program).expect("checks");
+            let value = s.run_main().expect("runs");
+            let text = s
+                .runnable_translation(crate::translate::Mode::Reverse)
+                .expect("translates");
+            let mut t = crate::driver::Session::new();
+            t.load("t (translated)", &text).expect("checks");
+            let translated = t.run_main().expect("runs");
+            (value, translated, live())
+        })
+        .expect("thread");
+        assert_eq!(value, "(1000.0, 1000, (2.5403023058681398, 1.0))");
+        assert_eq!(translated, "(2.5403023058681398, 1.0)");
+        assert_eq!(left, 0);
+    }
+
+    #[test]
     fn sizes_print_in_binary_units() {
         assert_eq!(show_size(512 << 20), "512 MiB");
         assert_eq!(show_size(3 << 29), "1.5 GiB");

@@ -9,14 +9,16 @@
 
 use std::cell::Cell;
 
-/// Native stack size of the thread that [`run_with_stack`] spawns.
-///
-/// A non-tail recursion touches all of it before "stack depth exceeded",
-/// so it is what an infinite recursion costs in memory and time (2 GiB
-/// took seconds); 512 MiB still allows about 1.2·10⁶ nested calls of a
-/// release build's interpreter (docs/language.md), and leaves room for the
-/// rest of the process under `ulimit -v 1000000`.
-pub const BIG_STACK_BYTES: usize = 512 << 20;
+/// Native stack size of the thread that [`run_with_stack`] spawns: room
+/// for deeply nested input in every phase (only what is used is touched).
+pub const BIG_STACK_BYTES: usize = 2 << 30;
+
+/// Native stack an evaluation may use ([`Guard::for_evaluation`]). A
+/// non-tail recursion touches all of it before "stack depth exceeded", so
+/// it is what an infinite recursion costs in memory and time (the whole
+/// 2 GiB took seconds); 512 MiB still allows about 1.2·10⁶ nested calls of
+/// a release build's interpreter (docs/language.md).
+pub const EVAL_STACK_BYTES: usize = 512 << 20;
 
 /// Bytes kept free below the budget for non-guarded leaf calls (printing, drop glue).
 const SAFETY_MARGIN: usize = 4 << 20;
@@ -83,6 +85,20 @@ impl Guard {
         Guard {
             lo,
             span: base.saturating_add(budget) - lo,
+        }
+    }
+
+    /// The guard of an evaluation that starts here: the thread's budget,
+    /// narrowed to [`EVAL_STACK_BYTES`] below the current position (stacks
+    /// grow down on every platform nabla runs on; one growing up keeps the
+    /// thread's budget). Only this thread may use it.
+    pub fn for_evaluation() -> Guard {
+        let thread = Guard::current();
+        let end = thread.lo.saturating_add(thread.span);
+        let lo = thread.lo.max(here().saturating_sub(EVAL_STACK_BYTES));
+        Guard {
+            lo,
+            span: end.saturating_sub(lo),
         }
     }
 

@@ -68,13 +68,15 @@ impl From<Box<RuntimeError>> for Diagnostic {
     }
 }
 
-/// Resource limits for one evaluation (the fuzzer uses small ones).
+/// Resource limits for one evaluation (the fuzzer uses small ones). Memory
+/// is bounded besides by the process's budget ([`crate::memory`]), native
+/// stack by the thread's ([`crate::stack`]).
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
     /// Maximum number of function applications (`None`: unlimited).
     pub max_calls: Option<u64>,
-    /// Maximum length of a vector built at run time (default 2^27, so that
-    /// `build` can never exhaust memory: a bigger request is an error).
+    /// Maximum length of a vector built at run time (default 2^27: a bigger
+    /// request is an error whatever the memory budget).
     pub max_vector_len: usize,
 }
 
@@ -105,8 +107,8 @@ pub struct Machine {
     globals: Vec<GlobalState>,
     calls_left: u64,
     limits: Limits,
-    /// This thread's native stack guard, read once: the machine is `!Send`,
-    /// so it runs on the thread that created it.
+    /// The native stack guard of evaluations on this machine, read once:
+    /// the machine is `!Send`, so it runs on the thread that created it.
     guard: stack::Guard,
 }
 
@@ -165,7 +167,7 @@ impl Machine {
             globals: prog.globals.iter().map(|_| GlobalState::Pending).collect(),
             calls_left: limits.max_calls.unwrap_or(u64::MAX),
             limits,
-            guard: stack::Guard::current(),
+            guard: stack::Guard::for_evaluation(),
         }
     }
 
@@ -411,6 +413,7 @@ impl Machine {
                 (None, v) => {
                     // The first result that is not a plain Real: the result
                     // needs `n` values instead.
+                    drop(held);
                     held = Reservation::new(n * size_of::<Value>())
                         .map_err(|e| memory_err(e, span))?;
                     let mut vs = Vec::with_capacity(n.min(1 << 20));
