@@ -21,8 +21,9 @@
 //! Two kinds of check: a known-size allocation (`build n`, `zip`, a vector
 //! literal) takes a [`Reservation`] first and fails at its own source location;
 //! growth in small steps (a trace, the value stack) is charged as it
-//! happens and caught by [`over_budget`], which the evaluator tests on every
-//! call, so it overshoots the budget by at most one step.
+//! happens and caught by [`check`], which the evaluator calls every 1024
+//! function calls (not on every call: the hot path reads no thread-local),
+//! so it overshoots the budget by what those calls added.
 
 use std::cell::Cell;
 use std::fmt;
@@ -107,8 +108,7 @@ fn exhausted(requested: usize) -> MemoryExhausted {
     }
 }
 
-/// True once live bytes are over the budget (a charged step overshot);
-/// cheap enough to test on every call.
+/// True once live bytes are over the budget (a charged step overshot).
 #[inline]
 pub fn over_budget() -> bool {
     live() > budget()

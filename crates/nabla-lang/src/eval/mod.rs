@@ -12,12 +12,13 @@
 //!   and return to a trampoline (`Machine::drive`), so a loop written with
 //!   `let rec` runs in constant native stack.
 //! * Non-tail calls recurse natively; every one goes through
-//!   `Machine::enter`, which counts it against [`Limits::max_calls`] and
-//!   checks the native stack budget ([`crate::stack::Guard`]) and the
-//!   memory budget ([`crate::memory`]), turning their exhaustion into a
-//!   clean "stack depth exceeded" or "out of memory" error. Vectors of a
-//!   size known in advance are checked against the memory budget before
-//!   they are built, at the operation that builds them.
+//!   `Machine::enter`, which counts it against [`Limits::max_calls`],
+//!   checks the native stack budget ([`crate::stack::Guard`]) and, every
+//!   [`CHECK_INTERVAL`] calls, the memory budget ([`crate::memory`]),
+//!   turning their exhaustion into a clean "stack depth exceeded" or "out
+//!   of memory" error. Vectors of a size known in advance are checked
+//!   against the memory budget before they are built, at the operation
+//!   that builds them.
 //! * Top-level definitions are evaluated on first use and cached; a call of
 //!   a top-level function by name jumps straight to its code.
 //! * All arithmetic on numbers goes through [`arith`] (the compiled code
@@ -95,6 +96,10 @@ enum GlobalState {
     Done(Value),
 }
 
+/// Calls between two looks at the memory budget: growth in small steps (a
+/// trace, the value stack) is caught within this many calls.
+const CHECK_INTERVAL: u64 = 1024;
+
 /// Errors are boxed so that `Result<Value, _>` stays two words.
 pub type RResult<T> = Result<T, Box<RuntimeError>>;
 
@@ -105,7 +110,10 @@ pub struct Machine {
     /// Bytes of `stack`'s buffer charged to the memory budget.
     stack_charged: usize,
     globals: Vec<GlobalState>,
+    /// Calls until the next look at the memory budget (a checkpoint).
     calls_left: u64,
+    /// Calls allowed after the next checkpoint ([`Limits::max_calls`]).
+    calls_banked: u64,
     limits: Limits,
     /// The native stack guard of evaluations on this machine, read once:
     /// the machine is `!Send`, so it runs on the thread that created it.
@@ -160,15 +168,25 @@ impl Machine {
         let stack = Vec::with_capacity(1024);
         let stack_charged = stack.capacity() * size_of::<Value>();
         memory::charge(stack_charged);
-        Machine {
+        let mut m = Machine {
             compiled: Rc::new(compile::compile(prog)),
             stack,
             stack_charged,
             globals: prog.globals.iter().map(|_| GlobalState::Pending).collect(),
-            calls_left: limits.max_calls.unwrap_or(u64::MAX),
+            calls_left: 0,
+            calls_banked: limits.max_calls.unwrap_or(u64::MAX),
             limits,
             guard: stack::Guard::for_evaluation(),
-        }
+        };
+        m.next_checkpoint();
+        m
+    }
+
+    /// Moves up to [`CHECK_INTERVAL`] banked calls to `calls_left`.
+    fn next_checkpoint(&mut self) {
+        let total = self.calls_left.saturating_add(self.calls_banked);
+        self.calls_left = total.min(CHECK_INTERVAL);
+        self.calls_banked = total - self.calls_left;
     }
 
     /// The value of global definition `index` (evaluating it if needed).
@@ -214,32 +232,35 @@ impl Machine {
         self.guard.exceeded()
     }
 
-    /// True when [`Machine::check_resources`] has something to do: a limit
-    /// is reached, or the value stack grew and must be charged.
+    /// True when [`Machine::check_resources`] has something to do: the
+    /// native stack is used up, or a checkpoint is reached. Reads no
+    /// thread-local: the memory budget is looked at every
+    /// [`CHECK_INTERVAL`] calls only.
     #[inline(always)]
     fn needs_check(&self) -> bool {
-        self.calls_left == 0
-            || self.stack_exhausted()
-            || self.stack.capacity() * size_of::<Value>() != self.stack_charged
-            || memory::over_budget()
+        self.calls_left == 0 || self.stack_exhausted()
     }
 
-    /// Charges the value stack's growth, then fails if the native stack,
-    /// the call limit or the memory budget is exhausted.
+    /// At a checkpoint: charges the value stack's growth, fails if the
+    /// native stack, the call limit or the memory budget is exhausted, and
+    /// sets the next checkpoint.
     #[cold]
     #[inline(never)]
     fn check_resources(&mut self, span: Span) -> RResult<()> {
+        if self.stack_exhausted() {
+            return err("stack depth exceeded", span);
+        }
+        if self.calls_left == 0 {
+            if self.calls_banked == 0 {
+                return err("evaluation step limit exceeded", span);
+            }
+            self.next_checkpoint();
+        }
         let bytes = self.stack.capacity() * size_of::<Value>();
         memory::charge(bytes);
         memory::release(self.stack_charged);
         self.stack_charged = bytes;
-        if self.stack_exhausted() {
-            err("stack depth exceeded", span)
-        } else if self.calls_left == 0 {
-            err("evaluation step limit exceeded", span)
-        } else {
-            memory::check().map_err(|e| memory_err(e, span))
-        }
+        memory::check().map_err(|e| memory_err(e, span))
     }
 
     /// Cuts the value stack back to `len` values. Numbers need no
@@ -764,8 +785,19 @@ impl Machine {
             }
             _ => return err("internal error: bad operands for `eval`", span),
         };
-        let (limit, steps) = (self.limits.max_vector_len, &mut self.calls_left);
-        match delta::eval(x, &u, Rc::make_mut(&mut m), limit, steps) {
+        // `eval` counts its steps against the whole call limit.
+        let mut steps = self.calls_left.saturating_add(self.calls_banked);
+        self.calls_banked = 0;
+        let r = delta::eval(
+            x,
+            &u,
+            Rc::make_mut(&mut m),
+            self.limits.max_vector_len,
+            &mut steps,
+        );
+        self.calls_left = steps;
+        self.next_checkpoint();
+        match r {
             Ok(()) => Ok(Value::DeltaMap(m)),
             Err(msg) => err(msg, span),
         }
