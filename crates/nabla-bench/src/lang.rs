@@ -167,9 +167,9 @@ impl Data {
             Data::Unit => Value::Unit,
             Data::Int(n) => Value::Int(*n),
             Data::Real(x) => Value::Real(*x),
-            Data::Reals(xs) => Value::RealVec(Rc::new(xs.clone())),
+            Data::Reals(xs) => Value::reals(xs.clone()),
             Data::Tuple(items) => Value::Tuple(Rc::new(items.iter().map(Data::to_value).collect())),
-            Data::Vec(items) => Value::Vec(Rc::new(items.iter().map(Data::to_value).collect())),
+            Data::Vec(items) => Value::values(items.iter().map(Data::to_value).collect()),
         }
     }
 
@@ -281,7 +281,12 @@ pub fn flatten(v: &Value, out: &mut Vec<f64>) -> Result<(), String> {
     match v {
         Value::Real(x) => out.push(*x),
         Value::RealVec(xs) => out.extend_from_slice(xs),
-        Value::Tuple(items) | Value::Vec(items) => {
+        Value::Tuple(items) => {
+            for item in items.iter() {
+                flatten(item, out)?;
+            }
+        }
+        Value::Vec(items) => {
             for item in items.iter() {
                 flatten(item, out)?;
             }
@@ -296,7 +301,8 @@ fn first_real(v: &Value) -> Option<f64> {
     match v {
         Value::Real(x) => Some(*x),
         Value::RealVec(xs) => xs.first().copied(),
-        Value::Tuple(items) | Value::Vec(items) => items.first().and_then(first_real),
+        Value::Tuple(items) => items.first().and_then(first_real),
+        Value::Vec(items) => items.first().and_then(first_real),
         _ => None,
     }
 }

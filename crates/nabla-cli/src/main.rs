@@ -33,6 +33,11 @@ const STDIN_NAME: &str = "<stdin>";
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Memory budget of an evaluation (vectors, reverse-mode traces, frames),
+    /// e.g. 512M or 4G; going over it is an "out of memory" error (default:
+    /// half of the machine's memory). For run, eval, repl and ad --run.
+    #[arg(long, global = true, value_name = "SIZE", value_parser = nabla_lang::memory::parse_size)]
+    max_memory: Option<usize>,
 }
 
 #[derive(Subcommand)]
@@ -327,20 +332,38 @@ fn emit(r: &Report) -> ExitCode {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(bytes) = cli.max_memory {
+        nabla_lang::memory::set_budget(bytes);
+    }
     match cli.command {
         Command::Bench { quick } => return bench::run(quick),
         Command::Repl { files, limits } => {
             let limits = limits.limits();
-            return match nabla_lang::stack::run_with_stack(move || repl::run(&files, limits)) {
-                Some(code) => ExitCode::from(code),
-                None => ExitCode::from(1),
+            return match nabla_lang::stack::try_run_with_stack(move || repl::run(&files, limits)) {
+                Ok(code) => ExitCode::from(code),
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(1)
+                }
             };
         }
         _ => {}
     }
     // Every phase runs on a thread with a large, explicitly sized stack;
     // deep input then fails cleanly on the stack budget, never overflows.
-    let report = nabla_lang::stack::run_with_stack(move || match cli.command {
+    let report = nabla_lang::stack::try_run_with_stack(move || dispatch(cli.command));
+    match report {
+        Ok(r) => emit(&r),
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Runs a command other than `repl` and `bench`.
+fn dispatch(command: Command) -> Report {
+    match command {
         Command::Run { file, limits } => run(&file, limits.limits()),
         Command::Check { file } => check(&file),
         Command::Eval { expr, limits } => eval(&expr, limits.limits()),
@@ -353,13 +376,6 @@ fn main() -> ExitCode {
             limits,
         } => ad(&file, mode, def.as_deref(), run, program, limits.limits()),
         Command::Repl { .. } | Command::Bench { .. } => Report::ok(String::new()),
-    });
-    match report {
-        Some(r) => emit(&r),
-        None => {
-            eprintln!("error: internal error (the evaluator thread failed)");
-            ExitCode::from(1)
-        }
     }
 }
 

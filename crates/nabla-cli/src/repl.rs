@@ -197,9 +197,9 @@ fn is_incomplete(text: &str) -> bool {
     };
     // The parser reports an unfinished construct at its start (`let` without
     // `in`), marking the end of the input as a secondary place.
-    errors.iter().any(|e| {
-        e.span.start >= last_end || e.secondary.iter().any(|l| l.span.start >= last_end)
-    })
+    errors
+        .iter()
+        .any(|e| e.span.start >= last_end || e.secondary.iter().any(|l| l.span.start >= last_end))
 }
 
 /// Reads one entry: a line, and more lines while it is incomplete (an

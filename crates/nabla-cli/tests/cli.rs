@@ -723,3 +723,170 @@ fn run_dash_reads_standard_input() {
     let o = run_with(&["run", "-"], Some(b"def main = 1 +\n  \xff 2\n"));
     assert_program_error(&o, "<stdin>:2:3", "not valid UTF-8");
 }
+
+// ---- the memory budget and the evaluator thread ----
+
+/// Runs `nabla ARGS…` under `sh -c 'ulimit -v KB; …'` (the address-space
+/// cap the reports used).
+fn run_capped(kb: u64, args: &[&str]) -> Output {
+    let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
+    let script = format!(
+        "ulimit -v {kb} && exec '{}' {}",
+        env!("CARGO_BIN_EXE_nabla"),
+        quoted.join(" ")
+    );
+    Command::new("sh")
+        .args(["-c", &script])
+        .current_dir(repo())
+        .stdin(Stdio::null())
+        .output()
+        .expect("spawn sh")
+}
+
+#[test]
+fn out_of_memory_is_a_clean_error_at_the_allocating_operation() {
+    // The report: 10¹⁰ reals, built one 100 000-element row at a time.
+    let src = b"def main = size (build 100000 (fun i -> build 100000 (fun j -> 0.0)))\n";
+    let f = temp_file("rows.nabla", src);
+    let o = run(&["run", "--max-memory", "16M", f.to_str().expect("path")]);
+    assert_program_error(&o, "rows.nabla:1:41", "out of memory");
+    assert!(stderr(&o).contains("budget of 16 MiB"), "{}", stderr(&o));
+    // One vector too big for the budget is refused before it is allocated.
+    let o = run(&[
+        "eval",
+        "--max-memory",
+        "64M",
+        "size (build 100000000 (fun i -> 0.0))",
+    ]);
+    assert_program_error(&o, "<eval>:1:7", "out of memory: 763 MiB more");
+    // Within the budget, the same operations work.
+    let o = run(&[
+        "eval",
+        "--max-memory",
+        "64M",
+        "size (build 1000 (fun i -> build 1000 (fun j -> 0.0)))",
+    ]);
+    assert_eq!(stdout(&o), "1000\n", "{}", stderr(&o));
+    // Live bytes are counted, not cumulative ones: 100 rows of 80 KB one
+    // after another fit in 1 MiB.
+    let o = run(&[
+        "eval",
+        "--max-memory",
+        "1M",
+        "fold (fun acc i -> acc + size (build 10000 (fun j -> 0.0))) 0 (build 100 (fun i -> i))",
+    ]);
+    assert_eq!(stdout(&o), "1000000\n", "{}", stderr(&o));
+    // A bad size is a usage error.
+    let o = run(&["eval", "--max-memory", "lots", "1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+#[test]
+fn a_reverse_mode_trace_counts_against_the_memory_budget() {
+    // A loop of 10⁸ multiplications records 10⁸ Deltas (3.2 GB).
+    let src = b"def f x = let rec loop i acc = if i == 0 then acc else loop (i - 1) (acc * x) in loop 100000000 x\ndef main = grad f 1.0\n";
+    let f = temp_file("trace.nabla", src);
+    let o = run(&["run", "--max-memory", "16M", f.to_str().expect("path")]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).starts_with("error: out of memory"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("trace.nabla:1:"), "{}", stderr(&o));
+}
+
+#[test]
+fn max_memory_applies_to_the_repl_and_ad_run() {
+    let input = b"size (build 100000000 (fun i -> 0.0))\n1 + 2\n";
+    let o = run_with(&["repl", "--max-memory", "64M"], Some(input));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("out of memory"), "{}", stderr(&o));
+    assert!(
+        stdout(&o).lines().any(|l| l.contains('3')),
+        "{}",
+        stdout(&o)
+    );
+    let src = b"def f x = sum (build 100000000 (fun i -> x))\ndef main = grad f 1.0\n";
+    let f = temp_file("ad_big.nabla", src);
+    let o = run(&[
+        "ad",
+        "--run",
+        "--max-memory",
+        "64M",
+        f.to_str().expect("path"),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).starts_with("error: out of memory"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn under_an_address_space_cap_the_evaluator_starts_or_says_why_not() {
+    let one = temp_file("one.nabla", b"def main = 1\n");
+    let one = one.to_str().expect("path");
+    let stack_kb = (nabla_lang::stack::BIG_STACK_BYTES / 1024) as u64;
+    // The report: `def main = 1` under `ulimit -v 1000000`, below the
+    // evaluator's stack, said "internal error". Now it says why.
+    let o = run_capped(stack_kb / 2, &["run", one]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "error: could not start the evaluator thread with {} MB of stack: \
+             Resource temporarily unavailable (os error 11)\n",
+            stack_kb / 1024
+        )
+    );
+    // With room for the stack, it runs.
+    let o = run_capped(stack_kb + 1_000_000, &["run", one]);
+    assert_eq!(stdout(&o), "1\n", "{}", stderr(&o));
+}
+
+/// Peak resident memory of a running child in KiB (`VmHWM`, the high-water
+/// mark, polled until the child exits), with its output.
+fn peak_rss_kb(mut cmd: Command) -> (u64, Output) {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let status = format!("/proc/{}/status", child.id());
+    let mut peak = 0;
+    let mut child = child;
+    while child.try_wait().expect("wait").is_none() {
+        let hwm = std::fs::read_to_string(&status)
+            .ok()
+            .and_then(|t| {
+                let line = t.lines().find(|l| l.starts_with("VmHWM:"))?.to_owned();
+                line.split_whitespace().nth(1)?.parse::<u64>().ok()
+            })
+            .unwrap_or(0);
+        peak = peak.max(hwm);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    (peak, child.wait_with_output().expect("output"))
+}
+
+#[test]
+fn infinite_recursion_stops_cleanly_in_a_quarter_of_the_stack() {
+    // The report: 2.2 GB touched before "stack depth exceeded". Evaluation
+    // now has a quarter of the 2 GiB stack.
+    let f = temp_file(
+        "forever.nabla",
+        b"def f n = 1 + f (n + 1)\ndef main = f 0\n",
+    );
+    let mut cmd = nabla();
+    cmd.args(["run", f.to_str().expect("path")]);
+    let (peak_kb, o) = peak_rss_kb(cmd);
+    assert_program_error(&o, "forever.nabla:1:15", "stack depth exceeded");
+    if cfg!(target_os = "linux") {
+        let stack_kb = (nabla_lang::stack::BIG_STACK_BYTES / 1024) as u64;
+        assert!(peak_kb > 0, "VmHWM not read");
+        assert!(peak_kb < stack_kb / 2, "peak {peak_kb} KiB");
+    }
+}

@@ -478,7 +478,8 @@ fn is_data(v: &Value) -> bool {
     }
     match v {
         Value::Unit | Value::Bool(_) | Value::Int(_) | Value::Real(_) | Value::RealVec(_) => true,
-        Value::Tuple(vs) | Value::Vec(vs) => vs.iter().all(is_data),
+        Value::Tuple(vs) => vs.iter().all(is_data),
+        Value::Vec(vs) => vs.iter().all(is_data),
         Value::Inl(x) | Value::Inr(x) => is_data(x),
         _ => false,
     }

@@ -25,6 +25,7 @@ pub mod core;
 pub mod diagnostic;
 pub mod driver;
 pub mod eval;
+pub mod memory;
 pub mod pretty;
 pub mod prim;
 pub mod stack;

@@ -9,8 +9,16 @@
 
 use std::cell::Cell;
 
-/// Native stack size of the thread that [`run_with_stack`] spawns.
+/// Native stack size of the thread that [`run_with_stack`] spawns: room
+/// for deeply nested input in every phase (only what is used is touched).
 pub const BIG_STACK_BYTES: usize = 2 << 30;
+
+/// Native stack an evaluation may use ([`Guard::for_evaluation`]). A
+/// non-tail recursion touches all of it before "stack depth exceeded", so
+/// it is what an infinite recursion costs in memory and time (the whole
+/// 2 GiB took seconds); 512 MiB still allows about 1.2·10⁶ nested calls of
+/// a release build's interpreter (docs/language.md).
+pub const EVAL_STACK_BYTES: usize = 512 << 20;
 
 /// Bytes kept free below the budget for non-guarded leaf calls (printing, drop glue).
 const SAFETY_MARGIN: usize = 4 << 20;
@@ -80,6 +88,20 @@ impl Guard {
         }
     }
 
+    /// The guard of an evaluation that starts here: the thread's budget,
+    /// narrowed to [`EVAL_STACK_BYTES`] below the current position (stacks
+    /// grow down on every platform nabla runs on; one growing up keeps the
+    /// thread's budget). Only this thread may use it.
+    pub fn for_evaluation() -> Guard {
+        let thread = Guard::current();
+        let end = thread.lo.saturating_add(thread.span);
+        let lo = thread.lo.max(here().saturating_sub(EVAL_STACK_BYTES));
+        Guard {
+            lo,
+            span: end.saturating_sub(lo),
+        }
+    }
+
     /// True once the current thread has used more native stack than its
     /// budget, in either direction from the base (the same test as [`check`]).
     #[inline(always)]
@@ -88,17 +110,47 @@ impl Guard {
     }
 }
 
+/// Why [`try_run_with_stack`] returned no result.
+#[derive(Debug)]
+pub enum ThreadFailure {
+    /// The thread could not be started (typically: its stack could not be
+    /// reserved under `ulimit -v`).
+    Start(std::io::Error),
+    /// The thread panicked (a bug).
+    Panicked,
+}
+
+impl std::fmt::Display for ThreadFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ThreadFailure::Start(e) => write!(
+                f,
+                "could not start the evaluator thread with {} MB of stack: {e}",
+                BIG_STACK_BYTES >> 20
+            ),
+            ThreadFailure::Panicked => write!(f, "internal error (the evaluator thread failed)"),
+        }
+    }
+}
+
 /// Runs `f` on a fresh thread with a [`BIG_STACK_BYTES`] native stack and a
 /// matching budget for [`check`]. Returns `None` if the thread could not be
-/// spawned or panicked.
+/// spawned or panicked (see [`try_run_with_stack`] for which).
 pub fn run_with_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    try_run_with_stack(f).ok()
+}
+
+/// [`run_with_stack`], saying why it failed.
+pub fn try_run_with_stack<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ThreadFailure> {
     std::thread::Builder::new()
         .stack_size(BIG_STACK_BYTES)
         .spawn(move || {
             BASE.with(|b| b.set(Some((here(), BIG_STACK_BYTES - SAFETY_MARGIN))));
             f()
         })
-        .ok()?
+        .map_err(ThreadFailure::Start)?
         .join()
-        .ok()
+        .map_err(|_| ThreadFailure::Panicked)
 }

@@ -23,10 +23,7 @@ fn a_host_applies_definitions_to_its_own_values() {
         );
         let mut c = s.compile().expect("compiles");
         let df = c.global("df").expect("df");
-        let input = Value::Tuple(Rc::new(vec![
-            Value::RealVec(Rc::new(vec![1.0, 2.0])),
-            Value::Int(3),
-        ]));
+        let input = Value::Tuple(Rc::new(vec![Value::reals(vec![1.0, 2.0]), Value::Int(3)]));
         // Every application is evaluated afresh; globals are cached.
         let first = c.apply(df.clone(), input.clone()).expect("applies");
         let second = c.apply(df, input).expect("applies again");
@@ -50,7 +47,7 @@ fn a_run_time_error_in_an_application_is_a_diagnostic() {
         let mut c = s.compile().expect("compiles");
         let at = c.global("at").expect("at");
         let err = c
-            .apply(at, Value::RealVec(Rc::new(vec![1.0])))
+            .apply(at, Value::reals(vec![1.0]))
             .expect_err("out of range");
         err[0].message.clone()
     })

@@ -3,7 +3,7 @@
 //! so that it can look at the interrupt flag between them.
 
 use nabla_lang::driver::Session;
-use nabla_lang::eval::{CALLS_PER_POLL, INTERRUPTED, Limits, STEP_LIMIT_EXCEEDED};
+use nabla_lang::eval::{CALLS_PER_CHECKPOINT, INTERRUPTED, Limits, STEP_LIMIT_EXCEEDED};
 use nabla_lang::stack::run_with_stack;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -64,7 +64,7 @@ fn the_call_budget_is_exact_across_slices() {
         Err(STEP_LIMIT_EXCEEDED.to_string())
     );
     // A run over many slices needs exactly as many more.
-    let big = 5 * CALLS_PER_POLL + 123;
+    let big = 5 * CALLS_PER_CHECKPOINT + 123;
     assert_eq!(
         eval_limited(&count(big), Some(big + extra), None),
         Ok(big.to_string())

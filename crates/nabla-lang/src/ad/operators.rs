@@ -46,13 +46,13 @@ fn pair(a: Value, b: Value) -> Value {
 fn basis(n: usize, i: usize) -> Value {
     let mut e = vec![0.0; n];
     e[i] = 1.0;
-    Value::RealVec(Rc::new(e))
+    Value::reals(e)
 }
 
 /// The matrix whose column j is `columns[j]`, as a vector of rows.
 fn from_columns(columns: &[Value], rows: usize) -> Value {
     let columns: Vec<Vec<Value>> = columns.iter().map(Value::vec_elements).collect();
-    Value::Vec(Rc::new(
+    Value::values(
         (0..rows)
             .map(|r| {
                 Value::vector(
@@ -63,7 +63,7 @@ fn from_columns(columns: &[Value], rows: usize) -> Value {
                 )
             })
             .collect(),
-    ))
+    )
 }
 
 impl Machine {
@@ -175,7 +175,7 @@ impl Machine {
         if n == 0 {
             let y = self.apply(f, x.clone(), span)?;
             let m = y.vec_len().unwrap_or(0);
-            return Ok(Value::Vec(Rc::new(vec![Value::vector(Vec::new()); m])));
+            return Ok(Value::values(vec![Value::vector(Vec::new()); m]));
         }
         let (y, first) = self.jvp(f.clone(), x, &basis(n, 0), span)?;
         let m = y.vec_len().unwrap_or(0);
@@ -191,7 +191,7 @@ impl Machine {
         for r in 0..m {
             rows.push(self.apply_pullback(&pb, &basis(m, r), span)?);
         }
-        Ok(Value::Vec(Rc::new(rows)))
+        Ok(Value::values(rows))
     }
 
     /// The Hessian of f : Vec Real → Real at x, forward over reverse: column

@@ -8,6 +8,7 @@
 //! whole trace in linear time, however much it shares.
 
 use super::num::Num;
+use crate::memory;
 use nabla::Number;
 
 /// The parent of a missing term.
@@ -29,13 +30,23 @@ struct Entry {
     weights: [f64; 2],
 }
 
+/// Bytes charged to the memory budget per entry of a trace's buffer: the
+/// entry, and its adjoint in the backward sweep.
+const BYTES_PER_ENTRY: usize = size_of::<Entry>() + size_of::<f64>();
+
 /// The trace of one reverse level.
+///
+/// Its buffer is charged to the memory budget ([`crate::memory`]) as it
+/// grows and released when the trace is dropped; the evaluator notices a
+/// trace over budget at its next call.
 #[derive(Debug, Default)]
 pub struct Trace {
     entries: Vec<Entry>,
     tagged_weights: Vec<Num>,
     /// The inputs are entries `0..inputs`.
     inputs: usize,
+    /// Bytes charged for `entries`' buffer.
+    charged: usize,
 }
 
 /// Buffers of finished traces, kept per thread so that a loop calling
@@ -58,11 +69,34 @@ impl Trace {
     /// An empty trace, reusing this thread's spare buffer if there is one.
     pub fn new() -> Trace {
         let entries = SPARE.with_borrow_mut(|s| std::mem::take(&mut s.entries));
+        let charged = entries.capacity() * BYTES_PER_ENTRY;
+        memory::charge(charged);
         Trace {
             entries,
             tagged_weights: Vec::new(),
             inputs: 0,
+            charged,
         }
+    }
+
+    /// Appends an entry, charging the buffer's growth; returns its id.
+    #[inline]
+    fn append(&mut self, entry: Entry) -> u32 {
+        let id = self.next_id();
+        if self.entries.len() == self.entries.capacity() {
+            self.grow();
+        }
+        self.entries.push(entry);
+        id
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) {
+        self.entries.reserve(self.entries.capacity().max(256));
+        let bytes = self.entries.capacity() * BYTES_PER_ENTRY;
+        memory::charge(bytes.saturating_sub(self.charged));
+        self.charged = bytes;
     }
 
     /// Gives this trace's buffer back for the next one.
@@ -103,9 +137,7 @@ impl Trace {
     /// Appends `w₀·Var p₀ + w₁·Var p₁` with plain weights; returns its id.
     #[inline]
     pub fn push_plain(&mut self, parents: [u32; 2], weights: [f64; 2]) -> u32 {
-        let id = self.next_id();
-        self.entries.push(Entry { parents, weights });
-        id
+        self.append(Entry { parents, weights })
     }
 
     /// Appends `w₀·Var p₀ + w₁·Var p₁` with weights of any level.
@@ -130,9 +162,7 @@ impl Trace {
                 }
             }
         }
-        let id = self.next_id();
-        self.entries.push(entry);
-        id
+        self.append(entry)
     }
 
     /// The backward pass (Figure 11's `eval`, on the flattened trace): one
@@ -226,6 +256,13 @@ impl Trace {
                 }
             }
         }
+    }
+}
+
+impl Drop for Trace {
+    fn drop(&mut self) {
+        // A recycled buffer is spare, not live: it is released too.
+        memory::release(self.charged);
     }
 }
 

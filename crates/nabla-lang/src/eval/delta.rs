@@ -42,6 +42,7 @@
 
 use super::value::Value;
 use super::{RResult, err};
+use crate::memory;
 use crate::syntax::span::Span;
 use nabla::Number;
 use std::cell::RefCell;
@@ -68,13 +69,19 @@ pub enum Delta {
 }
 
 /// A shared Delta node. Dropping one frees its unshared descendants with an
-/// explicit stack, never by native recursion on the Delta's depth.
+/// explicit stack, never by native recursion on the Delta's depth. Nodes
+/// are charged to the memory budget ([`crate::memory`]) while they live: a
+/// translated program's loop can grow a Delta without bound.
 #[derive(Clone)]
 pub struct DeltaRef(Rc<Delta>);
+
+/// Heap bytes of one node: the `Rc` box's two counts and the Delta.
+const NODE_BYTES: usize = 2 * size_of::<usize>() + size_of::<Delta>();
 
 impl DeltaRef {
     /// A new node.
     pub fn new(d: Delta) -> DeltaRef {
+        memory::charge(NODE_BYTES);
         DeltaRef(Rc::new(d))
     }
 
@@ -107,6 +114,9 @@ impl Delta {
 
 impl Drop for DeltaRef {
     fn drop(&mut self) {
+        if Rc::strong_count(&self.0) == 1 {
+            memory::release(NODE_BYTES);
+        }
         // Only the last reference to a node with children does any work: it
         // takes the node's contents and frees the subtree with a work list.
         // The children it lets go of have no children left by then, so

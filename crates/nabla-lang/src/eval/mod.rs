@@ -15,10 +15,14 @@
 //!   `Machine::enter`, which counts it against [`Limits::max_calls`] and
 //!   checks the native stack budget ([`crate::stack::Guard`]), turning its
 //!   exhaustion into a clean "stack depth exceeded" error.
-//! * The call budget is handed out in slices of [`CALLS_PER_POLL`]; between
-//!   two slices the machine looks at its interrupt flag
-//!   ([`Machine::set_interrupt`], set by the REPL's Ctrl-C handler), so an
-//!   evaluation can be stopped at no cost to the hot loop.
+//! * The call budget is handed out in slices of [`CALLS_PER_CHECKPOINT`];
+//!   between two slices (a checkpoint) the machine looks at the memory
+//!   budget ([`crate::memory`]) and at its interrupt flag
+//!   ([`Machine::set_interrupt`], set by the REPL's Ctrl-C handler), so
+//!   memory growth in small steps is caught and an evaluation can be
+//!   stopped at no cost to the hot loop. Vectors of a size known in advance
+//!   are checked against the memory budget before they are built, at the
+//!   operation that builds them.
 //! * Top-level definitions are evaluated on first use and cached; a call of
 //!   a top-level function by name jumps straight to its code.
 //! * All arithmetic on numbers goes through [`arith`] (the compiled code
@@ -38,6 +42,7 @@ pub use value::{Closure, Partial, Value};
 
 use crate::core::{LamId, Lit, Program, VarRef};
 use crate::diagnostic::Diagnostic;
+use crate::memory::{self, MemoryExhausted, Reservation};
 use crate::prim::Prim;
 use crate::stack;
 use crate::syntax::span::Span;
@@ -55,8 +60,10 @@ pub const STEP_LIMIT_EXCEEDED: &str = "evaluation step limit exceeded";
 /// The message of the error for a run stopped by its interrupt flag.
 pub const INTERRUPTED: &str = "evaluation interrupted";
 
-/// Calls made between two looks at the interrupt flag (a few microseconds).
-pub const CALLS_PER_POLL: u64 = 1 << 14;
+/// Calls made between two checkpoints, where the machine looks at the memory
+/// budget and the interrupt flag (a few microseconds of work): growth in
+/// small steps (a trace, the value stack) is caught within this many calls.
+pub const CALLS_PER_CHECKPOINT: u64 = 1024;
 
 /// A run-time error.
 #[derive(Clone, Debug, PartialEq)]
@@ -79,13 +86,15 @@ impl From<Box<RuntimeError>> for Diagnostic {
     }
 }
 
-/// Resource limits for one evaluation (the fuzzer uses small ones).
+/// Resource limits for one evaluation (the fuzzer uses small ones). Memory
+/// is bounded besides by the process's budget ([`crate::memory`]), native
+/// stack by the thread's ([`crate::stack`]).
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
     /// Maximum number of function applications (`None`: unlimited).
     pub max_calls: Option<u64>,
-    /// Maximum length of a vector built at run time (default 2^27, so that
-    /// `build` can never exhaust memory: a bigger request is an error).
+    /// Maximum length of a vector built at run time (default 2^27: a bigger
+    /// request is an error whatever the memory budget).
     pub max_vector_len: usize,
 }
 
@@ -111,16 +120,18 @@ pub type RResult<T> = Result<T, Box<RuntimeError>>;
 pub struct Machine {
     compiled: Rc<compile::Compiled>,
     stack: Vec<Value>,
+    /// Bytes of `stack`'s buffer charged to the memory budget.
+    stack_charged: usize,
     globals: Vec<GlobalState>,
-    /// Calls left in the current slice of the budget (see [`CALLS_PER_POLL`]).
+    /// Calls left before the next checkpoint (see [`CALLS_PER_CHECKPOINT`]).
     calls_left: u64,
-    /// Calls left in the budget after the current slice.
-    calls_beyond: u64,
+    /// Calls allowed after the next checkpoint ([`Limits::max_calls`]).
+    calls_banked: u64,
     /// When set (from another thread), the run stops with [`INTERRUPTED`].
     interrupt: Option<Arc<AtomicBool>>,
     limits: Limits,
-    /// This thread's native stack guard, read once: the machine is `!Send`,
-    /// so it runs on the thread that created it.
+    /// The native stack guard of evaluations on this machine, read once:
+    /// the machine is `!Send`, so it runs on the thread that created it.
     guard: stack::Guard,
 }
 
@@ -137,6 +148,14 @@ pub(crate) fn err<T>(message: impl Into<String>, span: Span) -> RResult<T> {
 #[inline(never)]
 pub(crate) fn drop_value(v: Value) {
     drop(v);
+}
+
+#[cold]
+pub(crate) fn memory_err(e: MemoryExhausted, span: Span) -> Box<RuntimeError> {
+    Box::new(RuntimeError {
+        message: e.to_string(),
+        span,
+    })
 }
 
 #[cold]
@@ -161,17 +180,21 @@ pub(crate) fn lit(l: Lit) -> Value {
 impl Machine {
     /// A machine for `prog`.
     pub fn new(prog: &Program, limits: Limits) -> Machine {
+        let stack = Vec::with_capacity(1024);
+        let stack_charged = stack.capacity() * size_of::<Value>();
+        memory::charge(stack_charged);
         let mut m = Machine {
             compiled: Rc::new(compile::compile(prog)),
-            stack: Vec::with_capacity(1024),
+            stack,
+            stack_charged,
             globals: prog.globals.iter().map(|_| GlobalState::Pending).collect(),
-            calls_left: limits.max_calls.unwrap_or(u64::MAX),
-            calls_beyond: 0,
+            calls_left: 0,
+            calls_banked: limits.max_calls.unwrap_or(u64::MAX),
             interrupt: None,
             limits,
-            guard: stack::Guard::current(),
+            guard: stack::Guard::for_evaluation(),
         };
-        m.slice_budget();
+        m.next_checkpoint();
         m
     }
 
@@ -189,31 +212,11 @@ impl Machine {
         }
     }
 
-    /// Splits the call budget left into the current slice and the rest.
-    fn slice_budget(&mut self) {
-        let total = self.calls_left.saturating_add(self.calls_beyond);
-        self.calls_left = total.min(CALLS_PER_POLL);
-        self.calls_beyond = total - self.calls_left;
-    }
-
-    /// Called when the current slice of the budget is used up: stops the
-    /// run if it was interrupted or the whole budget is used up, else
-    /// starts the next slice.
-    #[cold]
-    #[inline(never)]
-    fn next_slice(&mut self, span: Span) -> RResult<()> {
-        if self
-            .interrupt
-            .as_ref()
-            .is_some_and(|f| f.load(Ordering::Relaxed))
-        {
-            return err(INTERRUPTED, span);
-        }
-        if self.calls_left == 0 && self.calls_beyond == 0 {
-            return err(STEP_LIMIT_EXCEEDED, span);
-        }
-        self.slice_budget();
-        Ok(())
+    /// Moves up to [`CALLS_PER_CHECKPOINT`] banked calls to `calls_left`.
+    fn next_checkpoint(&mut self) {
+        let total = self.calls_left.saturating_add(self.calls_banked);
+        self.calls_left = total.min(CALLS_PER_CHECKPOINT);
+        self.calls_banked = total - self.calls_left;
     }
 
     /// The value of global definition `index` (evaluating it if needed).
@@ -235,6 +238,7 @@ impl Machine {
         if self.stack_exhausted() {
             return err("stack depth exceeded", use_site);
         }
+        memory::check().map_err(|e| memory_err(e, use_site))?;
         self.globals[index] = GlobalState::Running;
         let base = self.stack.len();
         let comp = Rc::clone(&self.compiled);
@@ -256,6 +260,44 @@ impl Machine {
     #[inline(always)]
     fn stack_exhausted(&self) -> bool {
         self.guard.exceeded()
+    }
+
+    /// True when [`Machine::check_resources`] has something to do: the
+    /// native stack is used up, or a checkpoint is reached. Reads no
+    /// thread-local: the memory budget is looked at every
+    /// [`CALLS_PER_CHECKPOINT`] calls only.
+    #[inline(always)]
+    fn needs_check(&self) -> bool {
+        self.calls_left == 0 || self.stack_exhausted()
+    }
+
+    /// At a checkpoint: charges the value stack's growth, fails if the run
+    /// was interrupted or the native stack, the call limit or the memory
+    /// budget is exhausted, and sets the next checkpoint.
+    #[cold]
+    #[inline(never)]
+    fn check_resources(&mut self, span: Span) -> RResult<()> {
+        if self.stack_exhausted() {
+            return err("stack depth exceeded", span);
+        }
+        if self
+            .interrupt
+            .as_ref()
+            .is_some_and(|f| f.load(Ordering::Relaxed))
+        {
+            return err(INTERRUPTED, span);
+        }
+        if self.calls_left == 0 {
+            if self.calls_banked == 0 {
+                return err(STEP_LIMIT_EXCEEDED, span);
+            }
+            self.next_checkpoint();
+        }
+        let bytes = self.stack.capacity() * size_of::<Value>();
+        memory::charge(bytes);
+        memory::release(self.stack_charged);
+        self.stack_charged = bytes;
+        memory::check().map_err(|e| memory_err(e, span))
     }
 
     /// Cuts the value stack back to `len` values. Numbers need no
@@ -351,8 +393,8 @@ impl Machine {
         clo: Option<&Rc<Closure>>,
         span: Span,
     ) -> RResult<Value> {
-        if (self.calls_left == 0 || self.stack_exhausted())
-            && let Err(e) = self.before_call(span)
+        if self.needs_check()
+            && let Err(e) = self.check_resources(span)
         {
             self.cut(base);
             return Err(e);
@@ -375,18 +417,6 @@ impl Machine {
                 }
                 other => self.drive(comp, other, Some(id), clo, base),
             },
-        }
-    }
-
-    /// The slow path of [`Machine::enter`]'s checks: the stack budget is
-    /// used up, or the slice of the call budget is.
-    #[cold]
-    #[inline(never)]
-    fn before_call(&mut self, span: Span) -> RResult<()> {
-        if self.stack_exhausted() {
-            err("stack depth exceeded", span)
-        } else {
-            self.next_slice(span)
         }
     }
 
@@ -423,6 +453,8 @@ impl Machine {
         span: Span,
     ) -> RResult<Value> {
         let comp = Rc::clone(&self.compiled);
+        // The result needs at least `n` reals: hold them before starting.
+        let mut held = Reservation::new(n * size_of::<f64>()).map_err(|e| memory_err(e, span))?;
         let mut reals: Vec<f64> = Vec::with_capacity(n.min(1 << 20));
         let mut values: Option<Vec<Value>> = None;
         for i in 0..n {
@@ -437,7 +469,11 @@ impl Machine {
             match (&mut values, v) {
                 (None, Value::Real(x)) => reals.push(x),
                 (None, v) => {
-                    // The first result that is not a plain Real.
+                    // The first result that is not a plain Real: the result
+                    // needs `n` values instead.
+                    drop(held);
+                    held = Reservation::new(n * size_of::<Value>())
+                        .map_err(|e| memory_err(e, span))?;
                     let mut vs = Vec::with_capacity(n.min(1 << 20));
                     vs.extend(std::mem::take(&mut reals).into_iter().map(Value::Real));
                     vs.push(v);
@@ -446,10 +482,11 @@ impl Machine {
                 (Some(vs), v) => vs.push(v),
             }
         }
+        drop(held);
         Ok(match values {
-            Some(vs) => Value::Vec(Rc::new(vs)),
-            None if n == 0 => Value::Vec(Rc::new(Vec::new())),
-            None => Value::RealVec(Rc::new(reals)),
+            Some(vs) => Value::values(vs),
+            None if n == 0 => Value::values(Vec::new()),
+            None => Value::reals(reals),
         })
     }
 
@@ -521,10 +558,12 @@ impl Machine {
         }
     }
 
+    /// Counts a tail call, with the checks of [`Machine::enter`] (a loop
+    /// may grow a trace or the value stack).
     #[inline]
     fn count_call(&mut self, span: Span) -> RResult<()> {
-        if self.calls_left == 0 {
-            self.next_slice(span)?;
+        if self.needs_check() {
+            self.check_resources(span)?;
         }
         self.calls_left -= 1;
         Ok(())
@@ -711,13 +750,17 @@ impl Machine {
                         span,
                     );
                 }
+                let pair = Value::Tuple(Rc::new(vec![Value::Unit, Value::Unit]));
+                let bytes = n * (size_of::<Value>() + pair.box_bytes());
+                let held = Reservation::new(bytes).map_err(|e| memory_err(e, span))?;
                 let mut items = Vec::with_capacity(n);
                 for i in 0..n {
                     let x = a.vec_get(i).unwrap_or(Value::Unit);
                     let y = b.vec_get(i).unwrap_or(Value::Unit);
                     items.push(Value::Tuple(Rc::new(vec![x, y])));
                 }
-                Ok(Value::Vec(Rc::new(items)))
+                drop(held);
+                Ok(Value::values(items))
             }
             Prim::Fold | Prim::Jvp | Prim::FoldM | Prim::DLet | Prim::EvalDelta => {
                 Ok(Value::Prim(p, Some(Rc::new(vec![a, b]))))
@@ -779,14 +822,19 @@ impl Machine {
             }
             _ => return err("internal error: bad operands for `eval`", span),
         };
-        // `eval` counts its steps against the whole budget left (it does
-        // not look at the interrupt flag); the rest is sliced again after.
-        self.calls_left = self
-            .calls_left
-            .saturating_add(std::mem::take(&mut self.calls_beyond));
-        let (limit, steps) = (self.limits.max_vector_len, &mut self.calls_left);
-        let r = delta::eval(x, &u, Rc::make_mut(&mut m), limit, steps);
-        self.slice_budget();
+        // `eval` counts its steps against the whole call limit (it does not
+        // look at the interrupt flag); the rest is sliced again after.
+        let mut steps = self.calls_left.saturating_add(self.calls_banked);
+        self.calls_banked = 0;
+        let r = delta::eval(
+            x,
+            &u,
+            Rc::make_mut(&mut m),
+            self.limits.max_vector_len,
+            &mut steps,
+        );
+        self.calls_left = steps;
+        self.next_checkpoint();
         match r {
             Ok(()) => Ok(Value::DeltaMap(m)),
             Err(msg) => err(msg, span),
@@ -823,5 +871,11 @@ impl Machine {
             };
         }
         Ok(acc)
+    }
+}
+
+impl Drop for Machine {
+    fn drop(&mut self) {
+        memory::release(self.stack_charged);
     }
 }

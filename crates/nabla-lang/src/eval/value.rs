@@ -4,6 +4,7 @@ use super::delta::{DeltaMap, DeltaRef};
 use super::poly::PolyFn;
 use crate::ad::{Level, Node, Pullback};
 use crate::core::LamId;
+use crate::memory::{Counted, Footprint};
 use crate::prim::Prim;
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -43,9 +44,9 @@ pub enum Value {
     /// `inr v`
     Inr(Rc<Value>),
     /// A vector of reals, stored contiguously.
-    RealVec(Rc<Vec<f64>>),
+    RealVec(Rc<Reals>),
     /// Any other vector.
-    Vec(Rc<Vec<Value>>),
+    Vec(Rc<Values>),
     /// A closure.
     Closure(Rc<Closure>),
     /// A closure applied to fewer arguments than its arity.
@@ -96,6 +97,22 @@ impl Clone for Value {
     }
 }
 
+/// The elements of a [`Value::RealVec`], charged to the memory budget.
+pub type Reals = Counted<Vec<f64>>;
+
+/// The elements of a [`Value::Vec`], charged to the memory budget.
+pub type Values = Counted<Vec<Value>>;
+
+/// A vector of values holds its buffer and, counted with it, the boxes of
+/// the tuples, injections and closures it holds (approximately: a box
+/// shared by two vectors counts twice, nested vectors count themselves).
+impl Footprint for Vec<Value> {
+    fn footprint(&self) -> usize {
+        let boxes: usize = self.iter().map(Value::box_bytes).sum();
+        self.capacity() * size_of::<Value>() + boxes
+    }
+}
+
 /// A function value: code plus captured variables.
 #[derive(Debug)]
 pub struct Closure {
@@ -139,15 +156,39 @@ impl Value {
     /// every element is a Real.
     pub fn vector(items: Vec<Value>) -> Value {
         if !items.is_empty() && items.iter().all(|v| matches!(v, Value::Real(_))) {
-            Value::RealVec(
+            Value::reals(
                 items
                     .iter()
                     .map(|v| if let Value::Real(x) = v { *x } else { 0.0 })
-                    .collect::<Vec<f64>>()
-                    .into(),
+                    .collect(),
             )
         } else {
-            Value::Vec(Rc::new(items))
+            Value::values(items)
+        }
+    }
+
+    /// A vector of reals (contiguous), charged to the memory budget.
+    pub fn reals(xs: Vec<f64>) -> Value {
+        Value::RealVec(Rc::new(Counted::new(xs)))
+    }
+
+    /// A vector in the general representation, charged to the memory budget.
+    pub fn values(items: Vec<Value>) -> Value {
+        Value::Vec(Rc::new(Counted::new(items)))
+    }
+
+    /// The heap bytes of this value's own box (not what the box refers to),
+    /// for a vector's [`Footprint`]: what a tuple, injection or closure
+    /// element adds to a vector of `n` of them.
+    pub(crate) fn box_bytes(&self) -> usize {
+        // An `Rc` box holds two counts besides its contents.
+        const RC: usize = 2 * size_of::<usize>();
+        match self {
+            Value::Tuple(vs) => RC + size_of::<Vec<Value>>() + vs.capacity() * size_of::<Value>(),
+            Value::Inl(_) | Value::Inr(_) => RC + size_of::<Value>(),
+            Value::Closure(c) => RC + size_of::<Closure>() + c.captures.len() * size_of::<Value>(),
+            Value::Tagged(_) | Value::Partial(_) | Value::Delta(_) | Value::Ref(_) => 4 * RC,
+            _ => 0,
         }
     }
 
@@ -180,7 +221,7 @@ impl Value {
     pub fn vec_elements(&self) -> Vec<Value> {
         match self {
             Value::RealVec(xs) => xs.iter().map(|x| Value::Real(*x)).collect(),
-            Value::Vec(xs) => xs.as_ref().clone(),
+            Value::Vec(xs) => xs.to_vec(),
             _ => Vec::new(),
         }
     }
