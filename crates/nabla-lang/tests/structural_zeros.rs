@@ -25,15 +25,22 @@ use nabla_lang::translate::{self, Mode, linear};
 mod common;
 use common::with_source;
 
+/// One way of differentiating a case: what it is, its numbers or its error,
+/// and what they must be.
+type Outcome<'a> = (String, Result<Vec<f64>, String>, &'a [f64]);
+
+/// A derivative as a function of the point: the numbers it gives.
+type Derivative = fn(&[f64]) -> Vec<f64>;
+
 /// The library's derivatives of one case, as plain functions of the point.
 struct Library {
     /// Reverse mode, three ways: `grad`, `vjp` with cotangent 1, `jacobian_reverse`.
-    reverse: [fn(&[f64]) -> Vec<f64>; 3],
+    reverse: [Derivative; 3],
     /// Forward mode, two ways: `jvp` along each axis, `jacobian_forward`.
-    forward: [fn(&[f64]) -> Vec<f64>; 2],
+    forward: [Derivative; 2],
     /// The Hessian (row-major), four ways: `hessian`, `hvp` along each axis,
     /// forward over forward, reverse over reverse.
-    second: [fn(&[f64]) -> Vec<f64>; 4],
+    second: [Derivative; 4],
 }
 
 /// The library's derivatives of `|$v| $body` (a function of a slice of scalars).
@@ -72,14 +79,14 @@ macro_rules! library {
                                 |t| {
                                     let mut xs: Vec<_> =
                                         x.iter().map(|&a| nabla::Dual::constant(a)).collect();
-                                    xs[i] = xs[i] + t;
+                                    xs[i] += t;
                                     derivative(
                                         |s| {
                                             let mut ys: Vec<_> = xs
                                                 .iter()
                                                 .map(|&a| nabla::Dual::constant(a))
                                                 .collect();
-                                            ys[j] = ys[j] + s;
+                                            ys[j] += s;
                                             f(&ys)
                                         },
                                         nabla::Dual::constant(0.0),
@@ -347,8 +354,7 @@ fn every_mode_follows_one_structural_zero_convention() {
     let failures = run_with_stack(|| {
         let mut failures = Vec::new();
         for case in cases() {
-            // (what, its numbers or its error, what they must be)
-            let mut results: Vec<(String, Result<Vec<f64>, String>, &[f64])> = Vec::new();
+            let mut results: Vec<Outcome> = Vec::new();
             let lib = &case.library;
             for (i, f) in lib.reverse.iter().enumerate() {
                 results.push((
