@@ -259,7 +259,7 @@ fn what_the_transformation_refuses() {
             "def f x = match (if x > 0.0 then inl x else inr x) with | inl a -> a | inr b -> b",
             "sum",
         ),
-        ("def f x = sum [x, x]", "vector"),
+        ("def f (x : Real) = sum [x, x]", "vector"),
         ("def f v = v[0] * 2.0", "no vectors"),
         ("def f x = grad (fun y -> y * y) x", "grad"),
         (
