@@ -22,6 +22,8 @@ pub struct TypeError {
     pub label: String,
     /// Where the other type came from, and similar context.
     pub secondary: Vec<(Span, String)>,
+    /// A hint printed after the source excerpt.
+    pub note: Option<String>,
 }
 
 impl From<TypeError> for Diagnostic {
@@ -29,6 +31,9 @@ impl From<TypeError> for Diagnostic {
         let mut d = Diagnostic::error(e.message, e.span).with_label(e.label);
         for (s, m) in e.secondary {
             d = d.with_secondary(s, m);
+        }
+        if let Some(n) = e.note {
+            d = d.with_note(n);
         }
         d
     }
@@ -115,6 +120,18 @@ fn type_size(t: &Type) -> u64 {
     }
 }
 
+/// An operand of type Int that decided an arithmetic operator to work on Int,
+/// the other operand's type being open (`sum v / size v`): when the
+/// definition is later used with Reals, the error points here, where `real`
+/// is needed, rather than at the use.
+#[derive(Clone, Debug)]
+struct IntOperand {
+    /// The Int operand.
+    span: Span,
+    /// The operator's symbol.
+    op: &'static str,
+}
+
 enum UnifyError {
     Mismatch,
     Occurs,
@@ -143,6 +160,11 @@ struct Checker {
     sums: Vec<(NodeId, Type)>,
     operands: Vec<(NodeId, Type)>,
     annot_vars: HashMap<String, Type>,
+    /// Operands that made arithmetic Int in the group of definitions being
+    /// checked (see [`IntOperand`]).
+    int_operands: Vec<IntOperand>,
+    /// The same, for each checked definition, by index.
+    int_operands_of: HashMap<usize, Vec<IntOperand>>,
     /// Work budget of the current group of definitions (see [`Checker::tick`]).
     fuel: std::cell::Cell<u64>,
     /// Set when `fuel` ran out.
@@ -172,6 +194,8 @@ pub fn check_program(defs: &[Def]) -> Result<CheckedProgram, Vec<TypeError>> {
         sums: Vec::new(),
         operands: Vec::new(),
         annot_vars: HashMap::new(),
+        int_operands: Vec::new(),
+        int_operands_of: HashMap::new(),
         fuel: std::cell::Cell::new(TYPE_WORK_BUDGET),
         exhausted: std::cell::Cell::new(false),
         translated: false,
@@ -186,6 +210,7 @@ pub fn check_program(defs: &[Def]) -> Result<CheckedProgram, Vec<TypeError>> {
                 span: name.span,
                 label: "defined again here".into(),
                 secondary: vec![(defs[j].binding.name.span, "first defined here".into())],
+                note: None,
             });
         } else {
             c.globals.insert(name.name.clone(), i);
@@ -249,6 +274,7 @@ fn too_deep(span: Span) -> TypeError {
         span,
         label: "nesting limit reached here".into(),
         secondary: Vec::new(),
+        note: None,
     }
 }
 
@@ -536,6 +562,7 @@ impl Checker {
                     span,
                     label,
                     secondary: because.into_iter().collect(),
+                    note: None,
                 })
             }
         }
@@ -771,6 +798,7 @@ impl Checker {
                 span: d.binding.name.span,
                 label: "types here grow beyond the checker's work budget".into(),
                 secondary: Vec::new(),
+                note: None,
             });
         }
         r
@@ -778,6 +806,7 @@ impl Checker {
 
     fn check_scc_inner(&mut self, defs: &[Def], scc: &[usize]) -> TResult<()> {
         self.enter();
+        self.int_operands.clear();
         let mut tys = Vec::new();
         for &i in scc {
             let t = self.fresh();
@@ -795,6 +824,8 @@ impl Checker {
         for (k, &i) in scc.iter().enumerate() {
             let s = self.generalize(&tys[k]);
             self.global_state[i] = Global::Done(s);
+            self.int_operands_of
+                .insert(i, self.int_operands.clone());
         }
         Ok(())
     }
@@ -881,6 +912,7 @@ impl Checker {
                         span: id.span,
                         label: "write e.g. `Vec Real`".into(),
                         secondary: Vec::new(),
+                        note: None,
                     });
                 }
                 n => {
@@ -890,6 +922,7 @@ impl Checker {
                         label: "types are Real, Int, Bool, (), tuples, A + B, Vec A, A -> B and lowercase variables"
                             .into(),
                         secondary: Vec::new(),
+                        note: None,
                     });
                 }
             },
@@ -926,6 +959,7 @@ impl Checker {
                         span: id.span,
                         label: "bound again here".into(),
                         secondary: Vec::new(),
+                        note: None,
                     });
                 }
                 let t = self.fresh();
@@ -983,7 +1017,31 @@ impl Checker {
             span: e.span,
             label: "not defined".into(),
             secondary: Vec::new(),
+            note: self
+                .similar_name(name)
+                .map(|n| format!("did you mean `{n}`?")),
         })
+    }
+
+    /// The name in scope here (a local, a definition or a built-in) closest
+    /// to the unknown `name`, if one is close enough to be a likely typo.
+    fn similar_name(&self, name: &str) -> Option<String> {
+        let locals = self.locals.keys().map(String::as_str);
+        let globals = self.globals.keys().map(String::as_str);
+        let prims = PRIMS
+            .iter()
+            .filter(|p| p.named && (self.translated || !p.translated))
+            .map(|p| p.name);
+        // One edit in a short name, two in a longer one.
+        let allowed = if name.chars().count() <= 4 { 1 } else { 2 };
+        locals
+            .chain(globals)
+            .chain(prims)
+            .filter(|n| n.starts_with(|c: char| c.is_alphabetic() || c == '_'))
+            .map(|n| (edit_distance(name, n), n))
+            .filter(|&(d, _)| d <= allowed)
+            .min()
+            .map(|(_, n)| n.to_string())
     }
 
     fn prim_instance(&mut self, p: Prim) -> Type {
@@ -1055,7 +1113,9 @@ impl Checker {
                                 self.show(param)
                             ),
                         ));
-                        self.expect(param, &xt, x.span, because)?;
+                        let param = param.clone();
+                        self.expect(&param, &xt, x.span, because)
+                            .map_err(|e| self.int_decided_elsewhere(f, &param, &xt, e))?;
                         Ok(self.owned(ret))
                     }
                     &Type::Var(v) if self.vars[v as usize].kind == Kind::Any => {
@@ -1071,6 +1131,7 @@ impl Checker {
                         span: f.span,
                         label: format!("has type {}, cannot be applied", self.show(other)),
                         secondary: vec![(x.span, "applied to this argument".into())],
+                        note: None,
                     }),
                 }
             }
@@ -1294,6 +1355,71 @@ impl Checker {
         }
     }
 
+    /// Whether `t` is a type variable not yet decided.
+    fn is_open(&self, t: &Type) -> bool {
+        matches!(*self.resolve(t), Type::Var(_))
+    }
+
+    /// Whether `e`, of type `t`, is an Int that is not a literal (a literal
+    /// would have adapted to a Real).
+    fn is_int_operand(&self, e: &Expr, t: &Type) -> bool {
+        !matches!(e.kind, ExprKind::Int(_)) && *self.resolve(t) == Type::Int
+    }
+
+    /// Whether `a` and `b` differ by an Int in one where the other has a Real.
+    fn int_vs_real(&self, a: &Type, b: &Type) -> bool {
+        fn walk(a: &Type, b: &Type) -> bool {
+            match (a, b) {
+                (Type::Int, Type::Real) | (Type::Real, Type::Int) => true,
+                (Type::Tuple(xs), Type::Tuple(ys)) | (Type::Con(_, xs), Type::Con(_, ys)) => {
+                    xs.iter().zip(ys).any(|(x, y)| walk(x, y))
+                }
+                (Type::Sum(a1, b1), Type::Sum(a2, b2)) | (Type::Fun(a1, b1), Type::Fun(a2, b2)) => {
+                    walk(a1, a2) || walk(b1, b2)
+                }
+                (Type::Vec(x), Type::Vec(y)) => walk(x, y),
+                _ => false,
+            }
+        }
+        walk(&self.zonk(a), &self.zonk(b))
+    }
+
+    /// `error`, from applying `f` to an argument of type `arg` where `param`
+    /// was expected, moved to where the function's arithmetic was decided
+    /// to be on Int, if that is why a Real argument does not fit.
+    fn int_decided_elsewhere(
+        &self,
+        f: &Expr,
+        param: &Type,
+        arg: &Type,
+        error: TypeError,
+    ) -> TypeError {
+        let ExprKind::Var(name) = &f.kind else {
+            return error;
+        };
+        let decided = if self.locals.contains_key(name) {
+            None
+        } else {
+            self.globals
+                .get(name)
+                .and_then(|i| self.int_operands_of.get(i))
+                .and_then(|ops| ops.first())
+        };
+        match decided {
+            Some(IntOperand { span, op }) if self.int_vs_real(param, arg) => TypeError {
+                message: format!(
+                    "type mismatch: `{name}` is used with a Real, but this Int operand makes its \
+                     `{op}` work on Int"
+                ),
+                span: *span,
+                label: format!("this is an Int, so `{op}` works on Int"),
+                secondary: vec![(error.span, "used with a Real here".into())],
+                note: Some(REAL_HINT.into()),
+            },
+            _ => error,
+        }
+    }
+
     fn binary(&mut self, id: NodeId, op: BinOp, a: &Expr, b: &Expr) -> TResult<Type> {
         let at = self.infer(a)?;
         let bt = self.infer(b)?;
@@ -1327,6 +1453,11 @@ impl Checker {
             _ => "works on Int and Real",
         };
         let op_span = a.span.to(b.span);
+        let int_operand = match (self.is_open(&at), self.is_open(&bt)) {
+            (true, false) if self.is_int_operand(b, &bt) => Some(b.span),
+            (false, true) if self.is_int_operand(a, &at) => Some(a.span),
+            _ => None,
+        };
         self.expect(
             &operand,
             &at,
@@ -1337,7 +1468,15 @@ impl Checker {
             a.span,
             format!("the left operand of `{sym}` has type {}", self.show(&at)),
         ));
-        self.expect(&at, &bt, b.span, because)?;
+        self.expect(&at, &bt, b.span, because).map_err(|mut e| {
+            if self.int_vs_real(&at, &bt) {
+                e.note = Some(REAL_HINT.into());
+            }
+            e
+        })?;
+        if let Some(span) = int_operand {
+            self.int_operands.push(IntOperand { span, op: sym });
+        }
         if !matches!(op, BinOp::And | BinOp::Or) {
             self.operands.push((id, at.clone()));
         }
@@ -1359,6 +1498,7 @@ pub(crate) fn poly_index_type(te: &TypeExpr) -> TResult<Type> {
         span,
         label: "write a type built from Real, Int, Bool, (), tuples, sums and vectors".into(),
         secondary: Vec::new(),
+        note: None,
     };
     Ok(match te {
         TypeExpr::Name(id) => match id.name.as_str() {
@@ -1371,6 +1511,7 @@ pub(crate) fn poly_index_type(te: &TypeExpr) -> TResult<Type> {
                     span: id.span,
                     label: "write e.g. `@(Vec Real)`".into(),
                     secondary: Vec::new(),
+                    note: None,
                 });
             }
             n if n.starts_with(|c: char| c.is_ascii_lowercase() || c == '_') => {
@@ -1382,6 +1523,7 @@ pub(crate) fn poly_index_type(te: &TypeExpr) -> TResult<Type> {
                     span: id.span,
                     label: "not a type".into(),
                     secondary: Vec::new(),
+                    note: None,
                 });
             }
         },
@@ -1397,6 +1539,27 @@ pub(crate) fn poly_index_type(te: &TypeExpr) -> TResult<Type> {
         TypeExpr::Con(c, _, s) => return Err(bad(*s, &format!("`{}`", c.name()))),
     })
 }
+
+/// The Levenshtein distance between `a` and `b` (insertions, deletions and
+/// substitutions of characters).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let substitute = diagonal + usize::from(ca != cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substitute.min(row[j] + 1).min(diagonal + 1);
+        }
+    }
+    row[b.len()]
+}
+
+/// The hint for a Real where an Int is (or the other way round).
+const REAL_HINT: &str =
+    "there is no implicit conversion between Int and Real: `real n` converts an Int `n` to a Real";
 
 /// Spells out a lone constrained type variable.
 fn describe(printed: &str) -> String {
