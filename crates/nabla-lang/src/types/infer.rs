@@ -49,6 +49,12 @@ pub struct Typing {
     /// For each arithmetic or comparison operator node (`Binary` other than
     /// `&&`/`||`, and unary `Neg`), the type of its operands.
     pub operand_types: HashMap<NodeId, Type>,
+    /// When a definition or `let` function is used at several numeric types,
+    /// the program with a copy of it for each (see [`check_program`]): the
+    /// definitions to compile in place of the checked ones, the same ones
+    /// first, then the copies of top-level definitions. The facts above
+    /// are about it.
+    pub specialised: Option<Vec<Def>>,
 }
 
 /// The result of checking a program.
@@ -66,6 +72,9 @@ pub struct CheckedProgram {
 struct Scheme {
     generics: Vec<u32>,
     ty: Type,
+    /// The definition or `let` function it is the type of, whose uses are
+    /// recorded for specialisation (see [`super::specialise`]).
+    binder: Option<Binder>,
 }
 
 impl Scheme {
@@ -73,8 +82,26 @@ impl Scheme {
         Scheme {
             generics: Vec::new(),
             ty,
+            binder: None,
         }
     }
+}
+
+/// A name whose numeric type variables may be generalised: a top-level
+/// definition (by index) or a `let` function (by the `let`'s node).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Binder {
+    Global(usize),
+    Local(NodeId),
+}
+
+/// One use of a [`Binder`]: the types its numeric type variables were
+/// instantiated to, in the order of [`Checked::numeric_generics`] (none for
+/// a recursive use from inside its own definition, which is monomorphic).
+#[derive(Clone, Debug)]
+pub(crate) struct Use {
+    pub binder: Binder,
+    pub instance: Vec<Type>,
 }
 
 #[derive(Clone, Debug)]
@@ -149,7 +176,7 @@ enum Global {
     Failed,
 }
 
-struct Checker {
+pub(crate) struct Checker {
     vars: Vec<VarInfo>,
     level: u32,
     locals: HashMap<String, Vec<Scheme>>,
@@ -172,6 +199,16 @@ struct Checker {
     /// Checking a definition from a translated file: the dialect's
     /// primitives are visible.
     translated: bool,
+    /// Generalise the numeric type variables of definitions and `let`
+    /// functions, recording their uses (the first of the two checks, see
+    /// [`check_program`]).
+    numeric_generics: bool,
+    /// The uses of binders, by the node of the variable.
+    uses: HashMap<NodeId, Use>,
+    /// The generalised numeric type variables of each binder.
+    binder_generics: HashMap<Binder, Vec<u32>>,
+    /// Order in which the groups of definitions were checked (dependencies first).
+    sccs: Vec<Vec<usize>>,
 }
 
 /// Type nodes a group of definitions may visit. Hindley–Milner types can
@@ -182,90 +219,143 @@ const TYPE_WORK_BUDGET: u64 = 5_000_000;
 /// Checks the definitions of a program (all top-level, mutually visible).
 /// Returns the resolved type of each, or every type error found (at most
 /// one per group of mutually recursive definitions).
+///
+/// Numeric polymorphism takes two checks. The first generalises numeric
+/// type variables (`def sq x = x * x` is `sq : n -> n` for `n` Int or Real)
+/// and records the type each use instantiates them to; its errors are the
+/// program's. If some definition or `let` function is used at several
+/// numeric types, [`super::specialise`] makes a copy of it for each (the
+/// copies are in [`Typing::specialised`]). The second check, in which numeric
+/// variables are not generalised, types that program: every definition is
+/// used at one numeric type, so every operator and literal gets one type.
 pub fn check_program(defs: &[Def]) -> Result<CheckedProgram, Vec<TypeError>> {
-    let mut c = Checker {
-        vars: Vec::new(),
-        level: 0,
-        locals: HashMap::new(),
-        globals: HashMap::new(),
-        global_state: Vec::new(),
-        prim_schemes: HashMap::new(),
-        int_literals: Vec::new(),
-        sums: Vec::new(),
-        operands: Vec::new(),
-        annot_vars: HashMap::new(),
-        int_operands: Vec::new(),
-        int_operands_of: HashMap::new(),
-        fuel: std::cell::Cell::new(TYPE_WORK_BUDGET),
-        exhausted: std::cell::Cell::new(false),
-        translated: false,
-    };
-    c.init_prims();
-    let mut errors = Vec::new();
-    for (i, d) in defs.iter().enumerate() {
-        let name = &d.binding.name;
-        if let Some(&j) = c.globals.get(&name.name) {
-            errors.push(TypeError {
-                message: format!("`{}` is defined more than once", name.name),
-                span: name.span,
-                label: "defined again here".into(),
-                secondary: vec![(defs[j].binding.name.span, "first defined here".into())],
-                note: None,
-            });
-        } else {
-            c.globals.insert(name.name.clone(), i);
+    let poly = Checker::check(defs, true)?;
+    let specialised = super::specialise::specialise(defs, &poly).map_err(|e| vec![e])?;
+    let program = specialised.as_deref().unwrap_or(defs);
+    let mut checked = Checker::check(program, false)?.finish();
+    checked.typing.specialised = specialised;
+    Ok(checked)
+}
+
+impl Checker {
+    /// Checks `defs`; see [`check_program`] for `numeric_generics`.
+    fn check(defs: &[Def], numeric_generics: bool) -> Result<Checker, Vec<TypeError>> {
+        let mut c = Checker {
+            vars: Vec::new(),
+            level: 0,
+            locals: HashMap::new(),
+            globals: HashMap::new(),
+            global_state: Vec::new(),
+            prim_schemes: HashMap::new(),
+            int_literals: Vec::new(),
+            sums: Vec::new(),
+            operands: Vec::new(),
+            annot_vars: HashMap::new(),
+            int_operands: Vec::new(),
+            int_operands_of: HashMap::new(),
+            fuel: std::cell::Cell::new(TYPE_WORK_BUDGET),
+            exhausted: std::cell::Cell::new(false),
+            translated: false,
+            numeric_generics,
+            uses: HashMap::new(),
+            binder_generics: HashMap::new(),
+            sccs: Vec::new(),
+        };
+        c.init_prims();
+        let mut errors = Vec::new();
+        for (i, d) in defs.iter().enumerate() {
+            let name = &d.binding.name;
+            if let Some(&j) = c.globals.get(&name.name) {
+                errors.push(TypeError {
+                    message: format!("`{}` is defined more than once", name.name),
+                    span: name.span,
+                    label: "defined again here".into(),
+                    secondary: vec![(defs[j].binding.name.span, "first defined here".into())],
+                    note: None,
+                });
+            } else {
+                c.globals.insert(name.name.clone(), i);
+            }
+            c.global_state.push(Global::Failed);
         }
-        c.global_state.push(Global::Failed);
-    }
-    if !errors.is_empty() {
-        return Err(errors);
-    }
-    let sccs = match c.dependency_sccs(defs) {
-        Ok(s) => s,
-        Err(e) => return Err(vec![e]),
-    };
-    for scc in sccs {
-        if let Err(e) = c.check_scc(defs, &scc) {
-            errors.push(e);
-            for &i in &scc {
-                c.global_state[i] = Global::Failed;
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        let sccs = match c.dependency_sccs(defs) {
+            Ok(s) => s,
+            Err(e) => return Err(vec![e]),
+        };
+        for scc in &sccs {
+            if let Err(e) = c.check_scc(defs, scc) {
+                errors.push(e);
+                for &i in scc {
+                    c.global_state[i] = Global::Failed;
+                }
             }
         }
-    }
-    if !errors.is_empty() {
-        errors.sort_by_key(|e| e.span.start);
-        return Err(errors);
-    }
-    // Default every still-open numeric variable to Int.
-    for v in 0..c.vars.len() {
-        if c.vars[v].link.is_none() && matches!(c.vars[v].kind, Kind::Num | Kind::Eq) {
-            c.vars[v].link = Some(Rc::new(Type::Int));
+        if !errors.is_empty() {
+            errors.sort_by_key(|e| e.span.start);
+            return Err(errors);
         }
+        c.sccs = sccs;
+        Ok(c)
     }
-    let mut def_types = Vec::new();
-    for st in &c.global_state {
-        let t = match st {
-            Global::Done(s) => c.zonk(&s.ty),
-            Global::Pending(t) => c.zonk(t),
-            Global::Failed => Type::Unit,
-        };
-        def_types.push(t);
-    }
-    let mut typing = Typing::default();
-    for (id, t) in std::mem::take(&mut c.int_literals) {
-        if c.zonk(&t) == Type::Real {
-            typing.real_literals.insert(id);
+
+    /// The types and facts of a checked program, numeric variables still
+    /// open defaulted to Int.
+    fn finish(mut self) -> CheckedProgram {
+        let c = &mut self;
+        for v in 0..c.vars.len() {
+            if c.vars[v].link.is_none() && matches!(c.vars[v].kind, Kind::Num | Kind::Eq) {
+                c.vars[v].link = Some(Rc::new(Type::Int));
+            }
         }
+        let mut def_types = Vec::new();
+        for st in &c.global_state {
+            let t = match st {
+                Global::Done(s) => c.zonk(&s.ty),
+                Global::Pending(t) => c.zonk(t),
+                Global::Failed => Type::Unit,
+            };
+            def_types.push(t);
+        }
+        let mut typing = Typing::default();
+        for (id, t) in std::mem::take(&mut c.int_literals) {
+            if c.zonk(&t) == Type::Real {
+                typing.real_literals.insert(id);
+            }
+        }
+        for (id, t) in std::mem::take(&mut c.sums) {
+            let t = c.zonk(&t);
+            typing.sum_types.insert(id, t);
+        }
+        for (id, t) in std::mem::take(&mut c.operands) {
+            let t = c.zonk(&t);
+            typing.operand_types.insert(id, t);
+        }
+        CheckedProgram { def_types, typing }
     }
-    for (id, t) in std::mem::take(&mut c.sums) {
-        let t = c.zonk(&t);
-        typing.sum_types.insert(id, t);
+
+    /// What [`super::specialise`] reads: the record of a use of a binder.
+    pub(crate) fn use_at(&self, id: NodeId) -> Option<&Use> {
+        self.uses.get(&id)
     }
-    for (id, t) in std::mem::take(&mut c.operands) {
-        let t = c.zonk(&t);
-        typing.operand_types.insert(id, t);
+
+    /// The generalised numeric variables of `b` (none if it has none).
+    pub(crate) fn numeric_generics_of(&self, b: Binder) -> &[u32] {
+        self.binder_generics.get(&b).map_or(&[], Vec::as_slice)
     }
-    Ok(CheckedProgram { def_types, typing })
+
+    /// The groups of definitions, dependencies first.
+    pub(crate) fn groups(&self) -> &[Vec<usize>] {
+        &self.sccs
+    }
+
+    /// `t` with its variables followed: `Int`, `Real` or `Bool` if decided,
+    /// else the variable it is.
+    pub(crate) fn decided(&self, t: &Type) -> Type {
+        self.zonk(t)
+    }
 }
 
 fn too_deep(span: Span) -> TypeError {
@@ -290,7 +380,14 @@ impl Checker {
                 .values()
                 .filter_map(|t| if let Type::Var(v) = t { Some(*v) } else { None })
                 .collect();
-            self.prim_schemes.insert(p.prim, Scheme { generics, ty });
+            self.prim_schemes.insert(
+                p.prim,
+                Scheme {
+                    generics,
+                    ty,
+                    binder: None,
+                },
+            );
         }
     }
 
@@ -578,14 +675,34 @@ impl Checker {
         self.level -= 1;
     }
 
-    fn generalize(&mut self, t: &Type) -> Scheme {
+    /// The type scheme of `t`, the type of `binder` if given. Numeric type
+    /// variables are generalised only for a binder, when specialising
+    /// ([`Checker::numeric_generics`]).
+    fn generalize(&mut self, t: &Type, binder: Option<Binder>) -> Scheme {
         let t = self.zonk(t);
         let mut generics = Vec::new();
-        self.collect_generics(&t, &mut generics);
-        Scheme { generics, ty: t }
+        let numeric = binder.is_some() && self.numeric_generics;
+        self.collect_generics(&t, numeric, &mut generics);
+        if let Some(b) = binder {
+            let numeric: Vec<u32> = generics
+                .iter()
+                .copied()
+                .filter(|&g| self.is_numeric(g))
+                .collect();
+            self.binder_generics.insert(b, numeric);
+        }
+        Scheme {
+            generics,
+            ty: t,
+            binder,
+        }
     }
 
-    fn collect_generics(&self, t: &Type, out: &mut Vec<u32>) {
+    fn is_numeric(&self, v: u32) -> bool {
+        matches!(self.vars[v as usize].kind, Kind::Num | Kind::Eq)
+    }
+
+    fn collect_generics(&self, t: &Type, numeric: bool, out: &mut Vec<u32>) {
         if !self.tick() {
             return;
         }
@@ -593,31 +710,54 @@ impl Checker {
             Type::Var(v) => {
                 let info = &self.vars[*v as usize];
                 if info.level > self.level
-                    && matches!(info.kind, Kind::Any | Kind::Data)
+                    && (numeric || matches!(info.kind, Kind::Any | Kind::Data))
                     && !out.contains(v)
                 {
                     out.push(*v);
                 }
             }
-            Type::Tuple(ts) => ts.iter().for_each(|t| self.collect_generics(t, out)),
+            Type::Tuple(ts) => ts
+                .iter()
+                .for_each(|t| self.collect_generics(t, numeric, out)),
             Type::Sum(a, b) | Type::Fun(a, b) => {
-                self.collect_generics(a, out);
-                self.collect_generics(b, out);
+                self.collect_generics(a, numeric, out);
+                self.collect_generics(b, numeric, out);
             }
-            Type::Vec(a) => self.collect_generics(a, out),
-            Type::Con(_, ts) => ts.iter().for_each(|t| self.collect_generics(t, out)),
+            Type::Vec(a) => self.collect_generics(a, numeric, out),
+            Type::Con(_, ts) => ts
+                .iter()
+                .for_each(|t| self.collect_generics(t, numeric, out)),
             _ => {}
         }
     }
 
-    fn instantiate(&mut self, s: &Scheme) -> Type {
+    /// A fresh instance of `s`; if `s` is a binder's, the use `at` is recorded.
+    fn instantiate(&mut self, s: &Scheme, at: NodeId) -> Type {
         if s.generics.is_empty() {
+            if let Some(binder) = s.binder {
+                self.uses.insert(
+                    at,
+                    Use {
+                        binder,
+                        instance: Vec::new(),
+                    },
+                );
+            }
             return s.ty.clone();
         }
         let mut map = HashMap::new();
         for &g in &s.generics {
             let kind = self.vars[g as usize].kind;
             map.insert(g, self.fresh_kind(kind));
+        }
+        if let Some(binder) = s.binder {
+            let instance = s
+                .generics
+                .iter()
+                .filter(|&&g| self.is_numeric(g))
+                .map(|g| map[g].clone())
+                .collect();
+            self.uses.insert(at, Use { binder, instance });
         }
         self.subst(&s.ty, &map)
     }
@@ -822,10 +962,13 @@ impl Checker {
         }
         self.leave();
         for (k, &i) in scc.iter().enumerate() {
-            let s = self.generalize(&tys[k]);
+            // Numeric variables are generalised for a definition on its own:
+            // a copy of a group of mutually recursive ones would need copies
+            // of the whole group.
+            let binder = (scc.len() == 1).then_some(Binder::Global(i));
+            let s = self.generalize(&tys[k], binder);
             self.global_state[i] = Global::Done(s);
-            self.int_operands_of
-                .insert(i, self.int_operands.clone());
+            self.int_operands_of.insert(i, self.int_operands.clone());
         }
         Ok(())
     }
@@ -991,14 +1134,24 @@ impl Checker {
 
     fn lookup(&mut self, name: &str, e: &Expr) -> TResult<Type> {
         if let Some(s) = self.locals.get(name).and_then(|v| v.last()).cloned() {
-            return Ok(self.instantiate(&s));
+            return Ok(self.instantiate(&s, e.id));
         }
         if let Some(&i) = self.globals.get(name) {
             return Ok(match &self.global_state[i] {
-                Global::Pending(t) => t.clone(),
+                Global::Pending(t) => {
+                    let t = t.clone();
+                    self.instantiate(
+                        &Scheme {
+                            generics: Vec::new(),
+                            ty: t,
+                            binder: Some(Binder::Global(i)),
+                        },
+                        e.id,
+                    )
+                }
                 Global::Done(s) => {
                     let s = s.clone();
-                    self.instantiate(&s)
+                    self.instantiate(&s, e.id)
                 }
                 Global::Failed => self.fresh(),
             });
@@ -1046,7 +1199,7 @@ impl Checker {
 
     fn prim_instance(&mut self, p: Prim) -> Type {
         match self.prim_schemes.get(&p).cloned() {
-            Some(s) => self.instantiate(&s),
+            Some(s) => self.instantiate(&s, NodeId(u32::MAX)),
             None => self.fresh(),
         }
     }
@@ -1155,7 +1308,7 @@ impl Checker {
                 vt?;
                 let schemes: Vec<(String, Scheme)> = bound
                     .iter()
-                    .map(|(n, t)| (n.clone(), self.generalize(t)))
+                    .map(|(n, t)| (n.clone(), self.generalize(t, None)))
                     .collect();
                 for (n, s) in &schemes {
                     self.push_scheme(n, s.clone());
@@ -1171,7 +1324,9 @@ impl Checker {
                 let self_ty = self.fresh();
                 let name = binding.name.name.clone();
                 if *rec {
-                    self.push_scheme(&name, Scheme::mono(self_ty.clone()));
+                    let mut own = Scheme::mono(self_ty.clone());
+                    own.binder = Some(Binder::Local(e.id));
+                    self.push_scheme(&name, own);
                 }
                 let saved = std::mem::take(&mut self.annot_vars);
                 let t = self.infer_binding(binding);
@@ -1185,7 +1340,7 @@ impl Checker {
                 });
                 self.leave();
                 let t = t?;
-                let s = self.generalize(&t);
+                let s = self.generalize(&t, Some(Binder::Local(e.id)));
                 self.push_scheme(&name, s);
                 let r = self.infer(body);
                 self.pop_name(&name);

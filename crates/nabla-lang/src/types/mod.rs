@@ -19,6 +19,7 @@
 //! generalized, so `def g f x = grad f x` stays polymorphic.
 
 pub mod infer;
+mod specialise;
 
 pub use infer::{CheckedProgram, TypeError, Typing, check_program};
 
