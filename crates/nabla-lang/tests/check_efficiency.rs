@@ -20,7 +20,7 @@ fn check_time(text: &str) -> Duration {
 /// A vector of rows `LIT + LIT + … + LIT`: `n` literals in all, each
 /// unified with its neighbours both as an operand and as a vector element.
 fn program(lit: &str, n: usize) -> String {
-    let row = vec![lit; 10].join(" + ");
+    let row = [lit; 10].join(" + ");
     format!("def main = [{}]\n", vec![row; n / 10].join(", "))
 }
 

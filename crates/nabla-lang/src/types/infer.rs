@@ -1306,9 +1306,12 @@ impl Checker {
                 });
                 self.leave();
                 vt?;
+                // `let x = e` binds a name that can be specialised like a
+                // `let` function's; names in a larger pattern cannot.
+                let binder = matches!(p, Pattern::Var(_)).then_some(Binder::Local(e.id));
                 let schemes: Vec<(String, Scheme)> = bound
                     .iter()
-                    .map(|(n, t)| (n.clone(), self.generalize(t, None)))
+                    .map(|(n, t)| (n.clone(), self.generalize(t, binder)))
                     .collect();
                 for (n, s) in &schemes {
                     self.push_scheme(n, s.clone());

@@ -7,8 +7,8 @@
 //! types it is used at (its *key*): the first key found keeps the binder's
 //! name, the others are copies named `sq'Real` (with more `'` if the program
 //! has that name). A copy of a top-level definition is a new definition
-//! after the others; a copy of a `let` function is a `let` of the same kind
-//! around the original. Every use then refers to the copy for its key, so
+//! after the others; a copy of a `let` function (or of `let x = …`) is a
+//! `let` of the same kind around the original. Every use then refers to the copy for its key, so
 //! the second check, which does not generalise numeric variables, gives each
 //! copy's operators and literals their own type, and the interpreter and the
 //! translations see only monomorphic code.
@@ -68,7 +68,7 @@ pub(crate) fn specialise(defs: &[Def], checker: &Checker) -> Result<Option<Vec<D
                 let sigma = extend(&HashMap::new(), &generics, key);
                 let mut current = HashMap::new();
                 current.insert(binder, d.binding.name.name.clone());
-                s.binding(&mut d.binding, &sigma, k > 0, &current)?;
+                s.expr(&mut d.binding.body, &sigma, k > 0, &current)?;
                 if k == 0 {
                     out[i] = d;
                 } else {
@@ -164,16 +164,6 @@ impl Specialiser<'_> {
         (index > 0).then(|| self.mangle(name, &key))
     }
 
-    fn binding(
-        &mut self,
-        b: &mut FunBinding,
-        sigma: &Sigma,
-        fresh: bool,
-        current: &HashMap<Binder, String>,
-    ) -> Result<(), TypeError> {
-        self.expr(&mut b.body, sigma, fresh, current)
-    }
-
     fn expr(
         &mut self,
         e: &mut Expr,
@@ -196,62 +186,100 @@ impl Specialiser<'_> {
             }
             return Ok(());
         }
-        if let ExprKind::LetFun { rec, binding, body } = &mut e.kind {
-            let binder = Binder::Local(id);
-            let saved = self.local_keys.remove(&id);
-            let r = self.expr(body, sigma, fresh, current);
-            let keys = self.local_keys.remove(&id);
-            if let Some(k) = saved {
-                self.local_keys.insert(id, k);
+        let (binder, mut original, body, rec) = match &mut e.kind {
+            ExprKind::LetFun { rec, binding, body } => {
+                (Binder::Local(id), Bound::Fun(binding), body, *rec)
             }
-            r?;
-            let generics = self.checker.numeric_generics_of(binder).to_vec();
-            let keys = keys.unwrap_or_else(|| vec![vec![Type::Int; generics.len()]]);
-            let original = (**binding).clone();
-            let mut copies = Vec::new();
-            for (k, key) in keys.iter().enumerate() {
-                let mut copy = original.clone();
-                if k > 0 {
-                    copy.name.name = self.mangle(&original.name.name, key);
+            ExprKind::Let(Pattern::Var(name), value, body) => {
+                (Binder::Local(id), Bound::Value(name, value), body, false)
+            }
+            _ => {
+                for c in children(&mut e.kind) {
+                    self.expr(c, sigma, fresh, current)?;
                 }
-                let mut inner = current.clone();
-                inner.insert(binder, copy.name.name.clone());
-                let s = extend(sigma, &generics, key);
-                self.binding(&mut copy, &s, fresh || k > 0, &inner)?;
-                if k == 0 {
-                    **binding = copy;
-                } else {
-                    copies.push(copy);
-                }
+                return Ok(());
             }
-            let rec = *rec;
-            // Each copy goes around the original: its definition sees the
-            // scope the original's did.
-            for copy in copies {
-                self.copied = true;
-                let span = e.span;
-                let placeholder = Expr {
-                    kind: ExprKind::Unit,
-                    span,
-                    id,
-                };
-                let inner_let = std::mem::replace(e, placeholder);
-                *e = Expr {
-                    kind: ExprKind::LetFun {
-                        rec,
-                        binding: Box::new(copy),
-                        body: Box::new(inner_let),
-                    },
-                    span,
-                    id: self.fresh_id(),
-                };
-            }
-            return Ok(());
+        };
+        let saved = self.local_keys.remove(&id);
+        let r = self.expr(body, sigma, fresh, current);
+        let keys = self.local_keys.remove(&id);
+        if let Some(k) = saved {
+            self.local_keys.insert(id, k);
         }
-        for c in children(&mut e.kind) {
-            self.expr(c, sigma, fresh, current)?;
+        r?;
+        let generics = self.checker.numeric_generics_of(binder).to_vec();
+        let keys = keys.unwrap_or_else(|| vec![vec![Type::Int; generics.len()]]);
+        let (name, definition) = original.parts();
+        let (name, definition) = (name.clone(), definition.clone());
+        let mut copies = Vec::new();
+        for (k, key) in keys.iter().enumerate() {
+            let mut def = definition.clone();
+            let mut copy_name = name.clone();
+            if k > 0 {
+                copy_name.name = self.mangle(&name.name, key);
+            }
+            let mut inner = current.clone();
+            inner.insert(binder, copy_name.name.clone());
+            let s = extend(sigma, &generics, key);
+            self.expr(&mut def, &s, fresh || k > 0, &inner)?;
+            if k == 0 {
+                let (n, d) = original.parts();
+                *n = copy_name;
+                *d = def;
+            } else {
+                copies.push((copy_name, def));
+            }
+        }
+        let fun = match &e.kind {
+            ExprKind::LetFun { binding, .. } => Some((**binding).clone()),
+            _ => None,
+        };
+        // Each copy goes around the original: its definition sees the scope
+        // the original's did.
+        for (copy_name, def) in copies {
+            self.copied = true;
+            let span = e.span;
+            let placeholder = Expr {
+                kind: ExprKind::Unit,
+                span,
+                id,
+            };
+            let inner_let = Box::new(std::mem::replace(e, placeholder));
+            let kind = match &fun {
+                Some(binding) => ExprKind::LetFun {
+                    rec,
+                    binding: Box::new(FunBinding {
+                        name: copy_name,
+                        body: def,
+                        ..binding.clone()
+                    }),
+                    body: inner_let,
+                },
+                None => ExprKind::Let(Pattern::Var(copy_name), Box::new(def), inner_let),
+            };
+            *e = Expr {
+                kind,
+                span,
+                id: self.fresh_id(),
+            };
         }
         Ok(())
+    }
+}
+
+/// What a `let` binds: a function (its name and body) or a value.
+enum Bound<'a> {
+    Fun(&'a mut FunBinding),
+    Value(&'a mut Ident, &'a mut Box<Expr>),
+}
+
+impl Bound<'_> {
+    /// The bound name and the expression defining it.
+    fn parts(&mut self) -> (&mut Ident, &mut Expr) {
+        match self {
+            Bound::Fun(b) => (&mut b.name, &mut b.body),
+            Bound::Value(n, v) => (n, v),
+        }
     }
 }
 
