@@ -49,6 +49,7 @@ pub(crate) fn specialise(defs: &[Def], checker: &Checker) -> Result<Option<Vec<D
         global_keys: HashMap::new(),
         local_keys: HashMap::new(),
         copied: false,
+        copied_nodes: 0,
     };
     let mut out = defs.to_vec();
     let mut copies = Vec::new();
@@ -105,7 +106,13 @@ struct Specialiser<'a> {
     local_keys: HashMap<NodeId, Vec<Key>>,
     /// Some `let` function was copied.
     copied: bool,
+    /// Expression nodes in copies so far.
+    copied_nodes: u64,
 }
+
+/// The most expression nodes the copies may add (nested definitions each
+/// used at several numeric types multiply: 2^depth copies).
+const COPY_BUDGET: u64 = 2_000_000;
 
 impl Specialiser<'_> {
     fn fresh_id(&mut self) -> NodeId {
@@ -177,6 +184,18 @@ impl Specialiser<'_> {
         let id = e.id;
         if fresh {
             e.id = self.fresh_id();
+            // Copies inside copies multiply: bound the total.
+            self.copied_nodes += 1;
+            if self.copied_nodes > COPY_BUDGET {
+                return Err(TypeError {
+                    message: "numeric polymorphism needs too many specialised copies here".into(),
+                    span: e.span,
+                    label: "nested definitions used at several numeric types are copied for each"
+                        .into(),
+                    secondary: Vec::new(),
+                    note: Some("annotate some of them with `Int` or `Real`".into()),
+                });
+            }
         }
         if let ExprKind::Var(name) = &mut e.kind {
             if let Some(u) = self.checker.use_at(id)
