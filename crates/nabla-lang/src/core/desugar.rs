@@ -29,6 +29,8 @@ type DResult<T> = Result<T, DesugarError>;
 /// Translates type-checked definitions into a core [`Program`]. `typing`
 /// must come from checking exactly these definitions.
 pub fn desugar_program(defs: &[ast::Def], typing: &Typing) -> DResult<Program> {
+    // Definitions used at several numeric types come as copies, one per type.
+    let defs = typing.specialised.as_deref().unwrap_or(defs);
     let globals: HashMap<String, u32> = defs
         .iter()
         .enumerate()

@@ -55,6 +55,8 @@ type LResult<T> = Result<T, LowerError>;
 /// Lowers type-checked definitions to a named-core [`named::Program`].
 /// `checked` must come from checking exactly these definitions (in this order).
 pub fn lower_program(defs: &[ast::Def], checked: &CheckedProgram) -> LResult<named::Program> {
+    // Definitions used at several numeric types come as copies, one per type.
+    let defs = checked.typing.specialised.as_deref().unwrap_or(defs);
     let globals: HashSet<&str> = defs.iter().map(|d| d.binding.name.name.as_str()).collect();
     let mut l = Lowerer {
         locals: Vec::new(),

@@ -22,6 +22,8 @@ pub struct TypeError {
     pub label: String,
     /// Where the other type came from, and similar context.
     pub secondary: Vec<(Span, String)>,
+    /// A hint printed after the source excerpt.
+    pub note: Option<String>,
 }
 
 impl From<TypeError> for Diagnostic {
@@ -29,6 +31,9 @@ impl From<TypeError> for Diagnostic {
         let mut d = Diagnostic::error(e.message, e.span).with_label(e.label);
         for (s, m) in e.secondary {
             d = d.with_secondary(s, m);
+        }
+        if let Some(n) = e.note {
+            d = d.with_note(n);
         }
         d
     }
@@ -44,6 +49,12 @@ pub struct Typing {
     /// For each arithmetic or comparison operator node (`Binary` other than
     /// `&&`/`||`, and unary `Neg`), the type of its operands.
     pub operand_types: HashMap<NodeId, Type>,
+    /// When a definition or `let` function is used at several numeric types,
+    /// the program with a copy of it for each (see [`check_program`]): the
+    /// definitions to compile in place of the checked ones, the same ones
+    /// first, then the copies of top-level definitions. The facts above
+    /// are about it.
+    pub specialised: Option<Vec<Def>>,
 }
 
 /// The result of checking a program.
@@ -61,6 +72,9 @@ pub struct CheckedProgram {
 struct Scheme {
     generics: Vec<u32>,
     ty: Type,
+    /// The definition or `let` function it is the type of, whose uses are
+    /// recorded for specialisation (see [`super::specialise`]).
+    binder: Option<Binder>,
 }
 
 impl Scheme {
@@ -68,8 +82,26 @@ impl Scheme {
         Scheme {
             generics: Vec::new(),
             ty,
+            binder: None,
         }
     }
+}
+
+/// A name whose numeric type variables may be generalised: a top-level
+/// definition (by index) or a `let` function (by the `let`'s node).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Binder {
+    Global(usize),
+    Local(NodeId),
+}
+
+/// One use of a [`Binder`]: the types its numeric type variables were
+/// instantiated to, in the order of [`Checked::numeric_generics`] (none for
+/// a recursive use from inside its own definition, which is monomorphic).
+#[derive(Clone, Debug)]
+pub(crate) struct Use {
+    pub binder: Binder,
+    pub instance: Vec<Type>,
 }
 
 #[derive(Clone, Debug)]
@@ -80,6 +112,11 @@ struct VarInfo {
     link: Option<Rc<Type>>,
     level: u32,
     kind: Kind,
+    /// Union-by-rank bound on the length of the chain of variables linked to
+    /// this one: linking the lower-ranked of two variables to the other keeps
+    /// every chain logarithmic (always linking the older to the newer made a
+    /// vector of n Int literals a chain of length n, checked in O(n²)).
+    rank: u32,
 }
 
 /// A type resolved by [`Checker::resolve`]: borrowed from the caller, or shared
@@ -110,6 +147,18 @@ fn type_size(t: &Type) -> u64 {
     }
 }
 
+/// An operand of type Int that decided an arithmetic operator to work on Int,
+/// the other operand's type being open (`sum v / size v`): when the
+/// definition is later used with Reals, the error points here, where `real`
+/// is needed, rather than at the use.
+#[derive(Clone, Debug)]
+struct IntOperand {
+    /// The Int operand.
+    span: Span,
+    /// The operator's symbol.
+    op: &'static str,
+}
+
 enum UnifyError {
     Mismatch,
     Occurs,
@@ -127,7 +176,7 @@ enum Global {
     Failed,
 }
 
-struct Checker {
+pub(crate) struct Checker {
     vars: Vec<VarInfo>,
     level: u32,
     locals: HashMap<String, Vec<Scheme>>,
@@ -138,6 +187,11 @@ struct Checker {
     sums: Vec<(NodeId, Type)>,
     operands: Vec<(NodeId, Type)>,
     annot_vars: HashMap<String, Type>,
+    /// Operands that made arithmetic Int in the group of definitions being
+    /// checked (see [`IntOperand`]).
+    int_operands: Vec<IntOperand>,
+    /// The same, for each checked definition, by index.
+    int_operands_of: HashMap<usize, Vec<IntOperand>>,
     /// Work budget of the current group of definitions (see [`Checker::tick`]).
     fuel: std::cell::Cell<u64>,
     /// Set when `fuel` ran out.
@@ -145,6 +199,16 @@ struct Checker {
     /// Checking a definition from a translated file: the dialect's
     /// primitives are visible.
     translated: bool,
+    /// Generalise the numeric type variables of definitions and `let`
+    /// functions, recording their uses (the first of the two checks, see
+    /// [`check_program`]).
+    numeric_generics: bool,
+    /// The uses of binders, by the node of the variable.
+    uses: HashMap<NodeId, Use>,
+    /// The generalised numeric type variables of each binder.
+    binder_generics: HashMap<Binder, Vec<u32>>,
+    /// Order in which the groups of definitions were checked (dependencies first).
+    sccs: Vec<Vec<usize>>,
 }
 
 /// Type nodes a group of definitions may visit. Hindley–Milner types can
@@ -155,87 +219,143 @@ const TYPE_WORK_BUDGET: u64 = 5_000_000;
 /// Checks the definitions of a program (all top-level, mutually visible).
 /// Returns the resolved type of each, or every type error found (at most
 /// one per group of mutually recursive definitions).
+///
+/// Numeric polymorphism takes two checks. The first generalises numeric
+/// type variables (`def sq x = x * x` is `sq : n -> n` for `n` Int or Real)
+/// and records the type each use instantiates them to; its errors are the
+/// program's. If some definition or `let` function is used at several
+/// numeric types, [`super::specialise`] makes a copy of it for each (the
+/// copies are in [`Typing::specialised`]). The second check, in which numeric
+/// variables are not generalised, types that program: every definition is
+/// used at one numeric type, so every operator and literal gets one type.
 pub fn check_program(defs: &[Def]) -> Result<CheckedProgram, Vec<TypeError>> {
-    let mut c = Checker {
-        vars: Vec::new(),
-        level: 0,
-        locals: HashMap::new(),
-        globals: HashMap::new(),
-        global_state: Vec::new(),
-        prim_schemes: HashMap::new(),
-        int_literals: Vec::new(),
-        sums: Vec::new(),
-        operands: Vec::new(),
-        annot_vars: HashMap::new(),
-        fuel: std::cell::Cell::new(TYPE_WORK_BUDGET),
-        exhausted: std::cell::Cell::new(false),
-        translated: false,
-    };
-    c.init_prims();
-    let mut errors = Vec::new();
-    for (i, d) in defs.iter().enumerate() {
-        let name = &d.binding.name;
-        if let Some(&j) = c.globals.get(&name.name) {
-            errors.push(TypeError {
-                message: format!("`{}` is defined more than once", name.name),
-                span: name.span,
-                label: "defined again here".into(),
-                secondary: vec![(defs[j].binding.name.span, "first defined here".into())],
-            });
-        } else {
-            c.globals.insert(name.name.clone(), i);
+    let poly = Checker::check(defs, true)?;
+    let specialised = super::specialise::specialise(defs, &poly).map_err(|e| vec![e])?;
+    let program = specialised.as_deref().unwrap_or(defs);
+    let mut checked = Checker::check(program, false)?.finish();
+    checked.typing.specialised = specialised;
+    Ok(checked)
+}
+
+impl Checker {
+    /// Checks `defs`; see [`check_program`] for `numeric_generics`.
+    fn check(defs: &[Def], numeric_generics: bool) -> Result<Checker, Vec<TypeError>> {
+        let mut c = Checker {
+            vars: Vec::new(),
+            level: 0,
+            locals: HashMap::new(),
+            globals: HashMap::new(),
+            global_state: Vec::new(),
+            prim_schemes: HashMap::new(),
+            int_literals: Vec::new(),
+            sums: Vec::new(),
+            operands: Vec::new(),
+            annot_vars: HashMap::new(),
+            int_operands: Vec::new(),
+            int_operands_of: HashMap::new(),
+            fuel: std::cell::Cell::new(TYPE_WORK_BUDGET),
+            exhausted: std::cell::Cell::new(false),
+            translated: false,
+            numeric_generics,
+            uses: HashMap::new(),
+            binder_generics: HashMap::new(),
+            sccs: Vec::new(),
+        };
+        c.init_prims();
+        let mut errors = Vec::new();
+        for (i, d) in defs.iter().enumerate() {
+            let name = &d.binding.name;
+            if let Some(&j) = c.globals.get(&name.name) {
+                errors.push(TypeError {
+                    message: format!("`{}` is defined more than once", name.name),
+                    span: name.span,
+                    label: "defined again here".into(),
+                    secondary: vec![(defs[j].binding.name.span, "first defined here".into())],
+                    note: None,
+                });
+            } else {
+                c.globals.insert(name.name.clone(), i);
+            }
+            c.global_state.push(Global::Failed);
         }
-        c.global_state.push(Global::Failed);
-    }
-    if !errors.is_empty() {
-        return Err(errors);
-    }
-    let sccs = match c.dependency_sccs(defs) {
-        Ok(s) => s,
-        Err(e) => return Err(vec![e]),
-    };
-    for scc in sccs {
-        if let Err(e) = c.check_scc(defs, &scc) {
-            errors.push(e);
-            for &i in &scc {
-                c.global_state[i] = Global::Failed;
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        let sccs = match c.dependency_sccs(defs) {
+            Ok(s) => s,
+            Err(e) => return Err(vec![e]),
+        };
+        for scc in &sccs {
+            if let Err(e) = c.check_scc(defs, scc) {
+                errors.push(e);
+                for &i in scc {
+                    c.global_state[i] = Global::Failed;
+                }
             }
         }
-    }
-    if !errors.is_empty() {
-        errors.sort_by_key(|e| e.span.start);
-        return Err(errors);
-    }
-    // Default every still-open numeric variable to Int.
-    for v in 0..c.vars.len() {
-        if c.vars[v].link.is_none() && matches!(c.vars[v].kind, Kind::Num | Kind::Eq) {
-            c.vars[v].link = Some(Rc::new(Type::Int));
+        if !errors.is_empty() {
+            errors.sort_by_key(|e| e.span.start);
+            return Err(errors);
         }
+        c.sccs = sccs;
+        Ok(c)
     }
-    let mut def_types = Vec::new();
-    for st in &c.global_state {
-        let t = match st {
-            Global::Done(s) => c.zonk(&s.ty),
-            Global::Pending(t) => c.zonk(t),
-            Global::Failed => Type::Unit,
-        };
-        def_types.push(t);
-    }
-    let mut typing = Typing::default();
-    for (id, t) in std::mem::take(&mut c.int_literals) {
-        if c.zonk(&t) == Type::Real {
-            typing.real_literals.insert(id);
+
+    /// The types and facts of a checked program, numeric variables still
+    /// open defaulted to Int.
+    fn finish(mut self) -> CheckedProgram {
+        let c = &mut self;
+        for v in 0..c.vars.len() {
+            if c.vars[v].link.is_none() && matches!(c.vars[v].kind, Kind::Num | Kind::Eq) {
+                c.vars[v].link = Some(Rc::new(Type::Int));
+            }
         }
+        let mut def_types = Vec::new();
+        for st in &c.global_state {
+            let t = match st {
+                Global::Done(s) => c.zonk(&s.ty),
+                Global::Pending(t) => c.zonk(t),
+                Global::Failed => Type::Unit,
+            };
+            def_types.push(t);
+        }
+        let mut typing = Typing::default();
+        for (id, t) in std::mem::take(&mut c.int_literals) {
+            if c.zonk(&t) == Type::Real {
+                typing.real_literals.insert(id);
+            }
+        }
+        for (id, t) in std::mem::take(&mut c.sums) {
+            let t = c.zonk(&t);
+            typing.sum_types.insert(id, t);
+        }
+        for (id, t) in std::mem::take(&mut c.operands) {
+            let t = c.zonk(&t);
+            typing.operand_types.insert(id, t);
+        }
+        CheckedProgram { def_types, typing }
     }
-    for (id, t) in std::mem::take(&mut c.sums) {
-        let t = c.zonk(&t);
-        typing.sum_types.insert(id, t);
+
+    /// What [`super::specialise`] reads: the record of a use of a binder.
+    pub(crate) fn use_at(&self, id: NodeId) -> Option<&Use> {
+        self.uses.get(&id)
     }
-    for (id, t) in std::mem::take(&mut c.operands) {
-        let t = c.zonk(&t);
-        typing.operand_types.insert(id, t);
+
+    /// The generalised numeric variables of `b` (none if it has none).
+    pub(crate) fn numeric_generics_of(&self, b: Binder) -> &[u32] {
+        self.binder_generics.get(&b).map_or(&[], Vec::as_slice)
     }
-    Ok(CheckedProgram { def_types, typing })
+
+    /// The groups of definitions, dependencies first.
+    pub(crate) fn groups(&self) -> &[Vec<usize>] {
+        &self.sccs
+    }
+
+    /// `t` with its variables followed: `Int`, `Real` or `Bool` if decided,
+    /// else the variable it is.
+    pub(crate) fn decided(&self, t: &Type) -> Type {
+        self.zonk(t)
+    }
 }
 
 fn too_deep(span: Span) -> TypeError {
@@ -244,6 +364,7 @@ fn too_deep(span: Span) -> TypeError {
         span,
         label: "nesting limit reached here".into(),
         secondary: Vec::new(),
+        note: None,
     }
 }
 
@@ -259,7 +380,14 @@ impl Checker {
                 .values()
                 .filter_map(|t| if let Type::Var(v) = t { Some(*v) } else { None })
                 .collect();
-            self.prim_schemes.insert(p.prim, Scheme { generics, ty });
+            self.prim_schemes.insert(
+                p.prim,
+                Scheme {
+                    generics,
+                    ty,
+                    binder: None,
+                },
+            );
         }
     }
 
@@ -307,6 +435,7 @@ impl Checker {
             link: None,
             level: self.level,
             kind,
+            rank: 0,
         });
         Type::Var((self.vars.len() - 1) as u32)
     }
@@ -405,10 +534,20 @@ impl Checker {
     fn bind(&mut self, v: u32, t: Resolved<'_>) -> Result<(), UnifyError> {
         let info = self.vars[v as usize].clone();
         if let Type::Var(w) = *t {
-            let w = w as usize;
-            self.vars[w].level = self.vars[w].level.min(info.level);
-            self.vars[w].kind = self.vars[w].kind.max(info.kind);
-            self.vars[v as usize].link = Some(Rc::new(Type::Var(w as u32)));
+            let (from, to) = if info.rank > self.vars[w as usize].rank {
+                (w as usize, v as usize)
+            } else {
+                (v as usize, w as usize)
+            };
+            let merged = &self.vars[from];
+            let (level, kind, rank) = (merged.level, merged.kind, merged.rank);
+            let root = &mut self.vars[to];
+            root.level = root.level.min(level);
+            root.kind = root.kind.max(kind);
+            if root.rank == rank {
+                root.rank += 1;
+            }
+            self.vars[from].link = Some(Rc::new(Type::Var(to as u32)));
             return Ok(());
         }
         let ok = match info.kind {
@@ -520,6 +659,7 @@ impl Checker {
                     span,
                     label,
                     secondary: because.into_iter().collect(),
+                    note: None,
                 })
             }
         }
@@ -535,14 +675,34 @@ impl Checker {
         self.level -= 1;
     }
 
-    fn generalize(&mut self, t: &Type) -> Scheme {
+    /// The type scheme of `t`, the type of `binder` if given. Numeric type
+    /// variables are generalised only for a binder, when specialising
+    /// ([`Checker::numeric_generics`]).
+    fn generalize(&mut self, t: &Type, binder: Option<Binder>) -> Scheme {
         let t = self.zonk(t);
         let mut generics = Vec::new();
-        self.collect_generics(&t, &mut generics);
-        Scheme { generics, ty: t }
+        let numeric = binder.is_some() && self.numeric_generics;
+        self.collect_generics(&t, numeric, &mut generics);
+        if let Some(b) = binder {
+            let numeric: Vec<u32> = generics
+                .iter()
+                .copied()
+                .filter(|&g| self.is_numeric(g))
+                .collect();
+            self.binder_generics.insert(b, numeric);
+        }
+        Scheme {
+            generics,
+            ty: t,
+            binder,
+        }
     }
 
-    fn collect_generics(&self, t: &Type, out: &mut Vec<u32>) {
+    fn is_numeric(&self, v: u32) -> bool {
+        matches!(self.vars[v as usize].kind, Kind::Num | Kind::Eq)
+    }
+
+    fn collect_generics(&self, t: &Type, numeric: bool, out: &mut Vec<u32>) {
         if !self.tick() {
             return;
         }
@@ -550,31 +710,54 @@ impl Checker {
             Type::Var(v) => {
                 let info = &self.vars[*v as usize];
                 if info.level > self.level
-                    && matches!(info.kind, Kind::Any | Kind::Data)
+                    && (numeric || matches!(info.kind, Kind::Any | Kind::Data))
                     && !out.contains(v)
                 {
                     out.push(*v);
                 }
             }
-            Type::Tuple(ts) => ts.iter().for_each(|t| self.collect_generics(t, out)),
+            Type::Tuple(ts) => ts
+                .iter()
+                .for_each(|t| self.collect_generics(t, numeric, out)),
             Type::Sum(a, b) | Type::Fun(a, b) => {
-                self.collect_generics(a, out);
-                self.collect_generics(b, out);
+                self.collect_generics(a, numeric, out);
+                self.collect_generics(b, numeric, out);
             }
-            Type::Vec(a) => self.collect_generics(a, out),
-            Type::Con(_, ts) => ts.iter().for_each(|t| self.collect_generics(t, out)),
+            Type::Vec(a) => self.collect_generics(a, numeric, out),
+            Type::Con(_, ts) => ts
+                .iter()
+                .for_each(|t| self.collect_generics(t, numeric, out)),
             _ => {}
         }
     }
 
-    fn instantiate(&mut self, s: &Scheme) -> Type {
+    /// A fresh instance of `s`; if `s` is a binder's, the use `at` is recorded.
+    fn instantiate(&mut self, s: &Scheme, at: NodeId) -> Type {
         if s.generics.is_empty() {
+            if let Some(binder) = s.binder {
+                self.uses.insert(
+                    at,
+                    Use {
+                        binder,
+                        instance: Vec::new(),
+                    },
+                );
+            }
             return s.ty.clone();
         }
         let mut map = HashMap::new();
         for &g in &s.generics {
             let kind = self.vars[g as usize].kind;
             map.insert(g, self.fresh_kind(kind));
+        }
+        if let Some(binder) = s.binder {
+            let instance = s
+                .generics
+                .iter()
+                .filter(|&&g| self.is_numeric(g))
+                .map(|g| map[g].clone())
+                .collect();
+            self.uses.insert(at, Use { binder, instance });
         }
         self.subst(&s.ty, &map)
     }
@@ -755,6 +938,7 @@ impl Checker {
                 span: d.binding.name.span,
                 label: "types here grow beyond the checker's work budget".into(),
                 secondary: Vec::new(),
+                note: None,
             });
         }
         r
@@ -762,6 +946,7 @@ impl Checker {
 
     fn check_scc_inner(&mut self, defs: &[Def], scc: &[usize]) -> TResult<()> {
         self.enter();
+        self.int_operands.clear();
         let mut tys = Vec::new();
         for &i in scc {
             let t = self.fresh();
@@ -777,8 +962,13 @@ impl Checker {
         }
         self.leave();
         for (k, &i) in scc.iter().enumerate() {
-            let s = self.generalize(&tys[k]);
+            // Numeric variables are generalised for a definition on its own:
+            // a copy of a group of mutually recursive ones would need copies
+            // of the whole group.
+            let binder = (scc.len() == 1).then_some(Binder::Global(i));
+            let s = self.generalize(&tys[k], binder);
             self.global_state[i] = Global::Done(s);
+            self.int_operands_of.insert(i, self.int_operands.clone());
         }
         Ok(())
     }
@@ -865,6 +1055,7 @@ impl Checker {
                         span: id.span,
                         label: "write e.g. `Vec Real`".into(),
                         secondary: Vec::new(),
+                        note: None,
                     });
                 }
                 n => {
@@ -874,6 +1065,7 @@ impl Checker {
                         label: "types are Real, Int, Bool, (), tuples, A + B, Vec A, A -> B and lowercase variables"
                             .into(),
                         secondary: Vec::new(),
+                        note: None,
                     });
                 }
             },
@@ -910,6 +1102,7 @@ impl Checker {
                         span: id.span,
                         label: "bound again here".into(),
                         secondary: Vec::new(),
+                        note: None,
                     });
                 }
                 let t = self.fresh();
@@ -941,14 +1134,24 @@ impl Checker {
 
     fn lookup(&mut self, name: &str, e: &Expr) -> TResult<Type> {
         if let Some(s) = self.locals.get(name).and_then(|v| v.last()).cloned() {
-            return Ok(self.instantiate(&s));
+            return Ok(self.instantiate(&s, e.id));
         }
         if let Some(&i) = self.globals.get(name) {
             return Ok(match &self.global_state[i] {
-                Global::Pending(t) => t.clone(),
+                Global::Pending(t) => {
+                    let t = t.clone();
+                    self.instantiate(
+                        &Scheme {
+                            generics: Vec::new(),
+                            ty: t,
+                            binder: Some(Binder::Global(i)),
+                        },
+                        e.id,
+                    )
+                }
                 Global::Done(s) => {
                     let s = s.clone();
-                    self.instantiate(&s)
+                    self.instantiate(&s, e.id)
                 }
                 Global::Failed => self.fresh(),
             });
@@ -967,12 +1170,36 @@ impl Checker {
             span: e.span,
             label: "not defined".into(),
             secondary: Vec::new(),
+            note: self
+                .similar_name(name)
+                .map(|n| format!("did you mean `{n}`?")),
         })
+    }
+
+    /// The name in scope here (a local, a definition or a built-in) closest
+    /// to the unknown `name`, if one is close enough to be a likely typo.
+    fn similar_name(&self, name: &str) -> Option<String> {
+        let locals = self.locals.keys().map(String::as_str);
+        let globals = self.globals.keys().map(String::as_str);
+        let prims = PRIMS
+            .iter()
+            .filter(|p| p.named && (self.translated || !p.translated))
+            .map(|p| p.name);
+        // One edit in a short name, two in a longer one.
+        let allowed = if name.chars().count() <= 4 { 1 } else { 2 };
+        locals
+            .chain(globals)
+            .chain(prims)
+            .filter(|n| n.starts_with(|c: char| c.is_alphabetic() || c == '_'))
+            .map(|n| (edit_distance(name, n), n))
+            .filter(|&(d, _)| d <= allowed)
+            .min()
+            .map(|(_, n)| n.to_string())
     }
 
     fn prim_instance(&mut self, p: Prim) -> Type {
         match self.prim_schemes.get(&p).cloned() {
-            Some(s) => self.instantiate(&s),
+            Some(s) => self.instantiate(&s, NodeId(u32::MAX)),
             None => self.fresh(),
         }
     }
@@ -1039,7 +1266,9 @@ impl Checker {
                                 self.show(param)
                             ),
                         ));
-                        self.expect(param, &xt, x.span, because)?;
+                        let param = param.clone();
+                        self.expect(&param, &xt, x.span, because)
+                            .map_err(|e| self.int_decided_elsewhere(f, &param, &xt, e))?;
                         Ok(self.owned(ret))
                     }
                     &Type::Var(v) if self.vars[v as usize].kind == Kind::Any => {
@@ -1055,6 +1284,7 @@ impl Checker {
                         span: f.span,
                         label: format!("has type {}, cannot be applied", self.show(other)),
                         secondary: vec![(x.span, "applied to this argument".into())],
+                        note: None,
                     }),
                 }
             }
@@ -1076,9 +1306,12 @@ impl Checker {
                 });
                 self.leave();
                 vt?;
+                // `let x = e` binds a name that can be specialised like a
+                // `let` function's; names in a larger pattern cannot.
+                let binder = matches!(p, Pattern::Var(_)).then_some(Binder::Local(e.id));
                 let schemes: Vec<(String, Scheme)> = bound
                     .iter()
-                    .map(|(n, t)| (n.clone(), self.generalize(t)))
+                    .map(|(n, t)| (n.clone(), self.generalize(t, binder)))
                     .collect();
                 for (n, s) in &schemes {
                     self.push_scheme(n, s.clone());
@@ -1094,7 +1327,9 @@ impl Checker {
                 let self_ty = self.fresh();
                 let name = binding.name.name.clone();
                 if *rec {
-                    self.push_scheme(&name, Scheme::mono(self_ty.clone()));
+                    let mut own = Scheme::mono(self_ty.clone());
+                    own.binder = Some(Binder::Local(e.id));
+                    self.push_scheme(&name, own);
                 }
                 let saved = std::mem::take(&mut self.annot_vars);
                 let t = self.infer_binding(binding);
@@ -1108,7 +1343,7 @@ impl Checker {
                 });
                 self.leave();
                 let t = t?;
-                let s = self.generalize(&t);
+                let s = self.generalize(&t, Some(Binder::Local(e.id)));
                 self.push_scheme(&name, s);
                 let r = self.infer(body);
                 self.pop_name(&name);
@@ -1278,6 +1513,71 @@ impl Checker {
         }
     }
 
+    /// Whether `t` is a type variable not yet decided.
+    fn is_open(&self, t: &Type) -> bool {
+        matches!(*self.resolve(t), Type::Var(_))
+    }
+
+    /// Whether `e`, of type `t`, is an Int that is not a literal (a literal
+    /// would have adapted to a Real).
+    fn is_int_operand(&self, e: &Expr, t: &Type) -> bool {
+        !matches!(e.kind, ExprKind::Int(_)) && *self.resolve(t) == Type::Int
+    }
+
+    /// Whether `a` and `b` differ by an Int in one where the other has a Real.
+    fn int_vs_real(&self, a: &Type, b: &Type) -> bool {
+        fn walk(a: &Type, b: &Type) -> bool {
+            match (a, b) {
+                (Type::Int, Type::Real) | (Type::Real, Type::Int) => true,
+                (Type::Tuple(xs), Type::Tuple(ys)) | (Type::Con(_, xs), Type::Con(_, ys)) => {
+                    xs.iter().zip(ys).any(|(x, y)| walk(x, y))
+                }
+                (Type::Sum(a1, b1), Type::Sum(a2, b2)) | (Type::Fun(a1, b1), Type::Fun(a2, b2)) => {
+                    walk(a1, a2) || walk(b1, b2)
+                }
+                (Type::Vec(x), Type::Vec(y)) => walk(x, y),
+                _ => false,
+            }
+        }
+        walk(&self.zonk(a), &self.zonk(b))
+    }
+
+    /// `error`, from applying `f` to an argument of type `arg` where `param`
+    /// was expected, moved to where the function's arithmetic was decided
+    /// to be on Int, if that is why a Real argument does not fit.
+    fn int_decided_elsewhere(
+        &self,
+        f: &Expr,
+        param: &Type,
+        arg: &Type,
+        error: TypeError,
+    ) -> TypeError {
+        let ExprKind::Var(name) = &f.kind else {
+            return error;
+        };
+        let decided = if self.locals.contains_key(name) {
+            None
+        } else {
+            self.globals
+                .get(name)
+                .and_then(|i| self.int_operands_of.get(i))
+                .and_then(|ops| ops.first())
+        };
+        match decided {
+            Some(IntOperand { span, op }) if self.int_vs_real(param, arg) => TypeError {
+                message: format!(
+                    "type mismatch: `{name}` is used with a Real, but this Int operand makes its \
+                     `{op}` work on Int"
+                ),
+                span: *span,
+                label: format!("this is an Int, so `{op}` works on Int"),
+                secondary: vec![(error.span, "used with a Real here".into())],
+                note: Some(REAL_HINT.into()),
+            },
+            _ => error,
+        }
+    }
+
     fn binary(&mut self, id: NodeId, op: BinOp, a: &Expr, b: &Expr) -> TResult<Type> {
         let at = self.infer(a)?;
         let bt = self.infer(b)?;
@@ -1311,6 +1611,11 @@ impl Checker {
             _ => "works on Int and Real",
         };
         let op_span = a.span.to(b.span);
+        let int_operand = match (self.is_open(&at), self.is_open(&bt)) {
+            (true, false) if self.is_int_operand(b, &bt) => Some(b.span),
+            (false, true) if self.is_int_operand(a, &at) => Some(a.span),
+            _ => None,
+        };
         self.expect(
             &operand,
             &at,
@@ -1321,7 +1626,15 @@ impl Checker {
             a.span,
             format!("the left operand of `{sym}` has type {}", self.show(&at)),
         ));
-        self.expect(&at, &bt, b.span, because)?;
+        self.expect(&at, &bt, b.span, because).map_err(|mut e| {
+            if self.int_vs_real(&at, &bt) {
+                e.note = Some(REAL_HINT.into());
+            }
+            e
+        })?;
+        if let Some(span) = int_operand {
+            self.int_operands.push(IntOperand { span, op: sym });
+        }
         if !matches!(op, BinOp::And | BinOp::Or) {
             self.operands.push((id, at.clone()));
         }
@@ -1343,6 +1656,7 @@ pub(crate) fn poly_index_type(te: &TypeExpr) -> TResult<Type> {
         span,
         label: "write a type built from Real, Int, Bool, (), tuples, sums and vectors".into(),
         secondary: Vec::new(),
+        note: None,
     };
     Ok(match te {
         TypeExpr::Name(id) => match id.name.as_str() {
@@ -1355,6 +1669,7 @@ pub(crate) fn poly_index_type(te: &TypeExpr) -> TResult<Type> {
                     span: id.span,
                     label: "write e.g. `@(Vec Real)`".into(),
                     secondary: Vec::new(),
+                    note: None,
                 });
             }
             n if n.starts_with(|c: char| c.is_ascii_lowercase() || c == '_') => {
@@ -1366,6 +1681,7 @@ pub(crate) fn poly_index_type(te: &TypeExpr) -> TResult<Type> {
                     span: id.span,
                     label: "not a type".into(),
                     secondary: Vec::new(),
+                    note: None,
                 });
             }
         },
@@ -1381,6 +1697,27 @@ pub(crate) fn poly_index_type(te: &TypeExpr) -> TResult<Type> {
         TypeExpr::Con(c, _, s) => return Err(bad(*s, &format!("`{}`", c.name()))),
     })
 }
+
+/// The Levenshtein distance between `a` and `b` (insertions, deletions and
+/// substitutions of characters).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let substitute = diagonal + usize::from(ca != cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substitute.min(row[j] + 1).min(diagonal + 1);
+        }
+    }
+    row[b.len()]
+}
+
+/// The hint for a Real where an Int is (or the other way round).
+const REAL_HINT: &str =
+    "there is no implicit conversion between Int and Real: `real n` converts an Int `n` to a Real";
 
 /// Spells out a lone constrained type variable.
 fn describe(printed: &str) -> String {

@@ -3,22 +3,26 @@
 //! * [`Type`] is the type language of LANGUAGE.md plus unification variables.
 //! * [`infer`] checks a program (or a program plus one expression) and
 //!   returns the inferred type of every definition together with the facts the
-//!   desugarer needs ([`Typing`]): which integer literals are used as Reals and
-//!   the element type of every `sum`.
+//!   desugarer needs ([`Typing`]): which integer literals are used as Reals,
+//!   the element type of every `sum`, the operand type of every operator, and
+//!   the specialised program if numeric polymorphism needed copies.
 //!
 //! Numeric overloading: `+ - * /`, unary `-` and comparisons work on `Int`
 //! and `Real`; `==`/`!=` also on `Bool`. Such operators constrain a type
-//! variable to a *kind* ([`Kind::Num`] or [`Kind::Eq`]). Constrained variables
-//! are never generalized: like F#, an unannotated `def sq x = x * x` gets the
-//! one numeric type its uses in the whole program agree on, defaulting to
-//! `Int` when nothing decides. Integer literals have a fresh `Num` variable as
-//! their type, which is how `2 * x` works for `x : Real`.
+//! variable to a *kind* ([`Kind::Num`] or [`Kind::Eq`]). Integer literals
+//! have a fresh `Num` variable as their type, which is how `2 * x` works for
+//! `x : Real`. Definitions and `let` functions are polymorphic in their
+//! numeric variables (`def sq x = x * x` works at Int and at Real, each use
+//! at its own type): [`check_program`] checks twice, specialising such a
+//! definition into one copy per numeric type it is used at in between (see
+//! `specialise`); numeric variables nothing decides default to `Int`.
 //!
 //! The differentiation operators constrain their input and output types to
-//! first-order data ([`Kind::Data`]); unlike the numeric kinds this one is
-//! generalized, so `def g f x = grad f x` stays polymorphic.
+//! first-order data ([`Kind::Data`]); this kind is generalized everywhere
+//! (the numeric ones only at definitions and `let` functions), so `def g f x = grad f x` stays polymorphic.
 
 pub mod infer;
+mod specialise;
 
 pub use infer::{CheckedProgram, TypeError, Typing, check_program};
 
