@@ -1,7 +1,7 @@
 //! Strings the phases together: the one entry point used by the CLI, the
 //! REPL, the test runner and the fuzz target.
 
-use crate::core::{self, desugar_program};
+use crate::core::{self, desugar_program, lower_typed};
 use crate::diagnostic::Diagnostic;
 use crate::eval::{Limits, Machine, RuntimeError, STEP_LIMIT_EXCEEDED, Value};
 use crate::pretty::{TypeNamer, print_value};
@@ -120,6 +120,27 @@ impl Session {
             machine: Machine::new(&prog, self.limits),
             names: prog.globals.iter().map(|g| g.name.clone()).collect(),
         })
+    }
+
+    /// The definitions in force as the typed IR the native compiler reads:
+    /// monomorphised, closure-converted, what `entry` needs. A construct it
+    /// cannot express yet is reported with its position (the interpreter
+    /// still runs the program).
+    pub fn typed_program(
+        &self,
+        entry: &str,
+    ) -> Result<(crate::core::typed::Program, lower_typed::Entry), lower_typed::Unsupported> {
+        let mono = crate::types::monomorphise(&self.defs).map_err(|es| {
+            let e = es.into_iter().next();
+            lower_typed::Unsupported {
+                what: format!(
+                    "a polymorphic definition that cannot be specialised ({})",
+                    e.as_ref().map_or("", |e| e.message.as_str())
+                ),
+                span: e.map_or(Span::default(), |e| e.span),
+            }
+        })?;
+        lower_typed::lower_typed(&mono, entry)
     }
 
     /// `(name, type)` of every definition in force, in order.

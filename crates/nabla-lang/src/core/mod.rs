@@ -10,7 +10,9 @@
 
 pub mod desugar;
 pub mod lower;
+pub mod lower_typed;
 pub mod named;
+pub mod typed;
 
 pub use desugar::{DesugarError, desugar_program};
 

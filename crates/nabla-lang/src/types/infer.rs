@@ -199,16 +199,37 @@ pub(crate) struct Checker {
     /// Checking a definition from a translated file: the dialect's
     /// primitives are visible.
     translated: bool,
-    /// Generalise the numeric type variables of definitions and `let`
-    /// functions, recording their uses (the first of the two checks, see
-    /// [`check_program`]).
-    numeric_generics: bool,
+    /// What this check generalises and records.
+    pass: Pass,
     /// The uses of binders, by the node of the variable.
     uses: HashMap<NodeId, Use>,
-    /// The generalised numeric type variables of each binder.
+    /// The generalised type variables of each binder that [`Checker::pass`]
+    /// specialises (the numeric ones, or all).
     binder_generics: HashMap<Binder, Vec<u32>>,
+    /// The type of every expression node ([`Pass::Monomorphic`] only).
+    node_types: Vec<(NodeId, Type)>,
+    /// The type of the function each `let` function binds, by the `let`'s
+    /// node ([`Pass::Monomorphic`] only).
+    fun_types: Vec<(NodeId, Type)>,
     /// Order in which the groups of definitions were checked (dependencies first).
     sccs: Vec<Vec<usize>>,
+}
+
+/// The checks a program goes through (see [`check_program`] and
+/// [`monomorphise`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pass {
+    /// Generalise numeric type variables too (at definitions and `let`
+    /// functions), recording the numeric instance of every use.
+    SpecialiseNumeric,
+    /// The same, recording the instance of every generalised variable of a
+    /// binder, numeric or not.
+    SpecialiseAll,
+    /// Hindley–Milner as usual: numeric variables are not generalised.
+    Final,
+    /// No generalisation at all (the program is monomorphic); records the
+    /// type of every expression.
+    Monomorphic,
 }
 
 /// Type nodes a group of definitions may visit. Hindley–Milner types can
@@ -229,17 +250,66 @@ const TYPE_WORK_BUDGET: u64 = 5_000_000;
 /// variables are not generalised, types that program: every definition is
 /// used at one numeric type, so every operator and literal gets one type.
 pub fn check_program(defs: &[Def]) -> Result<CheckedProgram, Vec<TypeError>> {
-    let poly = Checker::check(defs, true)?;
+    let poly = Checker::check(defs, Pass::SpecialiseNumeric)?;
     let specialised = super::specialise::specialise(defs, &poly).map_err(|e| vec![e])?;
     let program = specialised.as_deref().unwrap_or(defs);
-    let mut checked = Checker::check(program, false)?.finish();
+    let mut checked = Checker::check(program, Pass::Final)?.finish();
     checked.typing.specialised = specialised;
     Ok(checked)
 }
 
+/// A program in which every definition and `let`-bound name is used at one
+/// type, with the type of every expression: what the typed IR is made from
+/// ([`crate::core::lower_typed`]).
+#[derive(Clone, Debug)]
+pub struct Monomorphic {
+    /// The definitions: the program's, then copies of those used at several
+    /// types (named `name'Type…`, see [`super::specialise`]).
+    pub defs: Vec<Def>,
+    /// The type of each definition.
+    pub def_types: Vec<Type>,
+    /// The type of every expression node of `defs`.
+    pub node_types: HashMap<NodeId, Type>,
+    /// The type of the function each `let` function binds, by the `let`'s node.
+    pub fun_types: HashMap<NodeId, Type>,
+}
+
+/// Monomorphises a well-typed program: the program with one copy of each
+/// definition and `let` function for each type it is used at (Hindley–Milner
+/// has no polymorphic recursion, so there are finitely many), checked
+/// without generalisation so that every expression gets a closed type.
+///
+/// Fails with a type error where a polymorphic name cannot be copied —
+/// a name bound by a tuple pattern, or a group of mutually recursive
+/// definitions, used at several types — or where copies would exceed the
+/// budget; the interpreter, which needs no copies, still runs such programs.
+pub fn monomorphise(defs: &[Def]) -> Result<Monomorphic, Vec<TypeError>> {
+    let poly = Checker::check(defs, Pass::SpecialiseAll)?;
+    let specialised = super::specialise::specialise(defs, &poly).map_err(|e| vec![e])?;
+    let defs = specialised.unwrap_or_else(|| defs.to_vec());
+    let mut c = Checker::check(&defs, Pass::Monomorphic)?;
+    c.default_numeric();
+    // Resolving is not inference: no work budget (it is linear in the types' size).
+    c.fuel.set(u64::MAX);
+    let close = |c: &Checker, ts: Vec<(NodeId, Type)>| -> HashMap<NodeId, Type> {
+        ts.into_iter().map(|(id, t)| (id, c.zonk(&t))).collect()
+    };
+    let node_types = std::mem::take(&mut c.node_types);
+    let node_types = close(&c, node_types);
+    let fun_types = std::mem::take(&mut c.fun_types);
+    let fun_types = close(&c, fun_types);
+    let checked = c.finish();
+    Ok(Monomorphic {
+        node_types,
+        fun_types,
+        def_types: checked.def_types,
+        defs,
+    })
+}
+
 impl Checker {
-    /// Checks `defs`; see [`check_program`] for `numeric_generics`.
-    fn check(defs: &[Def], numeric_generics: bool) -> Result<Checker, Vec<TypeError>> {
+    /// Checks `defs` in the given pass (see [`check_program`], [`monomorphise`]).
+    fn check(defs: &[Def], pass: Pass) -> Result<Checker, Vec<TypeError>> {
         let mut c = Checker {
             vars: Vec::new(),
             level: 0,
@@ -256,9 +326,11 @@ impl Checker {
             fuel: std::cell::Cell::new(TYPE_WORK_BUDGET),
             exhausted: std::cell::Cell::new(false),
             translated: false,
-            numeric_generics,
+            pass,
             uses: HashMap::new(),
             binder_generics: HashMap::new(),
+            node_types: Vec::new(),
+            fun_types: Vec::new(),
             sccs: Vec::new(),
         };
         c.init_prims();
@@ -305,11 +377,7 @@ impl Checker {
     /// open defaulted to Int.
     fn finish(mut self) -> CheckedProgram {
         let c = &mut self;
-        for v in 0..c.vars.len() {
-            if c.vars[v].link.is_none() && matches!(c.vars[v].kind, Kind::Num | Kind::Eq) {
-                c.vars[v].link = Some(Rc::new(Type::Int));
-            }
-        }
+        c.default_numeric();
         let mut def_types = Vec::new();
         for st in &c.global_state {
             let t = match st {
@@ -336,13 +404,22 @@ impl Checker {
         CheckedProgram { def_types, typing }
     }
 
+    /// Decides every numeric variable nothing decided: `Int`.
+    fn default_numeric(&mut self) {
+        for v in &mut self.vars {
+            if v.link.is_none() && matches!(v.kind, Kind::Num | Kind::Eq) {
+                v.link = Some(Rc::new(Type::Int));
+            }
+        }
+    }
+
     /// What [`super::specialise`] reads: the record of a use of a binder.
     pub(crate) fn use_at(&self, id: NodeId) -> Option<&Use> {
         self.uses.get(&id)
     }
 
-    /// The generalised numeric variables of `b` (none if it has none).
-    pub(crate) fn numeric_generics_of(&self, b: Binder) -> &[u32] {
+    /// The generalised variables of `b` this pass specialises (none if it has none).
+    pub(crate) fn generics_of(&self, b: Binder) -> &[u32] {
         self.binder_generics.get(&b).map_or(&[], Vec::as_slice)
     }
 
@@ -681,15 +758,23 @@ impl Checker {
     fn generalize(&mut self, t: &Type, binder: Option<Binder>) -> Scheme {
         let t = self.zonk(t);
         let mut generics = Vec::new();
-        let numeric = binder.is_some() && self.numeric_generics;
+        if self.pass == Pass::Monomorphic {
+            return Scheme {
+                generics,
+                ty: t,
+                binder,
+            };
+        }
+        let numeric = binder.is_some()
+            && matches!(self.pass, Pass::SpecialiseNumeric | Pass::SpecialiseAll);
         self.collect_generics(&t, numeric, &mut generics);
         if let Some(b) = binder {
-            let numeric: Vec<u32> = generics
+            let specialised: Vec<u32> = generics
                 .iter()
                 .copied()
-                .filter(|&g| self.is_numeric(g))
+                .filter(|&g| self.specialises(g))
                 .collect();
-            self.binder_generics.insert(b, numeric);
+            self.binder_generics.insert(b, specialised);
         }
         Scheme {
             generics,
@@ -698,8 +783,13 @@ impl Checker {
         }
     }
 
-    fn is_numeric(&self, v: u32) -> bool {
+    pub(crate) fn is_numeric(&self, v: u32) -> bool {
         matches!(self.vars[v as usize].kind, Kind::Num | Kind::Eq)
+    }
+
+    /// True if this pass specialises the generalised variable `v`.
+    fn specialises(&self, v: u32) -> bool {
+        self.pass == Pass::SpecialiseAll || self.is_numeric(v)
     }
 
     fn collect_generics(&self, t: &Type, numeric: bool, out: &mut Vec<u32>) {
@@ -754,7 +844,7 @@ impl Checker {
             let instance = s
                 .generics
                 .iter()
-                .filter(|&&g| self.is_numeric(g))
+                .filter(|&&g| self.specialises(g))
                 .map(|g| map[g].clone())
                 .collect();
             self.uses.insert(at, Use { binder, instance });
@@ -1210,6 +1300,14 @@ impl Checker {
         if stack::check().is_err() {
             return Err(too_deep(e.span));
         }
+        let t = self.infer_kind(e)?;
+        if self.pass == Pass::Monomorphic {
+            self.node_types.push((e.id, t.clone()));
+        }
+        Ok(t)
+    }
+
+    fn infer_kind(&mut self, e: &Expr) -> TResult<Type> {
         match &e.kind {
             ExprKind::Var(n) => self.lookup(n, e),
             ExprKind::Int(_) => {
@@ -1343,6 +1441,9 @@ impl Checker {
                 });
                 self.leave();
                 let t = t?;
+                if self.pass == Pass::Monomorphic {
+                    self.fun_types.push((e.id, t.clone()));
+                }
                 let s = self.generalize(&t, Some(Binder::Local(e.id)));
                 self.push_scheme(&name, s);
                 let r = self.infer(body);

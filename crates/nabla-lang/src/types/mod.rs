@@ -24,7 +24,7 @@
 pub mod infer;
 mod specialise;
 
-pub use infer::{CheckedProgram, TypeError, Typing, check_program};
+pub use infer::{CheckedProgram, Monomorphic, TypeError, Typing, check_program, monomorphise};
 
 /// A type. Unification variables are indices into the checker's table.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

@@ -50,16 +50,17 @@ pub(crate) fn specialise(defs: &[Def], checker: &Checker) -> Result<Option<Vec<D
         local_keys: HashMap::new(),
         copied: false,
         copied_nodes: 0,
+        mangled: HashMap::new(),
     };
     let mut out = defs.to_vec();
     let mut copies = Vec::new();
     for group in checker.groups().iter().rev() {
         for &i in group {
             let binder = Binder::Global(i);
-            let generics = checker.numeric_generics_of(binder).to_vec();
+            let generics = checker.generics_of(binder).to_vec();
             let keys = match s.global_keys.get(&i) {
                 Some(keys) => keys.clone(),
-                None => vec![vec![Type::Int; generics.len()]],
+                None => vec![s.default_key(&generics)],
             };
             for (k, key) in keys.iter().enumerate() {
                 let mut d = defs[i].clone();
@@ -108,6 +109,8 @@ struct Specialiser<'a> {
     copied: bool,
     /// Expression nodes in copies so far.
     copied_nodes: u64,
+    /// The name made for each (binder name, key).
+    mangled: HashMap<(String, Key), String>,
 }
 
 /// The most expression nodes the copies may add (nested definitions each
@@ -120,21 +123,57 @@ impl Specialiser<'_> {
         NodeId(self.next_id)
     }
 
-    /// The name of the copy of `name` for `key` (not its first key).
-    fn mangle(&self, name: &str, key: &[Type]) -> String {
+    /// The name of the copy of `name` for `key` (not its first key): the
+    /// same name for the same pair every time, a name the program does not
+    /// use for any other.
+    fn mangle(&mut self, name: &str, key: &[Type]) -> String {
+        if let Some(m) = self.mangled.get(&(name.to_string(), key.to_vec())) {
+            return m.clone();
+        }
         let mut m = name.to_string();
         for t in key {
             m.push('\'');
-            m.push_str(match t {
-                Type::Real => "Real",
-                Type::Bool => "Bool",
-                _ => "Int",
-            });
+            push_type_name(&mut m, t);
         }
         while self.taken.contains(&m) {
             m.push('\'');
         }
+        self.taken.insert(m.clone());
+        self.mangled
+            .insert((name.to_string(), key.to_vec()), m.clone());
         m
+    }
+
+    /// A specialised type variable's type in a key: what it was
+    /// instantiated to, the enclosing copy's types put in for its variables;
+    /// a variable nothing decides is `Int` if numeric, else `()`.
+    fn key_type(&self, t: &Type, sigma: &Sigma) -> Type {
+        match t {
+            Type::Var(v) => sigma.get(v).cloned().unwrap_or_else(|| self.default_of(*v)),
+            Type::Int | Type::Real | Type::Bool | Type::Unit => t.clone(),
+            Type::Tuple(ts) => Type::Tuple(ts.iter().map(|t| self.key_type(t, sigma)).collect()),
+            Type::Sum(a, b) => Type::Sum(
+                Box::new(self.key_type(a, sigma)),
+                Box::new(self.key_type(b, sigma)),
+            ),
+            Type::Vec(a) => Type::Vec(Box::new(self.key_type(a, sigma))),
+            Type::Fun(a, b) => Type::fun(self.key_type(a, sigma), self.key_type(b, sigma)),
+            Type::Con(c, ts) => Type::Con(*c, ts.iter().map(|t| self.key_type(t, sigma)).collect()),
+        }
+    }
+
+    /// The type a generalised variable stands for when nothing uses it.
+    fn default_of(&self, v: u32) -> Type {
+        if self.checker.is_numeric(v) {
+            Type::Int
+        } else {
+            Type::Unit
+        }
+    }
+
+    /// The key of a binder none of whose uses were seen.
+    fn default_key(&self, generics: &[u32]) -> Key {
+        generics.iter().map(|&g| self.default_of(g)).collect()
     }
 
     /// The name a use refers to in the copy being made, if not its own.
@@ -151,11 +190,7 @@ impl Specialiser<'_> {
         let key: Key = u
             .instance
             .iter()
-            .map(|t| match self.checker.decided(t) {
-                Type::Var(v) => sigma.get(&v).cloned().unwrap_or(Type::Int),
-                t @ (Type::Int | Type::Real | Type::Bool) => t,
-                _ => Type::Int,
-            })
+            .map(|t| self.key_type(&self.checker.decided(t), sigma))
             .collect();
         let keys = match u.binder {
             Binder::Global(i) => self.global_keys.entry(i).or_default(),
@@ -226,8 +261,8 @@ impl Specialiser<'_> {
             self.local_keys.insert(id, k);
         }
         r?;
-        let generics = self.checker.numeric_generics_of(binder).to_vec();
-        let keys = keys.unwrap_or_else(|| vec![vec![Type::Int; generics.len()]]);
+        let generics = self.checker.generics_of(binder).to_vec();
+        let keys = keys.unwrap_or_else(|| vec![self.default_key(&generics)]);
         let (name, definition) = original.parts();
         let (name, definition) = (name.clone(), definition.clone());
         let mut copies = Vec::new();
@@ -309,6 +344,41 @@ fn too_deep(span: crate::syntax::span::Span) -> TypeError {
         label: "nesting limit reached here".into(),
         secondary: Vec::new(),
         note: None,
+    }
+}
+
+/// Appends a name for `t` to `out`: prefix notation with arities, so
+/// different types get different names (`Vec_Real`, `Tup2_Int_Bool`).
+fn push_type_name(out: &mut String, t: &Type) {
+    match t {
+        Type::Var(_) | Type::Unit => out.push_str("Unit"),
+        Type::Int => out.push_str("Int"),
+        Type::Real => out.push_str("Real"),
+        Type::Bool => out.push_str("Bool"),
+        Type::Tuple(ts) => {
+            out.push_str(&format!("Tup{}", ts.len()));
+            for t in ts {
+                out.push('_');
+                push_type_name(out, t);
+            }
+        }
+        Type::Sum(a, b) | Type::Fun(a, b) => {
+            out.push_str(if matches!(t, Type::Sum(..)) { "Sum_" } else { "Fun_" });
+            push_type_name(out, a);
+            out.push('_');
+            push_type_name(out, b);
+        }
+        Type::Vec(a) => {
+            out.push_str("Vec_");
+            push_type_name(out, a);
+        }
+        Type::Con(c, ts) => {
+            out.push_str(c.name());
+            for t in ts {
+                out.push('_');
+                push_type_name(out, t);
+            }
+        }
     }
 }
 

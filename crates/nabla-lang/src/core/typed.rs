@@ -1,0 +1,235 @@
+//! The typed IR: a monomorphic, closure-converted program with a type on
+//! every node, the form the native compiler (crate `nabla-native`) reads.
+//!
+//! It is made from the checked AST by [`super::lower_typed`] after
+//! [`crate::types::monomorphise`] has given every definition and `let`
+//! function one copy per type it is used at, so every type here is closed
+//! (a type variable nothing decides is `()`: no value of it is ever built).
+//!
+//! Compared with the named core ([`super::named`]):
+//!
+//! * every function — a top-level definition with parameters, a `let`
+//!   function, a `let rec`, a lambda — is a [`Fun`] of [`Program::funs`],
+//!   with the locals of enclosing scopes it uses listed as its
+//!   [`Fun::captures`]. Local ids are unique in the whole program and a
+//!   captured local keeps its id inside the function, so a function body can
+//!   be compiled in place (inlined) or as a function of its own unchanged;
+//! * a call of a known function with all its parameters is a direct
+//!   [`ExprKind::Call`]; a function used as a value is a closure of a
+//!   one-parameter [`Fun`] ([`ExprKind::Closure`]) — a function of several
+//!   parameters used as a value, a partial application and a primitive used
+//!   as a value become curried one-parameter wrappers around a direct call;
+//! * the function argument of `build`, `map` and `fold` is always a closure
+//!   of a known function taking what the primitive passes (one argument;
+//!   two for `fold`), so the loop can call it directly or compile it inline;
+//! * top-level definitions without parameters are [`Global`]s, evaluated at
+//!   most once;
+//! * primitives are saturated [`ExprKind::Prim`] calls; their operand types
+//!   are the types of their arguments.
+
+use crate::prim::Prim;
+use crate::syntax::span::Span;
+use crate::types::Type;
+
+pub use super::Lit;
+
+/// A local variable: an index into [`Program::locals`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Local(pub u32);
+
+/// A function: an index into [`Program::funs`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FunId(pub u32);
+
+/// A top-level value: an index into [`Program::globals`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GlobalId(pub u32);
+
+/// A local's name (for dumps and messages) and type.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LocalInfo {
+    /// The source name (`_` for compiler temporaries).
+    pub name: String,
+    /// Its type.
+    pub ty: Type,
+}
+
+/// A binding pattern over locals.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Pat {
+    /// Binds one local.
+    Local(Local),
+    /// `_`
+    Wild,
+    /// `(p1, …, pn)`; `()` is the empty tuple.
+    Tuple(Vec<Pat>),
+}
+
+impl Pat {
+    /// Calls `f` on each local the pattern binds.
+    pub fn for_each_local(&self, f: &mut impl FnMut(Local)) {
+        match self {
+            Pat::Local(l) => f(*l),
+            Pat::Wild => {}
+            Pat::Tuple(ps) => ps.iter().for_each(|p| p.for_each_local(f)),
+        }
+    }
+}
+
+/// A function.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fun {
+    /// For dumps and symbols: the source name, or the enclosing one's with
+    /// a suffix for lambdas and wrappers (`main.lam2`).
+    pub name: String,
+    /// Locals of the enclosing scopes that the body uses, in increasing
+    /// order. They keep their ids inside the body.
+    pub captures: Vec<Local>,
+    /// The parameters (one or more; curried in the source type).
+    pub params: Vec<(Pat, Type)>,
+    /// The type of the body.
+    pub ret: Type,
+    /// The body.
+    pub body: Expr,
+    /// Where it is defined.
+    pub span: Span,
+}
+
+/// A top-level definition without parameters: evaluated on first use, then
+/// kept.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Global {
+    /// Its (possibly specialised) name.
+    pub name: String,
+    /// Its type.
+    pub ty: Type,
+    /// Its definition.
+    pub body: Expr,
+    /// Where it is defined.
+    pub span: Span,
+}
+
+/// An expression with its type and source position.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expr {
+    /// What it is.
+    pub kind: ExprKind,
+    /// Its type.
+    pub ty: Type,
+    /// Where it comes from (run-time errors report it).
+    pub span: Span,
+}
+
+/// The kinds of [`Expr`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExprKind {
+    /// A local variable.
+    Local(Local),
+    /// A top-level value.
+    Global(GlobalId),
+    /// A literal.
+    Lit(Lit),
+    /// A direct call of a known function with all its parameters (its
+    /// captures are the current values of those locals).
+    Call(FunId, Vec<Expr>),
+    /// A function as a value: a closure of the function's captures. The
+    /// function has one parameter, except as the function argument of
+    /// `build`, `map` and `fold`.
+    Closure(FunId),
+    /// Applies a function value to one argument.
+    Apply(Box<Expr>, Box<Expr>),
+    /// `let p = value in body`.
+    Let(Pat, Box<Expr>, Box<Expr>),
+    /// `(e1, …, en)`, n ≥ 2.
+    Tuple(Vec<Expr>),
+    /// Component `index` of a tuple.
+    Proj(Box<Expr>, u32),
+    /// `inl e`
+    Inl(Box<Expr>),
+    /// `inr e`
+    Inr(Box<Expr>),
+    /// `match e with | inl p1 -> e1 | inr p2 -> e2`
+    Case {
+        /// The scrutinee.
+        scrutinee: Box<Expr>,
+        /// The `inl` arm.
+        left: (Pat, Box<Expr>),
+        /// The `inr` arm.
+        right: (Pat, Box<Expr>),
+    },
+    /// `if c then a else b`
+    If(Box<Expr>, Box<Expr>, Box<Expr>),
+    /// A saturated primitive call.
+    Prim(Prim, Vec<Expr>),
+    /// `[e1, …, en]`
+    Vector(Vec<Expr>),
+}
+
+/// A program in typed form: what is reachable from its entry.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Program {
+    /// Every local, by [`Local`].
+    pub locals: Vec<LocalInfo>,
+    /// Every function, by [`FunId`].
+    pub funs: Vec<Fun>,
+    /// Every top-level value, by [`GlobalId`].
+    pub globals: Vec<Global>,
+}
+
+impl Program {
+    /// The type of a local.
+    pub fn local_ty(&self, l: Local) -> &Type {
+        &self.locals[l.0 as usize].ty
+    }
+
+    /// A function.
+    pub fn fun(&self, f: FunId) -> &Fun {
+        &self.funs[f.0 as usize]
+    }
+
+    /// A top-level value.
+    pub fn global(&self, g: GlobalId) -> &Global {
+        &self.globals[g.0 as usize]
+    }
+
+    /// The top-level value named `name`, if it was lowered.
+    pub fn global_named(&self, name: &str) -> Option<GlobalId> {
+        self.globals
+            .iter()
+            .position(|g| g.name == name)
+            .map(|i| GlobalId(i as u32))
+    }
+}
+
+impl Expr {
+    /// Calls `f` on each direct subexpression (the bodies of functions
+    /// excluded: they are in [`Program::funs`]).
+    pub fn for_each_child<'a>(&'a self, mut f: impl FnMut(&'a Expr)) {
+        match &self.kind {
+            ExprKind::Local(_) | ExprKind::Global(_) | ExprKind::Lit(_) | ExprKind::Closure(_) => {}
+            ExprKind::Call(_, xs)
+            | ExprKind::Tuple(xs)
+            | ExprKind::Prim(_, xs)
+            | ExprKind::Vector(xs) => xs.iter().for_each(f),
+            ExprKind::Apply(a, b) | ExprKind::Let(_, a, b) => {
+                f(a);
+                f(b);
+            }
+            ExprKind::Proj(a, _) | ExprKind::Inl(a) | ExprKind::Inr(a) => f(a),
+            ExprKind::Case {
+                scrutinee,
+                left,
+                right,
+            } => {
+                f(scrutinee);
+                f(&left.1);
+                f(&right.1);
+            }
+            ExprKind::If(a, b, c) => {
+                f(a);
+                f(b);
+                f(c);
+            }
+        }
+    }
+}
