@@ -102,6 +102,12 @@ impl Guard {
         }
     }
 
+    /// The lowest stack address the guarded code may use (native code
+    /// compares its stack pointer with it: stacks grow down).
+    pub fn lowest(self) -> usize {
+        self.lo
+    }
+
     /// True once the current thread has used more native stack than its
     /// budget, in either direction from the base (the same test as [`check`]).
     #[inline(always)]

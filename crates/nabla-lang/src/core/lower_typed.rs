@@ -266,11 +266,11 @@ impl Lowerer<'_> {
                 gl.body = body;
             }
             DefRef::Fun(f, _) => {
-                let (params, body) = match (d.binding.params.is_empty(), &strip(&d.binding.body).kind)
-                {
-                    (true, A::Lam(ps, b)) => (&ps[..], &**b),
-                    _ => (&d.binding.params[..], &d.binding.body),
-                };
+                let (params, body) =
+                    match (d.binding.params.is_empty(), &strip(&d.binding.body).kind) {
+                        (true, A::Lam(ps, b)) => (&ps[..], &**b),
+                        _ => (&d.binding.params[..], &d.binding.body),
+                    };
                 self.fun_body(f, params, body, &ty)?;
             }
         }
@@ -488,12 +488,14 @@ impl Lowerer<'_> {
         let f = self.new_fun(format!("{}.{name}", self.current_name()), value.span);
         let mark = self.scope.len();
         if rec {
-            self.scope.push((name.to_string(), Bound::Fun(f, params.len())));
+            self.scope
+                .push((name.to_string(), Bound::Fun(f, params.len())));
         }
         let r = self.fun_body(f, params, value, fty);
         self.scope.truncate(mark);
         r?;
-        self.scope.push((name.to_string(), Bound::Fun(f, params.len())));
+        self.scope
+            .push((name.to_string(), Bound::Fun(f, params.len())));
         let r = self.expr(body);
         self.scope.truncate(mark);
         r
@@ -509,6 +511,7 @@ impl Lowerer<'_> {
                 self.check_prim(p, span)?;
                 self.curried(Head::Prim(p), Vec::new(), &ty, n, span)
             }
+            None if prim::lookup_named_in(name, true).is_some() => Err(translated(span)),
             None => Err(internal(&format!("unknown variable `{name}`"), span)),
         }
     }
@@ -525,7 +528,14 @@ impl Lowerer<'_> {
     /// A closure that takes the remaining `n - fixed.len()` arguments of
     /// `head` one at a time (the function's type after the fixed ones is
     /// `ty`), then calls it with `fixed` and them.
-    fn curried(&mut self, head: Head, fixed: Vec<Local>, ty: &Type, n: usize, span: Span) -> R<Expr> {
+    fn curried(
+        &mut self,
+        head: Head,
+        fixed: Vec<Local>,
+        ty: &Type,
+        n: usize,
+        span: Span,
+    ) -> R<Expr> {
         let Type::Fun(a, rest) = ty else {
             return Err(internal("a partial application of a non-function", span));
         };
@@ -537,7 +547,13 @@ impl Lowerer<'_> {
         let body = if args.len() == n {
             let lowered = args
                 .iter()
-                .map(|&l| Arg::Lowered(expr(ExprKind::Local(l), self.prog.local_ty(l).clone(), span)))
+                .map(|&l| {
+                    Arg::Lowered(expr(
+                        ExprKind::Local(l),
+                        self.prog.local_ty(l).clone(),
+                        span,
+                    ))
+                })
                 .collect();
             self.call(head, lowered, (**rest).clone(), span)
         } else {
@@ -631,7 +647,10 @@ impl Lowerer<'_> {
         }
         let mut out = match head {
             Head::Known(f, _) => {
-                let args = args.into_iter().map(|a| self.arg(a)).collect::<R<Vec<_>>>()?;
+                let args = args
+                    .into_iter()
+                    .map(|a| self.arg(a))
+                    .collect::<R<Vec<_>>>()?;
                 expr(ExprKind::Call(f, args), after, span)
             }
             Head::Prim(p) => self.prim_call(p, args, after, span)?,
@@ -740,16 +759,27 @@ impl Lowerer<'_> {
         };
         let f = self.new_fun(format!("{}.eta", self.current_name()), span);
         let saved = self.current.replace(f);
-        let params: Vec<Local> = param_tys.iter().map(|t| self.new_local("_", t.clone())).collect();
+        let params: Vec<Local> = param_tys
+            .iter()
+            .map(|t| self.new_local("_", t.clone()))
+            .collect();
         let args = fixed
             .into_iter()
-            .chain(params.iter().map(|&l| expr(ExprKind::Local(l), self.prog.local_ty(l).clone(), span)))
+            .chain(
+                params
+                    .iter()
+                    .map(|&l| expr(ExprKind::Local(l), self.prog.local_ty(l).clone(), span)),
+            )
             .map(Arg::Lowered)
             .collect();
         let body = self.call(head, args, ret.clone(), span);
         self.current = saved;
         let fun = &mut self.prog.funs[f.0 as usize];
-        fun.params = params.into_iter().zip(param_tys).map(|(l, t)| (Pat::Local(l), t)).collect();
+        fun.params = params
+            .into_iter()
+            .zip(param_tys)
+            .map(|(l, t)| (Pat::Local(l), t))
+            .collect();
         fun.ret = ret;
         fun.body = body?;
         Ok((lets, expr(ExprKind::Closure(f), ty, span)))
@@ -758,7 +788,10 @@ impl Lowerer<'_> {
     /// `v` itself if it is a local or a literal, else a new local bound to it
     /// (the binding appended to `lets`).
     fn temp(&mut self, v: Expr, lets: &mut Vec<(Local, Expr)>) -> Expr {
-        if matches!(v.kind, ExprKind::Local(_) | ExprKind::Lit(_) | ExprKind::Global(_)) {
+        if matches!(
+            v.kind,
+            ExprKind::Local(_) | ExprKind::Lit(_) | ExprKind::Global(_)
+        ) {
             return v;
         }
         let t = self.new_local("_", v.ty.clone());

@@ -765,8 +765,8 @@ impl Checker {
                 binder,
             };
         }
-        let numeric = binder.is_some()
-            && matches!(self.pass, Pass::SpecialiseNumeric | Pass::SpecialiseAll);
+        let numeric =
+            binder.is_some() && matches!(self.pass, Pass::SpecialiseNumeric | Pass::SpecialiseAll);
         self.collect_generics(&t, numeric, &mut generics);
         if let Some(b) = binder {
             let specialised: Vec<u32> = generics

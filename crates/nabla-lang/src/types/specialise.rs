@@ -363,7 +363,11 @@ fn push_type_name(out: &mut String, t: &Type) {
             }
         }
         Type::Sum(a, b) | Type::Fun(a, b) => {
-            out.push_str(if matches!(t, Type::Sum(..)) { "Sum_" } else { "Fun_" });
+            out.push_str(if matches!(t, Type::Sum(..)) {
+                "Sum_"
+            } else {
+                "Fun_"
+            });
             push_type_name(out, a);
             out.push('_');
             push_type_name(out, b);

@@ -1,0 +1,1497 @@
+//! The typed IR to Cranelift IR.
+//!
+//! Calling convention (Cranelift's `tail`, so that calls in tail position
+//! are jumps): a known function takes the context pointer, its captures'
+//! scalars (borrowed), then its parameters' scalars (owned), and returns its
+//! result's scalars (owned). A closure's code takes the context, the
+//! closure itself and the argument's scalars.
+//!
+//! Ownership (reference counting, see `docs/compiler.md`): an expression
+//! yields an owned value; reading a local or a global makes a new reference,
+//! except where the value is only looked at (the vector of `v[i]`, `size`,
+//! `sum`, `map`, `fold`, `zip`, the tuple of a projection): then it is
+//! borrowed. A `let`, a parameter or a pattern owns what it binds and drops
+//! it when its scope ends; a call in tail position drops first.
+//!
+//! Errors: a failing check calls the runtime's `rt_error` and returns zeros;
+//! every caller checks the context's `failed` word after a call and returns
+//! too, so an error unwinds the native stack without Rust's unwinding.
+
+use crate::layout::{self, CLO_CODE, CLO_DROP, CLO_ENV, SLOT, VEC_DATA, VEC_LEN};
+use crate::runtime::{self, Ctx, ErrorKind};
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{
+    self, AbiParam, BlockArg, FuncRef, InstBuilder, MemFlagsData, Signature, UserFuncName, types,
+};
+use cranelift_codegen::isa::CallConv;
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::JITModule;
+use cranelift_module::{FuncId, Linkage, Module};
+use nabla_lang::core::lower_typed::Unsupported;
+use nabla_lang::core::typed::{Expr, ExprKind, FunId, GlobalId, Lit, Local, Pat, Program};
+use nabla_lang::prim::{Prim, RealFn, Selection};
+use nabla_lang::syntax::span::Span;
+use nabla_lang::types::Type;
+use std::collections::HashMap;
+
+type R<T> = Result<T, Unsupported>;
+type Vals = Vec<ir::Value>;
+
+const PTR: types::Type = types::I64;
+
+fn flags() -> MemFlagsData {
+    MemFlagsData::trusted()
+}
+
+fn bargs(vs: &[ir::Value]) -> Vec<BlockArg> {
+    vs.iter().map(|&v| BlockArg::Value(v)).collect()
+}
+
+fn internal(what: &str, span: Span) -> Unsupported {
+    Unsupported {
+        what: format!("internal: {what}"),
+        span,
+    }
+}
+
+/// A function to define once everything it refers to is declared.
+#[derive(Clone, Debug)]
+enum Job {
+    Fun(FunId),
+    ClosureCode(FunId),
+    ClosureDrop(FunId),
+    VecDrop(Type),
+    Global(GlobalId),
+    /// `entry(ctx, out)` (the host's calling convention): evaluates the
+    /// global and writes its scalars to `out`, one per slot.
+    Entry(GlobalId),
+    /// `release(ctx)`: drops every evaluated global.
+    Release,
+}
+
+/// What generating code for one program needs.
+pub(crate) struct Codegen<'p> {
+    pub prog: &'p Program,
+    pub module: JITModule,
+    fctx: FunctionBuilderContext,
+    declared: HashMap<String, FuncId>,
+    jobs: Vec<Job>,
+    /// Positions that run-time errors report, by the index code passes.
+    pub spans: Vec<Span>,
+    /// Where each global's slots start in the context's global area (the
+    /// first slot is its state: 0 not evaluated, 1 running, 2 done).
+    pub global_slots: Vec<usize>,
+    /// Imported runtime functions.
+    imports: HashMap<&'static str, FuncId>,
+    /// Count calls against a limit.
+    count_calls: bool,
+    /// The Cranelift IR of each function defined, when asked for.
+    pub dumps: Option<Vec<(String, String)>>,
+}
+
+impl<'p> Codegen<'p> {
+    pub(crate) fn new(prog: &'p Program, module: JITModule, count_calls: bool, dump: bool) -> Self {
+        let mut slots = Vec::new();
+        let mut next = 0;
+        for g in &prog.globals {
+            slots.push(next);
+            next += 1 + layout::width(&g.ty);
+        }
+        Codegen {
+            prog,
+            module,
+            fctx: FunctionBuilderContext::new(),
+            declared: HashMap::new(),
+            jobs: Vec::new(),
+            spans: Vec::new(),
+            global_slots: slots,
+            imports: HashMap::new(),
+            count_calls,
+            dumps: dump.then(Vec::new),
+        }
+    }
+
+    /// Slots of the global area.
+    pub(crate) fn global_area(&self) -> usize {
+        self.prog
+            .globals
+            .iter()
+            .map(|g| 1 + layout::width(&g.ty))
+            .sum()
+    }
+
+    fn sig(&self, params: &[types::Type], rets: &[types::Type], cc: CallConv) -> Signature {
+        let mut s = Signature::new(cc);
+        s.params.extend(params.iter().map(|&t| AbiParam::new(t)));
+        s.returns.extend(rets.iter().map(|&t| AbiParam::new(t)));
+        s
+    }
+
+    fn declare(&mut self, name: String, sig: &Signature, job: Job) -> R<FuncId> {
+        if let Some(&id) = self.declared.get(&name) {
+            return Ok(id);
+        }
+        let id = self
+            .module
+            .declare_function(&name, Linkage::Local, sig)
+            .map_err(|e| internal(&format!("declaring {name}: {e}"), Span::default()))?;
+        self.declared.insert(name, id);
+        self.jobs.push(job);
+        Ok(id)
+    }
+
+    fn import(
+        &mut self,
+        name: &'static str,
+        params: &[types::Type],
+        rets: &[types::Type],
+    ) -> R<FuncId> {
+        if let Some(&id) = self.imports.get(name) {
+            return Ok(id);
+        }
+        let sig = self.sig(params, rets, CallConv::SystemV);
+        let id = self
+            .module
+            .declare_function(name, Linkage::Import, &sig)
+            .map_err(|e| internal(&format!("importing {name}: {e}"), Span::default()))?;
+        self.imports.insert(name, id);
+        Ok(id)
+    }
+
+    // ---- signatures of generated functions ----
+
+    fn captures_flat(&self, f: FunId) -> R<Vec<types::Type>> {
+        let fun = self.prog.fun(f);
+        let mut out = vec![PTR];
+        for &c in &fun.captures {
+            layout::flatten(self.prog.local_ty(c), &mut out, fun.span)?;
+        }
+        Ok(out)
+    }
+
+    fn fun_sig(&self, f: FunId) -> R<Signature> {
+        let fun = self.prog.fun(f);
+        let mut params = self.captures_flat(f)?;
+        for (_, t) in &fun.params {
+            layout::flatten(t, &mut params, fun.span)?;
+        }
+        let rets = layout::flat(&fun.ret, fun.span)?;
+        Ok(self.sig(&params, &rets, CallConv::Tail))
+    }
+
+    /// The signature of closure code for a function value of type `a -> b`.
+    fn closure_sig(&self, a: &Type, b: &Type, span: Span) -> R<Signature> {
+        let mut params = vec![PTR, PTR];
+        layout::flatten(a, &mut params, span)?;
+        let rets = layout::flat(b, span)?;
+        Ok(self.sig(&params, &rets, CallConv::Tail))
+    }
+
+    fn host_sig(&self, job: &Job) -> Signature {
+        match job {
+            Job::Entry(_) => self.sig(&[PTR, PTR], &[], CallConv::SystemV),
+            _ => self.sig(&[PTR], &[], CallConv::SystemV),
+        }
+    }
+
+    /// Declares the functions the host calls: `entry` for global `g`, and `release`.
+    pub(crate) fn host_functions(&mut self, g: GlobalId) -> R<(FuncId, FuncId)> {
+        let entry_sig = self.host_sig(&Job::Entry(g));
+        let entry = self.declare("entry".into(), &entry_sig, Job::Entry(g))?;
+        let release_sig = self.host_sig(&Job::Release);
+        let release = self.declare("release".into(), &release_sig, Job::Release)?;
+        Ok((entry, release))
+    }
+
+    fn drop_sig(&self) -> Signature {
+        self.sig(&[PTR], &[], CallConv::Tail)
+    }
+
+    fn global_sig(&self, g: GlobalId) -> R<Signature> {
+        let gl = self.prog.global(g);
+        let rets = layout::flat(&gl.ty, gl.span)?;
+        // The context, and the position of the use (for "depends on itself").
+        Ok(self.sig(&[PTR, types::I32], &rets, CallConv::Tail))
+    }
+
+    fn fun_id(&mut self, f: FunId) -> R<FuncId> {
+        let sig = self.fun_sig(f)?;
+        let name = format!("f{}_{}", f.0, sanitize(&self.prog.fun(f).name));
+        self.declare(name, &sig, Job::Fun(f))
+    }
+
+    fn closure_code_id(&mut self, f: FunId) -> R<FuncId> {
+        let fun = self.prog.fun(f);
+        let [(_, a)] = &fun.params[..] else {
+            return Err(internal(
+                "a closure of a function of several parameters",
+                fun.span,
+            ));
+        };
+        let sig = self.closure_sig(a, &fun.ret, fun.span)?;
+        self.declare(format!("clo{}", f.0), &sig, Job::ClosureCode(f))
+    }
+
+    fn closure_drop_id(&mut self, f: FunId) -> R<FuncId> {
+        let sig = self.drop_sig();
+        self.declare(format!("drop_clo{}", f.0), &sig, Job::ClosureDrop(f))
+    }
+
+    fn vec_drop_id(&mut self, elem: &Type) -> R<FuncId> {
+        let sig = self.drop_sig();
+        let mut name = String::from("drop_vec_");
+        type_name(elem, &mut name);
+        self.declare(name, &sig, Job::VecDrop(elem.clone()))
+    }
+
+    pub(crate) fn global_id(&mut self, g: GlobalId) -> R<FuncId> {
+        let sig = self.global_sig(g)?;
+        let name = format!("g{}_{}", g.0, sanitize(&self.prog.global(g).name));
+        self.declare(name, &sig, Job::Global(g))
+    }
+
+    /// Defines every function declared so far and every one they need.
+    pub(crate) fn define_all(&mut self) -> R<()> {
+        let mut done = 0;
+        while done < self.jobs.len() {
+            let job = self.jobs[done].clone();
+            done += 1;
+            self.define(job)?;
+        }
+        Ok(())
+    }
+
+    fn define(&mut self, job: Job) -> R<()> {
+        let (id, sig, name) = match &job {
+            Job::Fun(f) => (
+                self.fun_id(*f)?,
+                self.fun_sig(*f)?,
+                self.prog.fun(*f).name.clone(),
+            ),
+            Job::ClosureCode(f) => {
+                let fun = self.prog.fun(*f);
+                let sig = self.closure_sig(&fun.params[0].1, &fun.ret, fun.span)?;
+                (
+                    self.closure_code_id(*f)?,
+                    sig,
+                    format!("closure of {}", fun.name),
+                )
+            }
+            Job::ClosureDrop(f) => (
+                self.closure_drop_id(*f)?,
+                self.drop_sig(),
+                format!("drop of closure of {}", self.prog.fun(*f).name),
+            ),
+            Job::VecDrop(t) => (
+                self.vec_drop_id(t)?,
+                self.drop_sig(),
+                "drop of a vector".into(),
+            ),
+            Job::Global(g) => (
+                self.global_id(*g)?,
+                self.global_sig(*g)?,
+                self.prog.global(*g).name.clone(),
+            ),
+            Job::Entry(_) | Job::Release => {
+                let name = if matches!(job, Job::Release) {
+                    "release"
+                } else {
+                    "entry"
+                };
+                (self.declared[name], self.host_sig(&job), name.to_string())
+            }
+        };
+        let mut ctx = self.module.make_context();
+        ctx.func.signature = sig;
+        ctx.func.name = UserFuncName::user(0, id.as_u32());
+        let mut fctx = std::mem::replace(&mut self.fctx, FunctionBuilderContext::new());
+        let config = self.module.target_config();
+        let r = {
+            let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+            let r = FnGen::build(self, &mut b, &job);
+            if r.is_ok() {
+                b.seal_all_blocks();
+                b.finalize(config);
+            }
+            r
+        };
+        self.fctx = fctx;
+        r?;
+        if cfg!(debug_assertions) {
+            let flags =
+                cranelift_codegen::settings::Flags::new(cranelift_codegen::settings::builder());
+            if let Err(e) = cranelift_codegen::verify_function(&ctx.func, &flags) {
+                return Err(internal(
+                    &format!("verifier: {e} in {name}\n{}", ctx.func.display()),
+                    Span::default(),
+                ));
+            }
+        }
+        if let Some(d) = &mut self.dumps {
+            d.push((name.clone(), ctx.func.display().to_string()));
+        }
+        self.module
+            .define_function(id, &mut ctx)
+            .map_err(|e| internal(&format!("compiling {name}: {e:?}"), Span::default()))?;
+        self.module.clear_context(&mut ctx);
+        Ok(())
+    }
+
+    fn span_index(&mut self, span: Span) -> i64 {
+        self.spans.push(span);
+        (self.spans.len() - 1) as i64
+    }
+}
+
+/// A symbol-safe version of a source name.
+fn sanitize(name: &str) -> String {
+    name.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect()
+}
+
+fn type_name(t: &Type, out: &mut String) {
+    match t {
+        Type::Real => out.push('R'),
+        Type::Int => out.push('I'),
+        Type::Bool => out.push('B'),
+        Type::Unit | Type::Var(_) | Type::Con(..) => out.push('U'),
+        Type::Tuple(ts) => {
+            out.push_str(&format!("T{}", ts.len()));
+            ts.iter().for_each(|t| type_name(t, out));
+        }
+        Type::Sum(a, b) => {
+            out.push('S');
+            type_name(a, out);
+            type_name(b, out);
+        }
+        Type::Vec(a) => {
+            out.push('V');
+            type_name(a, out);
+        }
+        Type::Fun(a, b) => {
+            out.push('F');
+            type_name(a, out);
+            type_name(b, out);
+        }
+    }
+}
+
+/// Generating one function's body.
+struct FnGen<'a, 'b, 'p> {
+    cg: &'a mut Codegen<'p>,
+    b: &'a mut FunctionBuilder<'b>,
+    ctx: ir::Value,
+    /// The scalars of every local in scope.
+    vars: HashMap<Local, Vals>,
+    /// Owned locals in scope with heap parts, innermost last.
+    owned: Vec<Local>,
+    /// Returns zeros (after an error).
+    unwind: ir::Block,
+    /// The function being compiled and its loop header (self tail calls).
+    current: Option<(FunId, ir::Block)>,
+    rets: Vec<types::Type>,
+    funcs: HashMap<FuncId, FuncRef>,
+    /// A global's getter: the position of the use it was called for.
+    span_arg: Option<ir::Value>,
+}
+
+impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
+    fn build(cg: &'a mut Codegen<'p>, b: &'a mut FunctionBuilder<'b>, job: &Job) -> R<()> {
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let params = b.block_params(entry).to_vec();
+        let rets: Vec<types::Type> = b
+            .func
+            .signature
+            .returns
+            .iter()
+            .map(|p| p.value_type)
+            .collect();
+        let unwind = b.create_block();
+        b.set_cold_block(unwind);
+        let mut g = FnGen {
+            cg,
+            b,
+            ctx: params[0],
+            vars: HashMap::new(),
+            owned: Vec::new(),
+            unwind,
+            current: None,
+            rets,
+            funcs: HashMap::new(),
+            span_arg: None,
+        };
+        match job {
+            Job::Fun(f) => g.fun(*f, &params)?,
+            Job::ClosureCode(f) => g.closure_code(*f, &params)?,
+            Job::ClosureDrop(f) => g.closure_drop(*f, &params)?,
+            Job::VecDrop(t) => g.vec_drop(t, params[0])?,
+            Job::Global(gid) => g.global(*gid, params[1])?,
+            Job::Entry(gid) => {
+                let span = g.cg.prog.global(*gid).span;
+                let vals = g.global_value(*gid, span)?;
+                for (k, &v) in vals.iter().enumerate() {
+                    g.b.ins()
+                        .store(flags(), v, params[1], (SLOT * k as i64) as i32);
+                }
+                g.b.ins().return_(&[]);
+            }
+            Job::Release => g.release_globals()?,
+        }
+        // The unwind block: return zeros.
+        g.b.switch_to_block(unwind);
+        let zeros: Vals = g.rets.clone().iter().map(|&t| g.zero(t)).collect();
+        g.b.ins().return_(&zeros);
+        Ok(())
+    }
+
+    fn func_ref(&mut self, id: FuncId) -> FuncRef {
+        if let Some(&r) = self.funcs.get(&id) {
+            return r;
+        }
+        let r = self.cg.module.declare_func_in_func(id, self.b.func);
+        self.funcs.insert(id, r);
+        r
+    }
+
+    fn zero(&mut self, t: types::Type) -> ir::Value {
+        if t == types::F64 {
+            self.b.ins().f64const(0.0)
+        } else {
+            self.b.ins().iconst(t, 0)
+        }
+    }
+
+    // ---- prologues and errors ----
+
+    /// The checks before every call, as the interpreter makes them: native
+    /// stack left, and the call limit if there is one.
+    fn before_call(&mut self, span: Span) -> R<()> {
+        let sp = self.b.ins().get_stack_pointer(PTR);
+        let limit = self.b.ins().load(PTR, flags(), self.ctx, Ctx::STACK_LIMIT);
+        let low = self.b.ins().icmp(IntCC::UnsignedLessThan, sp, limit);
+        self.fail_if(low, ErrorKind::StackDepth, span, None)?;
+        if self.cg.count_calls {
+            self.count_call(span)?;
+        }
+        Ok(())
+    }
+
+    fn count_call(&mut self, span: Span) -> R<()> {
+        let left = self
+            .b
+            .ins()
+            .load(types::I64, flags(), self.ctx, Ctx::CALLS_LEFT);
+        let left = self.b.ins().iadd_imm_s(left, -1);
+        self.b.ins().store(flags(), left, self.ctx, Ctx::CALLS_LEFT);
+        let out = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, left, 0);
+        self.fail_if(out, ErrorKind::CallLimit, span, None)
+    }
+
+    /// If `cond`, raise `kind` (with the message's numbers) and return.
+    fn fail_if(
+        &mut self,
+        cond: ir::Value,
+        kind: ErrorKind,
+        span: Span,
+        nums: Option<(ir::Value, ir::Value)>,
+    ) -> R<()> {
+        let bad = self.b.create_block();
+        let ok = self.b.create_block();
+        self.b.set_cold_block(bad);
+        self.b.ins().brif(cond, bad, &[], ok, &[]);
+        self.b.switch_to_block(bad);
+        let err = self.cg.import(
+            "rt_error",
+            &[PTR, types::I32, types::I32, types::I64, types::I64],
+            &[],
+        )?;
+        let err = self.func_ref(err);
+        let k = self.b.ins().iconst(types::I32, kind as i64);
+        let s = match self.span_arg.filter(|_| kind == ErrorKind::Cycle) {
+            Some(v) => v,
+            None => {
+                let s = self.cg.span_index(span);
+                self.b.ins().iconst(types::I32, s)
+            }
+        };
+        let (x, y) = match nums {
+            Some(n) => n,
+            None => {
+                let z = self.b.ins().iconst(types::I64, 0);
+                (z, z)
+            }
+        };
+        self.b.ins().call(err, &[self.ctx, k, s, x, y]);
+        self.b.ins().jump(self.unwind, &[]);
+        self.b.switch_to_block(ok);
+        Ok(())
+    }
+
+    /// After a call that may have raised an error: return if it did.
+    fn check_failed(&mut self) {
+        let failed = self
+            .b
+            .ins()
+            .load(types::I64, flags(), self.ctx, Ctx::FAILED);
+        let ok = self.b.create_block();
+        self.b.ins().brif(failed, self.unwind, &[], ok, &[]);
+        self.b.switch_to_block(ok);
+    }
+
+    fn call(&mut self, id: FuncId, args: &[ir::Value]) -> Vals {
+        let r = self.func_ref(id);
+        let inst = self.b.ins().call(r, args);
+        self.b.inst_results(inst).to_vec()
+    }
+
+    // ---- the kinds of function ----
+
+    fn fun(&mut self, f: FunId, params: &[ir::Value]) -> R<()> {
+        let fun = self.cg.prog.fun(f);
+        // Captures, then the parameters (which a self tail call re-binds).
+        let mut at = 1;
+        for &c in &fun.captures {
+            let w = layout::width(self.cg.prog.local_ty(c));
+            self.vars.insert(c, params[at..at + w].to_vec());
+            at += w;
+        }
+        let header = self.b.create_block();
+        for &v in &params[at..] {
+            let t = self.b.func.dfg.value_type(v);
+            self.b.append_block_param(header, t);
+        }
+        self.b.ins().jump(header, &bargs(&params[at..]));
+        self.b.switch_to_block(header);
+        let args = self.b.block_params(header).to_vec();
+        self.current = Some((f, header));
+        let mut at = 0;
+        for (p, t) in &fun.params {
+            let w = layout::width(t);
+            self.bind(p, t, &args[at..at + w]);
+            at += w;
+        }
+        let r = self.expr(&fun.body, true)?;
+        if let Some(vals) = r {
+            self.drop_scope(0);
+            self.b.ins().return_(&vals);
+        }
+        Ok(())
+    }
+
+    /// Closure code: load the captures from the closure, call the function.
+    fn closure_code(&mut self, f: FunId, params: &[ir::Value]) -> R<()> {
+        let fun = self.cg.prog.fun(f);
+        let env = params[1];
+        let mut args = vec![self.ctx];
+        let mut slot = 0;
+        for &c in &fun.captures {
+            for t in layout::flat(self.cg.prog.local_ty(c), fun.span)? {
+                let off = (CLO_ENV + SLOT * slot) as i32;
+                args.push(self.b.ins().load(t, flags(), env, off));
+                slot += 1;
+            }
+        }
+        args.extend_from_slice(&params[2..]);
+        let id = self.cg.fun_id(f)?;
+        let r = self.func_ref(id);
+        self.b.ins().return_call(r, &args);
+        Ok(())
+    }
+
+    /// Drops the captures of a closure of `f` whose count reached zero, then frees it.
+    fn closure_drop(&mut self, f: FunId, params: &[ir::Value]) -> R<()> {
+        let fun = self.cg.prog.fun(f);
+        let env = params[0];
+        let mut slot = 0i64;
+        for &c in &fun.captures {
+            let t = self.cg.prog.local_ty(c).clone();
+            let flat = layout::flat(&t, fun.span)?;
+            let vals: Vals = flat
+                .iter()
+                .enumerate()
+                .map(|(k, &ft)| {
+                    self.b.ins().load(
+                        ft,
+                        flags(),
+                        env,
+                        (CLO_ENV + SLOT * (slot + k as i64)) as i32,
+                    )
+                })
+                .collect();
+            self.dec(&t, &vals)?;
+            slot += flat.len() as i64;
+        }
+        let bytes = self.b.ins().iconst(types::I64, CLO_ENV + SLOT * slot);
+        let free = self.cg.import("rt_free", &[PTR, types::I64], &[])?;
+        let free = self.func_ref(free);
+        self.b.ins().call(free, &[env, bytes]);
+        self.b.ins().return_(&[]);
+        Ok(())
+    }
+
+    /// Drops the elements of a vector whose count reached zero, then frees it.
+    fn vec_drop(&mut self, elem: &Type, v: ir::Value) -> R<()> {
+        let len = self.b.ins().load(types::I64, flags(), v, VEC_LEN);
+        if layout::has_heap(elem) {
+            let elem = elem.clone();
+            self.each_index(len, |g, i| {
+                let vals = g.load_elem(&elem, v, i)?;
+                g.dec(&elem, &vals)
+            })?;
+        }
+        let stride = SLOT * layout::width(elem) as i64;
+        let bytes = self.b.ins().imul_imm_s(len, stride);
+        let bytes = self.b.ins().iadd_imm_s(bytes, VEC_DATA);
+        let free = self.cg.import("rt_free", &[PTR, types::I64], &[])?;
+        let free = self.func_ref(free);
+        self.b.ins().call(free, &[v, bytes]);
+        self.b.ins().return_(&[]);
+        Ok(())
+    }
+
+    /// A global's getter: evaluates it on first use; returns it borrowed.
+    fn global(&mut self, g: GlobalId, use_span: ir::Value) -> R<()> {
+        let gl = self.cg.prog.global(g);
+        self.span_arg = Some(use_span);
+        let base = self.cg.global_slots[g.0 as usize] as i32 * SLOT as i32;
+        let area = self.b.ins().load(PTR, flags(), self.ctx, Ctx::GLOBALS);
+        let state = self.b.ins().load(types::I64, flags(), area, base);
+        let flat = layout::flat(&gl.ty, gl.span)?;
+        let done = self.b.create_block();
+        let not_done = self.b.create_block();
+        let is_done = self.b.ins().icmp_imm_s(IntCC::Equal, state, 2);
+        self.b.ins().brif(is_done, done, &[], not_done, &[]);
+        // Done: load the value.
+        self.b.switch_to_block(done);
+        let vals: Vals = flat
+            .iter()
+            .enumerate()
+            .map(|(k, &t)| {
+                self.b
+                    .ins()
+                    .load(t, flags(), area, base + SLOT as i32 * (1 + k as i32))
+            })
+            .collect();
+        self.b.ins().return_(&vals);
+        // Running: it depends on itself.
+        self.b.switch_to_block(not_done);
+        let running = self.b.ins().icmp_imm_s(IntCC::Equal, state, 1);
+        let index = self.b.ins().iconst(types::I64, g.0 as i64);
+        self.fail_if(running, ErrorKind::Cycle, gl.span, Some((index, index)))?;
+        let one = self.b.ins().iconst(types::I64, 1);
+        self.b.ins().store(flags(), one, area, base);
+        let vals = self
+            .expr(&gl.body, false)?
+            .ok_or_else(|| internal("a global's value left its function", gl.span))?;
+        for (k, &v) in vals.iter().enumerate() {
+            self.b
+                .ins()
+                .store(flags(), v, area, base + SLOT as i32 * (1 + k as i32));
+        }
+        let two = self.b.ins().iconst(types::I64, 2);
+        self.b.ins().store(flags(), two, area, base);
+        self.b.ins().return_(&vals);
+        Ok(())
+    }
+
+    /// Drops the value of every global that was evaluated.
+    fn release_globals(&mut self) -> R<()> {
+        let area = self.b.ins().load(PTR, flags(), self.ctx, Ctx::GLOBALS);
+        for (k, gl) in self.cg.prog.globals.iter().enumerate() {
+            if !layout::has_heap(&gl.ty) {
+                continue;
+            }
+            let base = self.cg.global_slots[k] as i32 * SLOT as i32;
+            let state = self.b.ins().load(types::I64, flags(), area, base);
+            let done = self.b.ins().icmp_imm_s(IntCC::Equal, state, 2);
+            let (yes, next) = (self.b.create_block(), self.b.create_block());
+            self.b.ins().brif(done, yes, &[], next, &[]);
+            self.b.switch_to_block(yes);
+            let flat = layout::flat(&gl.ty, gl.span)?;
+            let vals: Vals = flat
+                .iter()
+                .enumerate()
+                .map(|(j, &t)| {
+                    self.b
+                        .ins()
+                        .load(t, flags(), area, base + SLOT as i32 * (1 + j as i32))
+                })
+                .collect();
+            self.dec(&gl.ty.clone(), &vals)?;
+            self.b.ins().jump(next, &[]);
+            self.b.switch_to_block(next);
+        }
+        self.b.ins().return_(&[]);
+        Ok(())
+    }
+
+    // ---- locals and ownership ----
+
+    /// Binds `p` to `vals` (owned); parts `_` matches are dropped now.
+    fn bind(&mut self, p: &Pat, ty: &Type, vals: &[ir::Value]) {
+        match p {
+            Pat::Local(l) => {
+                self.vars.insert(*l, vals.to_vec());
+                if layout::has_heap(ty) {
+                    self.owned.push(*l);
+                }
+            }
+            Pat::Wild => {
+                // Dropping cannot fail to generate for types that flattened.
+                let _ = self.dec(ty, vals);
+            }
+            Pat::Tuple(ps) => {
+                if let Type::Tuple(ts) = ty {
+                    let mut at = 0;
+                    for (p, t) in ps.iter().zip(ts) {
+                        let w = layout::width(t);
+                        self.bind(p, t, &vals[at..at + w]);
+                        at += w;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Drops the owned locals above `mark` and forgets them.
+    fn drop_scope(&mut self, mark: usize) {
+        while self.owned.len() > mark {
+            let Some(l) = self.owned.pop() else { break };
+            let ty = self.cg.prog.local_ty(l).clone();
+            if let Some(vals) = self.vars.get(&l).cloned() {
+                let _ = self.dec(&ty, &vals);
+            }
+        }
+    }
+
+    /// Drops every owned local (before leaving the function by a tail call)
+    /// without forgetting them (the code after a branch still sees them).
+    fn drop_all(&mut self) -> R<()> {
+        for l in self.owned.clone().into_iter().rev() {
+            let ty = self.cg.prog.local_ty(l).clone();
+            if let Some(vals) = self.vars.get(&l).cloned() {
+                self.dec(&ty, &vals)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn inc(&mut self, ty: &Type, vals: &[ir::Value]) {
+        let mut ptrs = Vec::new();
+        layout::for_each_pointer(ty, 0, &mut |_, at| ptrs.push(vals[at]));
+        for p in ptrs {
+            let live = self.b.create_block();
+            let next = self.b.create_block();
+            self.b.ins().brif(p, live, &[], next, &[]);
+            self.b.switch_to_block(live);
+            let n = self.b.ins().load(types::I64, flags(), p, 0);
+            let n = self.b.ins().iadd_imm_s(n, 1);
+            self.b.ins().store(flags(), n, p, 0);
+            self.b.ins().jump(next, &[]);
+            self.b.switch_to_block(next);
+        }
+    }
+
+    fn dec(&mut self, ty: &Type, vals: &[ir::Value]) -> R<()> {
+        let mut ptrs = Vec::new();
+        layout::for_each_pointer(ty, 0, &mut |t, at| ptrs.push((t.clone(), vals[at])));
+        for (t, p) in ptrs {
+            let live = self.b.create_block();
+            let dead = self.b.create_block();
+            let next = self.b.create_block();
+            self.b.ins().brif(p, live, &[], next, &[]);
+            self.b.switch_to_block(live);
+            let n = self.b.ins().load(types::I64, flags(), p, 0);
+            let n = self.b.ins().iadd_imm_s(n, -1);
+            self.b.ins().store(flags(), n, p, 0);
+            self.b.ins().brif(n, next, &[], dead, &[]);
+            self.b.switch_to_block(dead);
+            match &t {
+                Type::Vec(elem) => {
+                    let id = self.cg.vec_drop_id(elem)?;
+                    self.call(id, &[p]);
+                }
+                _ => {
+                    let code = self.b.ins().load(PTR, flags(), p, CLO_DROP);
+                    let sig = self.cg.drop_sig();
+                    let sig = self.b.import_signature(sig);
+                    self.b.ins().call_indirect(sig, code, &[p]);
+                }
+            }
+            self.b.ins().jump(next, &[]);
+            self.b.switch_to_block(next);
+        }
+        Ok(())
+    }
+
+    // ---- expressions ----
+
+    /// The value of `e` and whether it is owned (else borrowed from a local
+    /// or global that outlives its use).
+    fn borrowed(&mut self, e: &Expr) -> R<(Vals, bool)> {
+        match &e.kind {
+            ExprKind::Local(l) => Ok((self.local(*l, e.span)?, false)),
+            ExprKind::Global(g) => Ok((self.global_value(*g, e.span)?, false)),
+            ExprKind::Proj(t, k) => {
+                let (vals, owned) = self.borrowed(t)?;
+                let Type::Tuple(ts) = &t.ty else {
+                    return Err(internal("projection from a non-tuple", e.span));
+                };
+                let at: usize = ts[..*k as usize].iter().map(layout::width).sum();
+                let part = vals[at..at + layout::width(&ts[*k as usize])].to_vec();
+                if owned {
+                    // Keep the component, drop the others.
+                    let mut at = 0;
+                    for (i, t) in ts.iter().enumerate() {
+                        let w = layout::width(t);
+                        if i != *k as usize {
+                            self.dec(t, &vals[at..at + w])?;
+                        }
+                        at += w;
+                    }
+                }
+                Ok((part, owned))
+            }
+            _ => Ok((self.owned_value(e)?, true)),
+        }
+    }
+
+    /// Drops a value [`FnGen::borrowed`] returned if it was owned.
+    fn release(&mut self, ty: &Type, vals: &[ir::Value], owned: bool) -> R<()> {
+        if owned { self.dec(ty, vals) } else { Ok(()) }
+    }
+
+    fn local(&mut self, l: Local, span: Span) -> R<Vals> {
+        self.vars
+            .get(&l)
+            .cloned()
+            .ok_or_else(|| internal("a local out of scope", span))
+    }
+
+    fn global_value(&mut self, g: GlobalId, span: Span) -> R<Vals> {
+        self.before_call(span)?;
+        let id = self.cg.global_id(g)?;
+        let s = self.cg.span_index(span);
+        let s = self.b.ins().iconst(types::I32, s);
+        let vals = self.call(id, &[self.ctx, s]);
+        self.check_failed();
+        Ok(vals)
+    }
+
+    fn owned_value(&mut self, e: &Expr) -> R<Vals> {
+        self.expr(e, false)?
+            .ok_or_else(|| internal("a value left its function", e.span))
+    }
+
+    /// Compiles `e`; `None` if control left the function (a tail call).
+    fn expr(&mut self, e: &Expr, tail: bool) -> R<Option<Vals>> {
+        let span = e.span;
+        let vals = match &e.kind {
+            ExprKind::Local(_) | ExprKind::Global(_) | ExprKind::Proj(..) => {
+                let (vals, owned) = self.borrowed(e)?;
+                if !owned {
+                    self.inc(&e.ty, &vals);
+                }
+                vals
+            }
+            ExprKind::Lit(l) => match l {
+                Lit::Unit => Vec::new(),
+                Lit::Bool(b) => vec![self.b.ins().iconst(types::I8, i64::from(*b))],
+                Lit::Int(n) => vec![self.b.ins().iconst(types::I64, *n)],
+                Lit::Real(x) => vec![self.b.ins().f64const(*x)],
+            },
+            ExprKind::Call(f, args) => return self.call_known(*f, args, tail, span),
+            ExprKind::Closure(f) => self.closure(*f, span)?,
+            ExprKind::Apply(fe, x) => {
+                let (fv, owned) = self.borrowed(fe)?;
+                let xv = self.owned_value(x)?;
+                let Type::Fun(a, b) = &fe.ty else {
+                    return Err(internal("applying a non-function", span));
+                };
+                let sig = self.cg.closure_sig(a, b, span)?;
+                let sig = self.b.import_signature(sig);
+                self.before_call(span)?;
+                let code = self.b.ins().load(PTR, flags(), fv[0], CLO_CODE);
+                let mut args = vec![self.ctx, fv[0]];
+                args.extend(xv);
+                let inst = self.b.ins().call_indirect(sig, code, &args);
+                let r = self.b.inst_results(inst).to_vec();
+                self.check_failed();
+                self.release(&fe.ty, &fv, owned)?;
+                r
+            }
+            ExprKind::Let(p, v, body) => {
+                let vv = self.owned_value(v)?;
+                let mark = self.owned.len();
+                self.bind(p, &v.ty, &vv);
+                let r = self.expr(body, tail)?;
+                match r {
+                    Some(vals) => {
+                        self.drop_scope(mark);
+                        vals
+                    }
+                    None => {
+                        self.owned.truncate(mark);
+                        return Ok(None);
+                    }
+                }
+            }
+            ExprKind::Tuple(es) => {
+                let mut out = Vec::new();
+                for x in es {
+                    out.extend(self.owned_value(x)?);
+                }
+                out
+            }
+            ExprKind::Inl(x) | ExprKind::Inr(x) => {
+                let Type::Sum(a, b) = &e.ty else {
+                    return Err(internal("a sum of a non-sum type", span));
+                };
+                let left = matches!(e.kind, ExprKind::Inl(_));
+                let xv = self.owned_value(x)?;
+                let tag = self.b.ins().iconst(types::I8, i64::from(!left));
+                let mut out = vec![tag];
+                let (fa, fb) = (layout::flat(a, span)?, layout::flat(b, span)?);
+                if left {
+                    out.extend(xv);
+                    out.extend(fb.iter().map(|&t| self.zero(t)).collect::<Vals>());
+                } else {
+                    out.extend(fa.iter().map(|&t| self.zero(t)).collect::<Vals>());
+                    out.extend(xv);
+                }
+                out
+            }
+            ExprKind::Case {
+                scrutinee,
+                left,
+                right,
+            } => {
+                let sv = self.owned_value(scrutinee)?;
+                let Type::Sum(a, b) = &scrutinee.ty else {
+                    return Err(internal("`match` on a non-sum", span));
+                };
+                let wa = layout::width(a);
+                let lv = sv[1..1 + wa].to_vec();
+                let rv = sv[1 + wa..].to_vec();
+                let (lb, rb) = (self.b.create_block(), self.b.create_block());
+                self.b.ins().brif(sv[0], rb, &[], lb, &[]);
+                let arms = [
+                    (lb, &left.0, a, lv, &left.1),
+                    (rb, &right.0, b, rv, &right.1),
+                ];
+                return self.branches(
+                    arms.into_iter()
+                        .map(|(blk, p, t, v, body)| (blk, Some((p, (**t).clone(), v)), &**body))
+                        .collect(),
+                    &e.ty,
+                    tail,
+                );
+            }
+            ExprKind::If(c, a, b2) => {
+                let cv = self.owned_value(c)?;
+                let (tb, fb) = (self.b.create_block(), self.b.create_block());
+                self.b.ins().brif(cv[0], tb, &[], fb, &[]);
+                return self.branches(vec![(tb, None, &**a), (fb, None, &**b2)], &e.ty, tail);
+            }
+            ExprKind::Prim(p, args) => self.prim(*p, args, &e.ty, span)?,
+            ExprKind::Vector(es) => {
+                let Type::Vec(elem) = &e.ty else {
+                    return Err(internal("a vector of a non-vector type", span));
+                };
+                let mut items = Vec::new();
+                for x in es {
+                    items.push(self.owned_value(x)?);
+                }
+                let n = self.b.ins().iconst(types::I64, es.len() as i64);
+                let v = self.alloc_vec(elem, n, span)?;
+                for (i, item) in items.iter().enumerate() {
+                    let i = self.b.ins().iconst(types::I64, i as i64);
+                    self.store_elem(elem, v, i, item);
+                }
+                vec![v]
+            }
+        };
+        Ok(Some(vals))
+    }
+
+    /// The arms of an `if` or `match`, each starting in its block (with the
+    /// pattern it binds), joined after.
+    #[allow(clippy::type_complexity)]
+    fn branches(
+        &mut self,
+        arms: Vec<(ir::Block, Option<(&Pat, Type, Vals)>, &Expr)>,
+        ty: &Type,
+        tail: bool,
+    ) -> R<Option<Vals>> {
+        let join = self.b.create_block();
+        let flat = layout::flat(ty, Span::default())?;
+        for &t in &flat {
+            self.b.append_block_param(join, t);
+        }
+        let mut any = false;
+        for (blk, bound, body) in arms {
+            self.b.switch_to_block(blk);
+            let mark = self.owned.len();
+            if let Some((p, t, v)) = bound {
+                self.bind(p, &t, &v);
+            }
+            match self.expr(body, tail)? {
+                Some(vals) => {
+                    self.drop_scope(mark);
+                    self.b.ins().jump(join, &bargs(&vals));
+                    any = true;
+                }
+                None => self.owned.truncate(mark),
+            }
+        }
+        self.b.switch_to_block(join);
+        if !any {
+            // No arm reaches the join: it is unreachable.
+            self.b.ins().jump(self.unwind, &[]);
+            return Ok(None);
+        }
+        Ok(Some(self.b.block_params(join).to_vec()))
+    }
+
+    /// A direct call; in tail position a jump (self call) or a tail call.
+    fn call_known(&mut self, f: FunId, args: &[Expr], tail: bool, span: Span) -> R<Option<Vals>> {
+        let mut argv = Vec::new();
+        for a in args {
+            argv.extend(self.owned_value(a)?);
+        }
+        let fun = self.cg.prog.fun(f);
+        if tail
+            && let Some((me, header)) = self.current
+            && me == f
+        {
+            self.drop_all()?;
+            if self.cg.count_calls {
+                self.count_call(span)?;
+            }
+            self.b.ins().jump(header, &bargs(&argv));
+            return Ok(None);
+        }
+        let mut full = vec![self.ctx];
+        for &c in &fun.captures {
+            full.extend(self.local(c, span)?);
+        }
+        full.extend(argv);
+        let id = self.cg.fun_id(f)?;
+        self.before_call(span)?;
+        // A tail call drops the locals first: only if none is a capture it passes.
+        if tail && !fun.captures.iter().any(|c| self.owned.contains(c)) {
+            self.drop_all()?;
+            let r = self.func_ref(id);
+            self.b.ins().return_call(r, &full);
+            return Ok(None);
+        }
+        let r = self.call(id, &full);
+        self.check_failed();
+        Ok(Some(r))
+    }
+
+    /// A new closure of `f` over the current values of its captures.
+    fn closure(&mut self, f: FunId, span: Span) -> R<Vals> {
+        let fun = self.cg.prog.fun(f);
+        let mut caps = Vec::new();
+        for &c in &fun.captures {
+            let v = self.local(c, span)?;
+            self.inc(&self.cg.prog.local_ty(c).clone(), &v);
+            caps.extend(v);
+        }
+        let bytes = self
+            .b
+            .ins()
+            .iconst(types::I64, CLO_ENV + SLOT * caps.len() as i64);
+        let p = self.alloc(bytes, span)?;
+        let one = self.b.ins().iconst(types::I64, 1);
+        self.b.ins().store(flags(), one, p, 0);
+        let drop_id = self.cg.closure_drop_id(f)?;
+        let drop_ref = self.func_ref(drop_id);
+        let drop_addr = self.b.ins().func_addr(PTR, drop_ref);
+        self.b.ins().store(flags(), drop_addr, p, CLO_DROP);
+        let code_id = self.cg.closure_code_id(f)?;
+        let code_ref = self.func_ref(code_id);
+        let code_addr = self.b.ins().func_addr(PTR, code_ref);
+        self.b.ins().store(flags(), code_addr, p, CLO_CODE);
+        for (k, v) in caps.iter().enumerate() {
+            self.b
+                .ins()
+                .store(flags(), *v, p, (CLO_ENV + SLOT * k as i64) as i32);
+        }
+        Ok(vec![p])
+    }
+
+    fn alloc(&mut self, bytes: ir::Value, span: Span) -> R<ir::Value> {
+        let id = self
+            .cg
+            .import("rt_alloc", &[PTR, types::I64, types::I32], &[PTR])?;
+        let s = self.cg.span_index(span);
+        let s = self.b.ins().iconst(types::I32, s);
+        let r = self.call(id, &[self.ctx, bytes, s]);
+        self.check_failed();
+        Ok(r[0])
+    }
+
+    /// A vector of `n` (≥ 0) elements of `elem`, count 1, elements unset.
+    fn alloc_vec(&mut self, elem: &Type, n: ir::Value, span: Span) -> R<ir::Value> {
+        let stride = SLOT * layout::width(elem) as i64;
+        let bytes = self.b.ins().imul_imm_s(n, stride);
+        let bytes = self.b.ins().iadd_imm_s(bytes, VEC_DATA);
+        let v = self.alloc(bytes, span)?;
+        let one = self.b.ins().iconst(types::I64, 1);
+        self.b.ins().store(flags(), one, v, 0);
+        self.b.ins().store(flags(), n, v, VEC_LEN);
+        Ok(v)
+    }
+
+    fn elem_addr(&mut self, elem: &Type, v: ir::Value, i: ir::Value) -> ir::Value {
+        let stride = SLOT * layout::width(elem) as i64;
+        let off = self.b.ins().imul_imm_s(i, stride);
+        let a = self.b.ins().iadd(v, off);
+        self.b.ins().iadd_imm_s(a, VEC_DATA)
+    }
+
+    /// Element `i` of vector `v`, borrowed.
+    fn load_elem(&mut self, elem: &Type, v: ir::Value, i: ir::Value) -> R<Vals> {
+        let addr = self.elem_addr(elem, v, i);
+        let flat = layout::flat(elem, Span::default())?;
+        Ok(flat
+            .iter()
+            .enumerate()
+            .map(|(k, &t)| {
+                self.b
+                    .ins()
+                    .load(t, flags(), addr, (SLOT * k as i64) as i32)
+            })
+            .collect())
+    }
+
+    fn store_elem(&mut self, elem: &Type, v: ir::Value, i: ir::Value, vals: &[ir::Value]) {
+        let addr = self.elem_addr(elem, v, i);
+        for (k, &x) in vals.iter().enumerate() {
+            self.b
+                .ins()
+                .store(flags(), x, addr, (SLOT * k as i64) as i32);
+        }
+    }
+
+    /// `for i in 0..n { body(i) }`.
+    fn each_index(
+        &mut self,
+        n: ir::Value,
+        mut body: impl FnMut(&mut Self, ir::Value) -> R<()>,
+    ) -> R<()> {
+        self.fold_index(n, &[], |g, i, _| {
+            body(g, i)?;
+            Ok(Vec::new())
+        })
+        .map(|_| ())
+    }
+
+    /// `for i in 0..n { acc = body(i, acc) }`, returning `acc`.
+    fn fold_index(
+        &mut self,
+        n: ir::Value,
+        init: &[ir::Value],
+        mut body: impl FnMut(&mut Self, ir::Value, &[ir::Value]) -> R<Vals>,
+    ) -> R<Vals> {
+        let header = self.b.create_block();
+        let step = self.b.create_block();
+        let exit = self.b.create_block();
+        self.b.append_block_param(header, types::I64);
+        for &v in init {
+            let t = self.b.func.dfg.value_type(v);
+            self.b.append_block_param(header, t);
+            self.b.append_block_param(exit, t);
+        }
+        let zero = self.b.ins().iconst(types::I64, 0);
+        let mut args = vec![zero];
+        args.extend_from_slice(init);
+        self.b.ins().jump(header, &bargs(&args));
+        self.b.switch_to_block(header);
+        let params = self.b.block_params(header).to_vec();
+        let (i, acc) = (params[0], params[1..].to_vec());
+        let more = self.b.ins().icmp(IntCC::SignedLessThan, i, n);
+        self.b.ins().brif(more, step, &[], exit, &bargs(&acc));
+        self.b.switch_to_block(step);
+        let acc = body(self, i, &acc)?;
+        let next = self.b.ins().iadd_imm_s(i, 1);
+        let mut args = vec![next];
+        args.extend(acc);
+        self.b.ins().jump(header, &bargs(&args));
+        self.b.switch_to_block(exit);
+        Ok(self.b.block_params(exit).to_vec())
+    }
+
+    /// Calls the known function of a `build`/`map`/`fold` argument.
+    fn call_fn_arg(&mut self, fe: &Expr, args: &[ir::Value], span: Span) -> R<Vals> {
+        let ExprKind::Closure(f) = fe.kind else {
+            return Err(internal(
+                "a function argument that is not a known function",
+                span,
+            ));
+        };
+        let fun = self.cg.prog.fun(f);
+        let mut full = vec![self.ctx];
+        for &c in &fun.captures {
+            full.extend(self.local(c, span)?);
+        }
+        full.extend_from_slice(args);
+        let id = self.cg.fun_id(f)?;
+        self.before_call(span)?;
+        let r = self.call(id, &full);
+        self.check_failed();
+        Ok(r)
+    }
+
+    fn vec_len(&mut self, v: ir::Value) -> ir::Value {
+        self.b.ins().load(types::I64, flags(), v, VEC_LEN)
+    }
+
+    // ---- primitives ----
+
+    fn prim(&mut self, p: Prim, args: &[Expr], ty: &Type, span: Span) -> R<Vals> {
+        match p {
+            Prim::Index => {
+                let Type::Vec(elem) = &args[0].ty else {
+                    return Err(internal("indexing a non-vector", span));
+                };
+                let (v, owned) = self.borrowed(&args[0])?;
+                let i = self.owned_value(&args[1])?[0];
+                let len = self.vec_len(v[0]);
+                let out = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, i, len);
+                self.fail_if(out, ErrorKind::IndexOutOfRange, span, Some((i, len)))?;
+                let x = self.load_elem(elem, v[0], i)?;
+                self.inc(elem, &x);
+                self.release(&args[0].ty, &v, owned)?;
+                return Ok(x);
+            }
+            Prim::Size => {
+                let (v, owned) = self.borrowed(&args[0])?;
+                let len = self.vec_len(v[0]);
+                self.release(&args[0].ty, &v, owned)?;
+                return Ok(vec![len]);
+            }
+            Prim::Sum => {
+                let (v, owned) = self.borrowed(&args[0])?;
+                let len = self.vec_len(v[0]);
+                let r = match ty {
+                    Type::Real => {
+                        // The interpreter's `Iterator::sum` of f64 starts from -0.0 ...
+                        let init = self.b.ins().f64const(-0.0);
+                        let acc = self.fold_index(len, &[init], |g, i, acc| {
+                            let x = g.load_elem(&Type::Real, v[0], i)?;
+                            Ok(vec![g.b.ins().fadd(acc[0], x[0])])
+                        })?;
+                        // ... but the sum of no reals is 0.0, as in the interpreter.
+                        let empty = self.b.ins().icmp_imm_s(IntCC::Equal, len, 0);
+                        let zero = self.b.ins().f64const(0.0);
+                        vec![self.b.ins().select(empty, zero, acc[0])]
+                    }
+                    _ => {
+                        let init = self.b.ins().iconst(types::I64, 0);
+                        self.fold_index(len, &[init], |g, i, acc| {
+                            let x = g.load_elem(&Type::Int, v[0], i)?;
+                            Ok(vec![g.int_op(Prim::Add, acc[0], x[0], span)?])
+                        })?
+                    }
+                };
+                self.release(&args[0].ty, &v, owned)?;
+                return Ok(r);
+            }
+            Prim::Build => {
+                let Type::Vec(elem) = ty else {
+                    return Err(internal("`build` of a non-vector", span));
+                };
+                let n = self.owned_value(&args[0])?[0];
+                let neg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, n, 0);
+                let zero = self.b.ins().iconst(types::I64, 0);
+                self.fail_if(neg, ErrorKind::NegativeBuild, span, Some((n, zero)))?;
+                let max = self
+                    .b
+                    .ins()
+                    .load(types::I64, flags(), self.ctx, Ctx::MAX_VECTOR_LEN);
+                let big = self.b.ins().icmp(IntCC::SignedGreaterThan, n, max);
+                self.fail_if(big, ErrorKind::BuildTooLong, span, Some((n, max)))?;
+                let v = self.alloc_vec(elem, n, span)?;
+                let elem = (**elem).clone();
+                self.each_index(n, |g, i| {
+                    let x = g.call_fn_arg(&args[1], &[i], span)?;
+                    g.store_elem(&elem, v, i, &x);
+                    Ok(())
+                })?;
+                return Ok(vec![v]);
+            }
+            Prim::Map => {
+                let (Type::Vec(a), Type::Vec(b)) = (&args[1].ty, ty) else {
+                    return Err(internal("`map` of a non-vector", span));
+                };
+                let (v, owned) = self.borrowed(&args[1])?;
+                let n = self.vec_len(v[0]);
+                let out = self.alloc_vec(b, n, span)?;
+                let (a, b) = ((**a).clone(), (**b).clone());
+                self.each_index(n, |g, i| {
+                    let x = g.load_elem(&a, v[0], i)?;
+                    g.inc(&a, &x);
+                    let y = g.call_fn_arg(&args[0], &x, span)?;
+                    g.store_elem(&b, out, i, &y);
+                    Ok(())
+                })?;
+                self.release(&args[1].ty, &v, owned)?;
+                return Ok(vec![out]);
+            }
+            Prim::Fold => {
+                let Type::Vec(a) = &args[2].ty else {
+                    return Err(internal("`fold` of a non-vector", span));
+                };
+                let init = self.owned_value(&args[1])?;
+                let (v, owned) = self.borrowed(&args[2])?;
+                let n = self.vec_len(v[0]);
+                let a = (**a).clone();
+                let r = self.fold_index(n, &init, |g, i, acc| {
+                    let x = g.load_elem(&a, v[0], i)?;
+                    g.inc(&a, &x);
+                    let mut call_args = acc.to_vec();
+                    call_args.extend(x);
+                    g.call_fn_arg(&args[0], &call_args, span)
+                })?;
+                self.release(&args[2].ty, &v, owned)?;
+                return Ok(r);
+            }
+            Prim::Zip => {
+                let (Type::Vec(a), Type::Vec(b), Type::Vec(pair)) = (&args[0].ty, &args[1].ty, ty)
+                else {
+                    return Err(internal("`zip` of non-vectors", span));
+                };
+                let (u, u_owned) = self.borrowed(&args[0])?;
+                let (w, w_owned) = self.borrowed(&args[1])?;
+                let n = self.vec_len(u[0]);
+                let m = self.vec_len(w[0]);
+                let differ = self.b.ins().icmp(IntCC::NotEqual, n, m);
+                self.fail_if(differ, ErrorKind::ZipLengths, span, Some((n, m)))?;
+                let out = self.alloc_vec(pair, n, span)?;
+                let (a, b, pair) = ((**a).clone(), (**b).clone(), (**pair).clone());
+                self.each_index(n, |g, i| {
+                    let mut x = g.load_elem(&a, u[0], i)?;
+                    g.inc(&a, &x);
+                    let y = g.load_elem(&b, w[0], i)?;
+                    g.inc(&b, &y);
+                    x.extend(y);
+                    g.store_elem(&pair, out, i, &x);
+                    Ok(())
+                })?;
+                self.release(&args[0].ty, &u, u_owned)?;
+                self.release(&args[1].ty, &w, w_owned)?;
+                return Ok(vec![out]);
+            }
+            _ => {}
+        }
+        let mut vals = Vec::new();
+        for a in args {
+            vals.extend(self.owned_value(a)?);
+        }
+        let operand = args.first().map(|a| a.ty.clone()).unwrap_or(Type::Unit);
+        let ins = self.b.ins();
+        let v = match (p, &operand, &vals[..]) {
+            (Prim::Not, _, &[x]) => ins.icmp_imm_s(IntCC::Equal, x, 0),
+            (Prim::ToReal, _, &[x]) => ins.fcvt_from_sint(types::F64, x),
+            (Prim::Neg, Type::Int, &[x]) => {
+                let zero = self.b.ins().iconst(types::I64, 0);
+                return Ok(vec![self.int_op(Prim::Sub, zero, x, span)?]);
+            }
+            (Prim::Add | Prim::Sub | Prim::Mul | Prim::Div, Type::Int, &[x, y]) => {
+                return Ok(vec![self.int_op(p, x, y, span)?]);
+            }
+            (
+                Prim::Lt | Prim::Le | Prim::Gt | Prim::Ge | Prim::Eq | Prim::Ne,
+                Type::Real,
+                &[x, y],
+            ) => {
+                let cc = match p {
+                    Prim::Lt => FloatCC::LessThan,
+                    Prim::Le => FloatCC::LessThanOrEqual,
+                    Prim::Gt => FloatCC::GreaterThan,
+                    Prim::Ge => FloatCC::GreaterThanOrEqual,
+                    Prim::Eq => FloatCC::Equal,
+                    _ => FloatCC::NotEqual,
+                };
+                ins.fcmp(cc, x, y)
+            }
+            (Prim::Lt | Prim::Le | Prim::Gt | Prim::Ge | Prim::Eq | Prim::Ne, _, &[x, y]) => {
+                let cc = match p {
+                    Prim::Lt => IntCC::SignedLessThan,
+                    Prim::Le => IntCC::SignedLessThanOrEqual,
+                    Prim::Gt => IntCC::SignedGreaterThan,
+                    Prim::Ge => IntCC::SignedGreaterThanOrEqual,
+                    Prim::Eq => IntCC::Equal,
+                    _ => IntCC::NotEqual,
+                };
+                ins.icmp(cc, x, y)
+            }
+            (Prim::Add, Type::Real, &[x, y]) => ins.fadd(x, y),
+            (Prim::Sub, Type::Real, &[x, y]) => ins.fsub(x, y),
+            (Prim::Mul, Type::Real, &[x, y]) => ins.fmul(x, y),
+            (Prim::Div, Type::Real, &[x, y]) => ins.fdiv(x, y),
+            (Prim::Neg, Type::Real, &[x]) => ins.fneg(x),
+            (Prim::Sqrt, _, &[x]) => ins.sqrt(x),
+            (Prim::Abs, _, &[x]) => ins.fabs(x),
+            (Prim::Floor, _, &[x]) => ins.floor(x),
+            (Prim::Min | Prim::Max, _, &[x, y]) => {
+                let sel = match p.info().real {
+                    Some(RealFn::Select(Selection::Min)) => FloatCC::LessThan,
+                    _ => FloatCC::GreaterThan,
+                };
+                // The second is taken only if strictly smaller (larger): ties and NaN keep the first.
+                let second = ins.fcmp(sel, y, x);
+                self.b.ins().select(second, y, x)
+            }
+            _ => {
+                let sym = match p.info().real {
+                    Some(RealFn::Unary(op)) => runtime::unary_symbol(op).map(|s| (s.0, 1)),
+                    Some(RealFn::Binary(op)) => runtime::binary_symbol(op).map(|s| (s.0, 2)),
+                    _ => None,
+                };
+                let Some((name, n)) = sym.filter(|&(_, n)| n == vals.len()) else {
+                    return Err(Unsupported {
+                        what: format!("the primitive `{}` in native code", p.info().name),
+                        span,
+                    });
+                };
+                let id = self.cg.import(name, &vec![types::F64; n], &[types::F64])?;
+                return Ok(self.call(id, &vals));
+            }
+        };
+        Ok(vec![v])
+    }
+
+    /// Int `+ - * /` with the interpreter's overflow and division errors.
+    fn int_op(&mut self, p: Prim, x: ir::Value, y: ir::Value, span: Span) -> R<ir::Value> {
+        let op_index = |p| match p {
+            Prim::Add => 0,
+            Prim::Sub => 1,
+            Prim::Mul => 2,
+            _ => 3,
+        };
+        let which = self.b.ins().iconst(types::I64, op_index(p));
+        let (r, overflow) = match p {
+            Prim::Add => self.b.ins().sadd_overflow(x, y),
+            Prim::Sub => self.b.ins().ssub_overflow(x, y),
+            Prim::Mul => self.b.ins().smul_overflow(x, y),
+            _ => {
+                let zero = self.b.ins().icmp_imm_s(IntCC::Equal, y, 0);
+                self.fail_if(zero, ErrorKind::DivByZero, span, None)?;
+                let min = self.b.ins().icmp_imm_s(IntCC::Equal, x, i64::MIN);
+                let minus_one = self.b.ins().icmp_imm_s(IntCC::Equal, y, -1);
+                let both = self.b.ins().band(min, minus_one);
+                self.fail_if(both, ErrorKind::Overflow, span, Some((which, which)))?;
+                return Ok(self.b.ins().sdiv(x, y));
+            }
+        };
+        self.fail_if(overflow, ErrorKind::Overflow, span, Some((which, which)))?;
+        Ok(r)
+    }
+}

@@ -1,0 +1,266 @@
+//! The Rust side of native code: the context every generated function gets,
+//! and the functions generated code calls for what it does not do inline —
+//! allocation (charged to the memory budget), errors, real functions.
+//!
+//! Every `extern "C"` function here is called only by generated code, with
+//! the arguments its declaration in [`crate::codegen`] gives; none of them
+//! panics (a panic cannot unwind through generated frames).
+
+use nabla::{Binary, Unary};
+use nabla_lang::eval::STEP_LIMIT_EXCEEDED;
+use nabla_lang::memory;
+use std::alloc::Layout;
+
+/// What generated code reads and writes through its first argument. The
+/// offsets of the first fields are part of the calling convention
+/// ([`Ctx::FAILED`] …).
+#[repr(C)]
+pub(crate) struct Ctx {
+    /// Non-zero once an error was raised: every caller returns at once.
+    pub failed: u64,
+    /// The lowest address the native stack may reach.
+    pub stack_limit: u64,
+    /// Calls left before the call limit (only read when one is set).
+    pub calls_left: i64,
+    /// The state and value slots of the top-level values.
+    pub globals: *mut u64,
+    /// The limit on vector lengths.
+    pub max_vector_len: i64,
+    /// The first error raised.
+    pub error: Option<Raised>,
+}
+
+impl Ctx {
+    pub(crate) const FAILED: i32 = 0;
+    pub(crate) const STACK_LIMIT: i32 = 8;
+    pub(crate) const CALLS_LEFT: i32 = 16;
+    pub(crate) const GLOBALS: i32 = 24;
+    pub(crate) const MAX_VECTOR_LEN: i32 = 32;
+}
+
+/// An error raised by generated code: its kind, the index of its position
+/// in the module's span table, and up to two numbers for the message.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Raised {
+    pub kind: ErrorKind,
+    pub span: u32,
+    pub a: i64,
+    pub b: i64,
+}
+
+/// The run-time errors of native code: the interpreter's, with the same
+/// messages ([`ErrorKind::message`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub(crate) enum ErrorKind {
+    IndexOutOfRange = 0,
+    DivByZero = 1,
+    /// Integer overflow in the operator whose name is `a`'s [`OVERFLOW_OPS`] entry.
+    Overflow = 2,
+    NegativeBuild = 3,
+    BuildTooLong = 4,
+    ZipLengths = 5,
+    StackDepth = 6,
+    CallLimit = 7,
+    /// Out of memory: `a` bytes requested.
+    OutOfMemory = 8,
+    /// A global's value depends on itself (`a` is the global's index).
+    Cycle = 9,
+}
+
+/// The operators whose overflow is an error, by the index generated code passes.
+pub(crate) const OVERFLOW_OPS: [&str; 4] = ["+", "-", "*", "/"];
+
+impl ErrorKind {
+    pub(crate) fn from_code(code: u32) -> ErrorKind {
+        use ErrorKind::*;
+        [
+            IndexOutOfRange,
+            DivByZero,
+            Overflow,
+            NegativeBuild,
+            BuildTooLong,
+            ZipLengths,
+            StackDepth,
+            CallLimit,
+            OutOfMemory,
+            Cycle,
+        ]
+        .get(code as usize)
+        .copied()
+        .unwrap_or(StackDepth)
+    }
+}
+
+impl Raised {
+    /// The interpreter's message for this error.
+    pub(crate) fn message(&self, global_names: &[String]) -> String {
+        let (a, b) = (self.a, self.b);
+        match self.kind {
+            ErrorKind::IndexOutOfRange => {
+                format!("index {a} out of range for a vector of length {b}")
+            }
+            ErrorKind::DivByZero => "integer division by zero".into(),
+            ErrorKind::Overflow => format!(
+                "integer overflow in `{}`",
+                OVERFLOW_OPS.get(a as usize).copied().unwrap_or("?")
+            ),
+            ErrorKind::NegativeBuild => format!("`build` with negative size {a}"),
+            ErrorKind::BuildTooLong => {
+                format!("`build` of {a} elements exceeds the limit of {b}")
+            }
+            ErrorKind::ZipLengths => {
+                format!("`zip` of vectors of different lengths ({a} and {b})")
+            }
+            ErrorKind::StackDepth => "stack depth exceeded".into(),
+            ErrorKind::CallLimit => STEP_LIMIT_EXCEEDED.into(),
+            ErrorKind::OutOfMemory => memory::MemoryExhausted {
+                requested: a as usize,
+                live: b as usize,
+                budget: memory::budget(),
+            }
+            .to_string(),
+            ErrorKind::Cycle => format!(
+                "the value of `{}` depends on itself",
+                global_names.get(a as usize).map_or("?", String::as_str)
+            ),
+        }
+    }
+}
+
+/// Records the first error and makes every generated caller return.
+pub(crate) extern "C" fn rt_error(ctx: *mut Ctx, kind: u32, span: u32, a: i64, b: i64) {
+    // SAFETY: generated code passes the context it was called with, which
+    // `Native::run` keeps alive and exclusively lent for the whole run.
+    let ctx = unsafe { &mut *ctx };
+    if ctx.error.is_none() {
+        ctx.error = Some(Raised {
+            kind: ErrorKind::from_code(kind),
+            span,
+            a,
+            b,
+        });
+    }
+    ctx.failed = 1;
+}
+
+/// Alignment of every heap object: its slots are 8-byte words.
+const ALIGN: usize = 8;
+
+/// Allocates `bytes` (a multiple of 8, at least 8) charged to the memory
+/// budget; on failure raises "out of memory" and returns null.
+pub(crate) extern "C" fn rt_alloc(ctx: *mut Ctx, bytes: u64, span: u32) -> *mut u8 {
+    let size = bytes.max(8) as usize;
+    let live = memory::live();
+    let out_of_memory = |ctx| {
+        rt_error(
+            ctx,
+            ErrorKind::OutOfMemory as u32,
+            span,
+            size as i64,
+            live as i64,
+        );
+        std::ptr::null_mut()
+    };
+    if size > memory::budget().saturating_sub(live) {
+        return out_of_memory(ctx);
+    }
+    let Ok(layout) = Layout::from_size_align(size, ALIGN) else {
+        return out_of_memory(ctx);
+    };
+    // SAFETY: the layout has a non-zero size.
+    let p = unsafe { std::alloc::alloc(layout) };
+    if p.is_null() {
+        return out_of_memory(ctx);
+    } else {
+        memory::charge(size);
+    }
+    p
+}
+
+/// Frees an object [`rt_alloc`] returned for `bytes`.
+pub(crate) extern "C" fn rt_free(p: *mut u8, bytes: u64) {
+    let size = bytes.max(8) as usize;
+    if p.is_null() {
+        return;
+    }
+    if let Ok(layout) = Layout::from_size_align(size, ALIGN) {
+        // SAFETY: generated code frees each object once, with the size it
+        // was allocated with (vectors store their length; closures their
+        // size is fixed by their function).
+        unsafe { std::alloc::dealloc(p, layout) };
+        memory::release(size);
+    }
+}
+
+/// The real functions of the primitive table that generated code calls
+/// rather than computes inline: each is the table's `eval`, so native code
+/// and the interpreter give the same bits.
+macro_rules! real_fns {
+    ($($name:ident => $e:expr),* $(,)?) => {
+        $(pub(crate) extern "C" fn $name(x: f64) -> f64 { $e.eval(x) })*
+    };
+}
+
+real_fns! {
+    rt_sin => Unary::Sin,
+    rt_cos => Unary::Cos,
+    rt_tan => Unary::Tan,
+    rt_exp => Unary::Exp,
+    rt_ln => Unary::Ln,
+    rt_tanh => Unary::Tanh,
+}
+
+pub(crate) extern "C" fn rt_powf(x: f64, y: f64) -> f64 {
+    Binary::Powf.eval(x, y)
+}
+
+pub(crate) extern "C" fn rt_atan2(x: f64, y: f64) -> f64 {
+    Binary::Atan2.eval(x, y)
+}
+
+/// The symbol generated code calls for a unary real function of the table,
+/// if it is not computed inline.
+pub(crate) fn unary_symbol(op: Unary) -> Option<(&'static str, *const u8)> {
+    Some(match op {
+        Unary::Sin => ("rt_sin", rt_sin as *const u8),
+        Unary::Cos => ("rt_cos", rt_cos as *const u8),
+        Unary::Tan => ("rt_tan", rt_tan as *const u8),
+        Unary::Exp => ("rt_exp", rt_exp as *const u8),
+        Unary::Ln => ("rt_ln", rt_ln as *const u8),
+        Unary::Tanh => ("rt_tanh", rt_tanh as *const u8),
+        _ => return None,
+    })
+}
+
+/// The same for a binary real function.
+pub(crate) fn binary_symbol(op: Binary) -> Option<(&'static str, *const u8)> {
+    Some(match op {
+        Binary::Powf => ("rt_powf", rt_powf as *const u8),
+        Binary::Atan2 => ("rt_atan2", rt_atan2 as *const u8),
+        _ => return None,
+    })
+}
+
+/// Every symbol generated code may import.
+pub(crate) fn symbols() -> Vec<(&'static str, *const u8)> {
+    let mut s = vec![
+        ("rt_error", rt_error as *const u8),
+        ("rt_alloc", rt_alloc as *const u8),
+        ("rt_free", rt_free as *const u8),
+    ];
+    for op in [
+        Unary::Sin,
+        Unary::Cos,
+        Unary::Tan,
+        Unary::Exp,
+        Unary::Ln,
+        Unary::Tanh,
+    ] {
+        s.extend(unary_symbol(op));
+    }
+    for op in [Binary::Powf, Binary::Atan2] {
+        s.extend(binary_symbol(op));
+    }
+    s
+}
