@@ -982,7 +982,7 @@ fn repeat_reports_a_run_time_error_as_run_does() {
 }
 
 #[test]
-fn repeat_applies_the_call_limit_to_each_evaluation() {
+fn repeat_applies_the_limits_to_each_evaluation() {
     // About 600 calls per evaluation: within a limit of 1000 each time, though
     // the four evaluations together make more.
     let f = temp_file(
@@ -1000,4 +1000,16 @@ fn repeat_applies_the_call_limit_to_each_evaluation() {
         "{}",
         stderr(&o)
     );
+    // A 1.5 MiB vector, cached within each evaluation: each fits in 2 MiB,
+    // so every evaluation's memory is given back before the next one.
+    let f = temp_file(
+        "repeat-memory.nabla",
+        b"def v = build 200000 (fun i -> 1.0)\ndef main = size v\n",
+    );
+    let path = f.to_str().expect("path");
+    let o = run(&["run", "--repeat", "4", "--max-memory", "2M", path]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "200000\n");
+    let o = run(&["run", "--repeat", "4", "--max-memory", "1M", path]);
+    assert_program_error(&o, "repeat-memory.nabla:1:9", "out of memory");
 }
