@@ -5,15 +5,20 @@
 
 mod bench;
 mod repl;
+mod timing;
 
 use clap::{Args, Parser, Subcommand};
 use nabla_lang::diagnostic::Diagnostic;
 use nabla_lang::driver::Session;
 use nabla_lang::eval::Limits;
+use nabla_lang::pretty::print_value;
 use nabla_lang::syntax::span::{SourceMap, Span};
 use std::io::Write;
+use std::num::NonZeroU32;
 use std::path::Path;
 use std::process::ExitCode;
+use std::time::Instant;
+use timing::Backend;
 
 /// Largest source file accepted (spans are 32-bit offsets).
 const MAX_SOURCE_BYTES: u64 = 256 << 20;
@@ -46,6 +51,15 @@ enum Command {
     Run {
         /// The program (a .nabla file; `-` reads standard input).
         file: String,
+        /// Time `main`: after one warm-up evaluation, evaluate it N more
+        /// times afresh and print the minimum and median time per
+        /// evaluation on stderr, preparation time apart (N ≥ 1).
+        #[arg(long, value_name = "N", value_parser = parse_repeat)]
+        repeat: Option<NonZeroU32>,
+        /// Print on stderr which backend ran `main` and how long preparing
+        /// (parsing, checking, lowering) and evaluating it took.
+        #[arg(short, long)]
+        verbose: bool,
         #[command(flatten)]
         limits: LimitArgs,
     },
@@ -236,14 +250,43 @@ fn load_file(session: &mut Session, path: &str) -> Result<Vec<(String, String)>,
         .map_err(|ds| session.render(&ds))
 }
 
-fn run(file: &str, limits: Limits) -> Report {
+/// The N of `--repeat N`: a whole number, at least 1.
+fn parse_repeat(text: &str) -> Result<NonZeroU32, String> {
+    match text.parse::<u32>() {
+        Ok(n) => NonZeroU32::new(n).ok_or_else(|| "N must be at least 1".to_string()),
+        Err(e) => Err(format!(
+            "N must be a whole number from 1 to {}: {e}",
+            u32::MAX
+        )),
+    }
+}
+
+/// How `nabla run` times `main` (`--repeat`, `-v`).
+#[derive(Clone, Copy)]
+struct RunTiming {
+    repeat: Option<NonZeroU32>,
+    verbose: bool,
+}
+
+fn run(file: &str, limits: Limits, timing: RunTiming) -> Report {
     let mut session = Session::new();
     session.limits = limits;
-    if let Err(e) = load_file(&mut session, file) {
-        return Report::failed(e);
-    }
-    match session.run_main() {
-        Ok(v) => Report::ok(format!("{v}\n")),
+    let text = match read_source(file, &mut session.sources) {
+        Ok(text) => text,
+        Err(e) => return Report::failed(e),
+    };
+    let start = Instant::now();
+    let prepared = session
+        .load(source_name(file), &text)
+        .and_then(|_| session.prepare_main());
+    let preparation = start.elapsed();
+    let measured = prepared.and_then(|main| timing::measure(timing.repeat, || main.evaluate()));
+    match measured {
+        Ok(m) => Report {
+            stdout: format!("{}\n", print_value(&m.value)),
+            stderr: timing::report(&m, preparation, Backend::Interpreter, timing.verbose),
+            status: 0,
+        },
         Err(ds) => Report::failed(session.render(&ds)),
     }
 }
@@ -364,7 +407,12 @@ fn main() -> ExitCode {
 /// Runs a command other than `repl` and `bench`.
 fn dispatch(command: Command) -> Report {
     match command {
-        Command::Run { file, limits } => run(&file, limits.limits()),
+        Command::Run {
+            file,
+            repeat,
+            verbose,
+            limits,
+        } => run(&file, limits.limits(), RunTiming { repeat, verbose }),
         Command::Check { file } => check(&file),
         Command::Eval { expr, limits } => eval(&expr, limits.limits()),
         Command::Ad {

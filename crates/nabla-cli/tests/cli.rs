@@ -890,3 +890,126 @@ fn infinite_recursion_stops_cleanly_in_a_quarter_of_the_stack() {
         assert!(peak_kb < stack_kb / 2, "peak {peak_kb} KiB");
     }
 }
+
+// ---- timing `main`: --repeat and -v ----
+
+#[test]
+fn repeat_prints_the_value_once_and_the_times_on_stderr() {
+    let f = temp_file(
+        "repeat.nabla",
+        b"def fib n = if n < 2 then n else fib (n - 1) + fib (n - 2)\ndef main = fib 15\n",
+    );
+    let path = f.to_str().expect("path");
+    let o = run(&["run", "--repeat", "3", path]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "610\n");
+    let err = stderr(&o);
+    let line = err.lines().next().unwrap_or_default();
+    assert!(
+        line.starts_with("main: 3 evaluations after 1 warm-up: min ")
+            && line.contains(", median ")
+            && line.contains("(prepared in ")
+            && line.ends_with(", interpreter)"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    // Each time has a number and one of the units.
+    let times: Vec<&str> = line
+        .split(['(', ')', ','])
+        .filter_map(|part| part.trim().rsplit_once(' '))
+        .filter(|(_, unit)| ["ns", "µs", "ms", "s"].contains(unit))
+        .map(|(number, _)| number.rsplit(' ').next().unwrap_or_default())
+        .collect();
+    assert_eq!(times.len(), 3, "{line}");
+    for t in times {
+        assert!(t.parse::<f64>().is_ok(), "{t:?} in {line}");
+    }
+    // One evaluation: the singular.
+    let o = run(&["run", "--repeat", "1", path]);
+    assert!(
+        stderr(&o).starts_with("main: 1 evaluation after 1 warm-up: min "),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn repeat_needs_a_positive_count() {
+    let f = temp_file("repeat0.nabla", b"def main = 1\n");
+    let path = f.to_str().expect("path");
+    for n in ["0", "-1", "three", ""] {
+        let o = run(&["run", &format!("--repeat={n}"), path]);
+        assert_eq!(o.status.code(), Some(2), "{n:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("--repeat"), "{n:?}: {}", stderr(&o));
+        assert!(stdout(&o).is_empty());
+    }
+}
+
+#[test]
+fn verbose_names_the_backend_and_keeps_stdout() {
+    let f = temp_file("verbose.nabla", b"def main = 6 * 7\n");
+    let path = f.to_str().expect("path");
+    let plain = run(&["run", path]);
+    assert_eq!(stderr(&plain), "");
+    for flag in ["-v", "--verbose"] {
+        let o = run(&["run", flag, path]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert_eq!(o.stdout, plain.stdout);
+        let err = stderr(&o);
+        assert!(
+            err.starts_with("main: ran on the interpreter; prepared in ")
+                && err.contains(", evaluated in "),
+            "{err}"
+        );
+    }
+    // With --repeat, the first evaluation is the warm-up.
+    let o = run(&["run", "-v", "--repeat", "2", path]);
+    assert_eq!(stdout(&o), "42\n");
+    let err = stderr(&o);
+    assert!(err.contains(", warm-up evaluated in "), "{err}");
+    assert!(err.contains("main: 2 evaluations after 1 warm-up"), "{err}");
+}
+
+#[test]
+fn repeat_reports_a_run_time_error_as_run_does() {
+    let f = temp_file("repeat-rt.nabla", b"def v = [1, 2]\ndef main = v[7]\n");
+    let path = f.to_str().expect("path");
+    let plain = run(&["run", path]);
+    let o = run(&["run", "--repeat", "3", path]);
+    assert_program_error(&o, "repeat-rt.nabla:2:12", "index 7 out of range");
+    assert_eq!(stderr(&o), stderr(&plain));
+    assert!(stdout(&o).is_empty());
+}
+
+#[test]
+fn repeat_applies_the_limits_to_each_evaluation() {
+    // About 600 calls per evaluation: within a limit of 1000 each time, though
+    // the four evaluations together make more.
+    let f = temp_file(
+        "repeat-limit.nabla",
+        b"def count = let rec go i = if i == 0 then 0 else 1 + go (i - 1) in go 600\ndef main = count\n",
+    );
+    let path = f.to_str().expect("path");
+    let o = run(&["run", "--repeat", "3", "--max-calls", "1000", path]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "600\n");
+    let o = run(&["run", "--repeat", "3", "--max-calls", "500", path]);
+    assert_program_error(&o, "repeat-limit.nabla", "evaluation step limit exceeded");
+    assert!(
+        stderr(&o).contains("raise it with --max-calls N"),
+        "{}",
+        stderr(&o)
+    );
+    // A 1.5 MiB vector, cached within each evaluation: each fits in 2 MiB,
+    // so every evaluation's memory is given back before the next one.
+    let f = temp_file(
+        "repeat-memory.nabla",
+        b"def v = build 200000 (fun i -> 1.0)\ndef main = size v\n",
+    );
+    let path = f.to_str().expect("path");
+    let o = run(&["run", "--repeat", "4", "--max-memory", "2M", path]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "200000\n");
+    let o = run(&["run", "--repeat", "4", "--max-memory", "1M", path]);
+    assert_program_error(&o, "repeat-memory.nabla:1:9", "out of memory");
+}

@@ -168,6 +168,14 @@ impl Session {
 
     /// Evaluates `main` and prints its value.
     pub fn run_main(&self) -> Outcome<String> {
+        self.prepare_main()?.evaluate().map(|v| print_value(&v))
+    }
+
+    /// Prepares `main` of the definitions in force (already checked by
+    /// [`Session::load`]) for evaluation: lowered to the interpreter's core
+    /// and compiled to its closures once, to be evaluated as often as asked
+    /// (`nabla run --repeat`). Fails if there is no `main`.
+    pub fn prepare_main(&self) -> Outcome<PreparedMain> {
         let Some(index) = self.defs.iter().position(|d| d.binding.name.name == "main") else {
             let span = self
                 .sources
@@ -182,8 +190,16 @@ impl Session {
                     ),
             ]);
         };
-        self.evaluate(&self.defs, index)
-            .map(|(v, _)| print_value(&v))
+        let mut machine = self.compile()?.machine;
+        if let Some(flag) = &self.interrupt {
+            machine.set_interrupt(Arc::clone(flag));
+        }
+        Ok(PreparedMain {
+            machine,
+            index,
+            span: self.defs[index].span,
+            limits: self.limits,
+        })
     }
 
     /// Checks `defs` and evaluates definition `index`: its value and type.
@@ -204,24 +220,9 @@ impl Session {
         let span = defs[index].span;
         let v = m
             .global(index, span)
-            .map_err(|e| vec![self.runtime_diagnostic(*e)])?;
+            .map_err(|e| vec![runtime_diagnostic(self.limits, *e)])?;
         let ty = TypeNamer::new().print(&checked.def_types[index], &|_| Kind::Any);
         Ok((v, ty))
-    }
-
-    /// A run-time error as a diagnostic; the step limit's says how to raise it.
-    fn runtime_diagnostic(&self, e: RuntimeError) -> Diagnostic {
-        let limit = self
-            .limits
-            .max_calls
-            .filter(|_| e.message == STEP_LIMIT_EXCEEDED);
-        let d = Diagnostic::from(e);
-        match limit {
-            Some(n) => d.with_note(format!(
-                "the limit is {n} function calls; raise it with --max-calls N"
-            )),
-            None => d,
-        }
     }
 
     /// Keeps `value` (of type `ty`) as `it` for later expressions if it is
@@ -488,6 +489,49 @@ impl Session {
     /// Renders diagnostics against this session's sources.
     pub fn render(&self, diags: &[Diagnostic]) -> String {
         crate::diagnostic::render_all(diags, &self.sources)
+    }
+}
+
+/// A run-time error as a diagnostic; the step limit's says how to raise it.
+fn runtime_diagnostic(limits: Limits, e: RuntimeError) -> Diagnostic {
+    let limit = limits
+        .max_calls
+        .filter(|_| e.message == STEP_LIMIT_EXCEEDED);
+    let d = Diagnostic::from(e);
+    match limit {
+        Some(n) => d.with_note(format!(
+            "the limit is {n} function calls; raise it with --max-calls N"
+        )),
+        None => d,
+    }
+}
+
+/// `main`, prepared by [`Session::prepare_main`] for evaluation by the
+/// interpreter, as often as asked: what `nabla run` times apart from the
+/// evaluation (`--repeat`, `-v`).
+///
+/// Like every phase, evaluation should run on a thread started by
+/// [`crate::stack::run_with_stack`].
+pub struct PreparedMain {
+    /// A machine that never runs: each evaluation starts from a fresh copy.
+    machine: Machine,
+    /// The index of `main` among the globals.
+    index: usize,
+    /// `main`'s definition, where a run-time error of its own is reported.
+    span: Span,
+    limits: Limits,
+}
+
+impl PreparedMain {
+    /// Evaluates `main` afresh: top-level definitions are cached within
+    /// this evaluation, as in `nabla run`, but none is kept from an earlier
+    /// one, so every evaluation does the whole work again. The limits
+    /// (calls, memory) apply to each evaluation on its own.
+    pub fn evaluate(&self) -> Outcome<Value> {
+        self.machine
+            .fresh()
+            .global(self.index, self.span)
+            .map_err(|e| vec![runtime_diagnostic(self.limits, *e)])
     }
 }
 

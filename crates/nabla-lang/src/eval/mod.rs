@@ -180,14 +180,32 @@ pub(crate) fn lit(l: Lit) -> Value {
 impl Machine {
     /// A machine for `prog`.
     pub fn new(prog: &Program, limits: Limits) -> Machine {
+        Machine::with_compiled(Rc::new(compile::compile(prog)), limits)
+    }
+
+    /// A machine for the same program as this one (its closures are shared,
+    /// not compiled again) that has evaluated nothing yet: no global is
+    /// cached and the call limit is whole again. Same limits and interrupt
+    /// flag. `nabla run --repeat` evaluates `main` afresh on each.
+    pub fn fresh(&self) -> Machine {
+        let mut m = Machine::with_compiled(Rc::clone(&self.compiled), self.limits);
+        m.interrupt = self.interrupt.clone();
+        m
+    }
+
+    fn with_compiled(compiled: Rc<compile::Compiled>, limits: Limits) -> Machine {
         let stack = Vec::with_capacity(1024);
         let stack_charged = stack.capacity() * size_of::<Value>();
         memory::charge(stack_charged);
         let mut m = Machine {
-            compiled: Rc::new(compile::compile(prog)),
+            globals: compiled
+                .globals
+                .iter()
+                .map(|_| GlobalState::Pending)
+                .collect(),
+            compiled,
             stack,
             stack_charged,
-            globals: prog.globals.iter().map(|_| GlobalState::Pending).collect(),
             calls_left: 0,
             calls_banked: limits.max_calls.unwrap_or(u64::MAX),
             interrupt: None,
