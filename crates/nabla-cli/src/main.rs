@@ -57,9 +57,18 @@ enum Command {
         #[arg(long, value_name = "N", value_parser = parse_repeat)]
         repeat: Option<NonZeroU32>,
         /// Print on stderr which backend ran `main` and how long preparing
-        /// (parsing, checking, lowering) and evaluating it took.
+        /// (parsing, checking, lowering, compiling) and evaluating it took.
         #[arg(short, long)]
         verbose: bool,
+        /// Which backend evaluates `main`: native code, falling back to the
+        /// interpreter for what the compiler does not handle yet (auto);
+        /// native code only (native: says what it does not handle, and
+        /// where); the interpreter (interp).
+        #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+        backend: BackendChoice,
+        /// Print the Cranelift IR of every generated function on stderr.
+        #[arg(long)]
+        emit_clif: bool,
         #[command(flatten)]
         limits: LimitArgs,
     },
@@ -268,7 +277,100 @@ struct RunTiming {
     verbose: bool,
 }
 
-fn run(file: &str, limits: Limits, timing: RunTiming) -> Report {
+/// The choices of `nabla run --backend`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum BackendChoice {
+    /// Native code where the compiler handles the program, else the interpreter.
+    Auto,
+    /// Native code only.
+    Native,
+    /// The interpreter.
+    Interp,
+}
+
+/// `main` compiled to native code, or why not.
+fn compile_native(
+    session: &Session,
+    limits: Limits,
+    emit_clif: bool,
+) -> Result<nabla_native::Native, Diagnostic> {
+    let unsupported = |u: nabla_lang::core::lower_typed::Unsupported| {
+        Diagnostic::error(
+            format!("native code does not handle {} yet", u.what),
+            u.span,
+        )
+        .with_label("here")
+        .with_note("`--backend interp` (or the default `auto`) runs it in the interpreter")
+    };
+    let (prog, entry) = session.typed_program("main").map_err(unsupported)?;
+    let options = nabla_native::Options {
+        limits,
+        keep_ir: emit_clif,
+    };
+    nabla_native::Native::compile(&prog, entry, &options).map_err(unsupported)
+}
+
+/// `nabla run` on native code: `None` to fall back to the interpreter
+/// (with the reason, for `-v`).
+fn run_native(
+    session: &Session,
+    limits: Limits,
+    timing: RunTiming,
+    choice: BackendChoice,
+    emit_clif: bool,
+    load_time: std::time::Duration,
+) -> Result<Report, Diagnostic> {
+    let start = Instant::now();
+    let native = compile_native(session, limits, emit_clif)?;
+    let preparation = load_time + start.elapsed();
+    let mut stderr = String::new();
+    if emit_clif {
+        for (name, ir) in native.ir() {
+            stderr.push_str(&format!("; {name}\n{ir}\n"));
+        }
+    }
+    let _ = choice;
+    let measured = timing::measure(timing.repeat, || {
+        native.run().map_err(|e| vec![Diagnostic::from(e)])
+    });
+    Ok(match measured {
+        Ok(m) => {
+            stderr.push_str(&timing::report(
+                &m,
+                preparation,
+                Backend::Native,
+                timing.verbose,
+            ));
+            if timing.verbose {
+                stderr.push_str(&format!(
+                    "native: compiled in {:.1} ms\n",
+                    native.compile_time.as_secs_f64() * 1e3
+                ));
+            }
+            Report {
+                stdout: format!("{}\n", print_value(&m.value)),
+                stderr,
+                status: 0,
+            }
+        }
+        Err(ds) => {
+            stderr.push_str(&session.render(&ds));
+            Report {
+                stdout: String::new(),
+                stderr,
+                status: 1,
+            }
+        }
+    })
+}
+
+fn run(
+    file: &str,
+    limits: Limits,
+    timing: RunTiming,
+    choice: BackendChoice,
+    emit_clif: bool,
+) -> Report {
     let mut session = Session::new();
     session.limits = limits;
     let text = match read_source(file, &mut session.sources) {
@@ -276,15 +378,33 @@ fn run(file: &str, limits: Limits, timing: RunTiming) -> Report {
         Err(e) => return Report::failed(e),
     };
     let start = Instant::now();
-    let prepared = session
-        .load(source_name(file), &text)
-        .and_then(|_| session.prepare_main());
+    if let Err(ds) = session.load(source_name(file), &text) {
+        return Report::failed(session.render(&ds));
+    }
+    let mut fallback_note = String::new();
+    if choice != BackendChoice::Interp {
+        match run_native(&session, limits, timing, choice, emit_clif, start.elapsed()) {
+            Ok(report) => return report,
+            Err(d) if choice == BackendChoice::Native => {
+                return Report::failed(session.render(&[d]));
+            }
+            Err(d) if timing.verbose => {
+                fallback_note = format!(
+                    "note: running in the interpreter: {}",
+                    session.render(&[d]).trim_start_matches("error: ")
+                );
+            }
+            Err(_) => {}
+        }
+    }
+    let prepared = session.prepare_main();
     let preparation = start.elapsed();
     let measured = prepared.and_then(|main| timing::measure(timing.repeat, || main.evaluate()));
     match measured {
         Ok(m) => Report {
             stdout: format!("{}\n", print_value(&m.value)),
-            stderr: timing::report(&m, preparation, Backend::Interpreter, timing.verbose),
+            stderr: fallback_note
+                + &timing::report(&m, preparation, Backend::Interpreter, timing.verbose),
             status: 0,
         },
         Err(ds) => Report::failed(session.render(&ds)),
@@ -411,8 +531,16 @@ fn dispatch(command: Command) -> Report {
             file,
             repeat,
             verbose,
+            backend,
+            emit_clif,
             limits,
-        } => run(&file, limits.limits(), RunTiming { repeat, verbose }),
+        } => run(
+            &file,
+            limits.limits(),
+            RunTiming { repeat, verbose },
+            backend,
+            emit_clif,
+        ),
         Command::Check { file } => check(&file),
         Command::Eval { expr, limits } => eval(&expr, limits.limits()),
         Command::Ad {

@@ -12,13 +12,16 @@ use std::time::{Duration, Instant};
 pub(crate) enum Backend {
     /// The closure-compiling interpreter of `nabla_lang::eval`.
     Interpreter,
+    /// Native code (`nabla_native`, Cranelift).
+    Native,
 }
 
 impl Backend {
     /// The backend's name in messages.
     pub(crate) fn name(self) -> &'static str {
         match self {
-            Backend::Interpreter => "interpreter",
+            Backend::Interpreter => "the interpreter",
+            Backend::Native => "native code",
         }
     }
 }
@@ -105,7 +108,7 @@ pub(crate) fn report<T>(
         };
         let _ = writeln!(
             out,
-            "main: ran on the {}; prepared in {}, {first} in {}",
+            "main: ran on {}; prepared in {}, {first} in {}",
             backend.name(),
             show_duration(preparation),
             show_duration(measured.first)
@@ -115,7 +118,7 @@ pub(crate) fn report<T>(
         let n = measured.repeats.len();
         let _ = writeln!(
             out,
-            "main: {n} evaluation{} after 1 warm-up: min {}, median {} (prepared in {}, {})",
+            "main: {n} evaluation{} after 1 warm-up: min {}, median {} (prepared in {}, on {})",
             if n == 1 { "" } else { "s" },
             show_duration(s.min),
             show_duration(s.median),
@@ -243,7 +246,7 @@ mod tests {
         assert_eq!(
             report(&m, Duration::from_micros(800), Backend::Interpreter, false),
             "main: 3 evaluations after 1 warm-up: min 2.00 ms, median 3.00 ms \
-             (prepared in 800 µs, interpreter)\n"
+             (prepared in 800 µs, on the interpreter)\n"
         );
         let once = Measured {
             value: (),

@@ -900,7 +900,7 @@ fn repeat_prints_the_value_once_and_the_times_on_stderr() {
         b"def fib n = if n < 2 then n else fib (n - 1) + fib (n - 2)\ndef main = fib 15\n",
     );
     let path = f.to_str().expect("path");
-    let o = run(&["run", "--repeat", "3", path]);
+    let o = run(&["run", "--backend", "interp", "--repeat", "3", path]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(stdout(&o), "610\n");
     let err = stderr(&o);
@@ -909,7 +909,7 @@ fn repeat_prints_the_value_once_and_the_times_on_stderr() {
         line.starts_with("main: 3 evaluations after 1 warm-up: min ")
             && line.contains(", median ")
             && line.contains("(prepared in ")
-            && line.ends_with(", interpreter)"),
+            && line.ends_with(", on the interpreter)"),
         "{err}"
     );
     assert_eq!(err.lines().count(), 1, "{err}");
@@ -925,7 +925,7 @@ fn repeat_prints_the_value_once_and_the_times_on_stderr() {
         assert!(t.parse::<f64>().is_ok(), "{t:?} in {line}");
     }
     // One evaluation: the singular.
-    let o = run(&["run", "--repeat", "1", path]);
+    let o = run(&["run", "--backend", "interp", "--repeat", "1", path]);
     assert!(
         stderr(&o).starts_with("main: 1 evaluation after 1 warm-up: min "),
         "{}",
@@ -938,7 +938,7 @@ fn repeat_needs_a_positive_count() {
     let f = temp_file("repeat0.nabla", b"def main = 1\n");
     let path = f.to_str().expect("path");
     for n in ["0", "-1", "three", ""] {
-        let o = run(&["run", &format!("--repeat={n}"), path]);
+        let o = run(&["run", "--backend", "interp", &format!("--repeat={n}"), path]);
         assert_eq!(o.status.code(), Some(2), "{n:?}: {}", stderr(&o));
         assert!(stderr(&o).contains("--repeat"), "{n:?}: {}", stderr(&o));
         assert!(stdout(&o).is_empty());
@@ -949,10 +949,10 @@ fn repeat_needs_a_positive_count() {
 fn verbose_names_the_backend_and_keeps_stdout() {
     let f = temp_file("verbose.nabla", b"def main = 6 * 7\n");
     let path = f.to_str().expect("path");
-    let plain = run(&["run", path]);
+    let plain = run(&["run", "--backend", "interp", path]);
     assert_eq!(stderr(&plain), "");
     for flag in ["-v", "--verbose"] {
-        let o = run(&["run", flag, path]);
+        let o = run(&["run", "--backend", "interp", flag, path]);
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
         assert_eq!(o.stdout, plain.stdout);
         let err = stderr(&o);
@@ -963,7 +963,7 @@ fn verbose_names_the_backend_and_keeps_stdout() {
         );
     }
     // With --repeat, the first evaluation is the warm-up.
-    let o = run(&["run", "-v", "--repeat", "2", path]);
+    let o = run(&["run", "--backend", "interp", "-v", "--repeat", "2", path]);
     assert_eq!(stdout(&o), "42\n");
     let err = stderr(&o);
     assert!(err.contains(", warm-up evaluated in "), "{err}");
@@ -974,8 +974,8 @@ fn verbose_names_the_backend_and_keeps_stdout() {
 fn repeat_reports_a_run_time_error_as_run_does() {
     let f = temp_file("repeat-rt.nabla", b"def v = [1, 2]\ndef main = v[7]\n");
     let path = f.to_str().expect("path");
-    let plain = run(&["run", path]);
-    let o = run(&["run", "--repeat", "3", path]);
+    let plain = run(&["run", "--backend", "interp", path]);
+    let o = run(&["run", "--backend", "interp", "--repeat", "3", path]);
     assert_program_error(&o, "repeat-rt.nabla:2:12", "index 7 out of range");
     assert_eq!(stderr(&o), stderr(&plain));
     assert!(stdout(&o).is_empty());
@@ -990,10 +990,28 @@ fn repeat_applies_the_limits_to_each_evaluation() {
         b"def count = let rec go i = if i == 0 then 0 else 1 + go (i - 1) in go 600\ndef main = count\n",
     );
     let path = f.to_str().expect("path");
-    let o = run(&["run", "--repeat", "3", "--max-calls", "1000", path]);
+    let o = run(&[
+        "run",
+        "--backend",
+        "interp",
+        "--repeat",
+        "3",
+        "--max-calls",
+        "1000",
+        path,
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(stdout(&o), "600\n");
-    let o = run(&["run", "--repeat", "3", "--max-calls", "500", path]);
+    let o = run(&[
+        "run",
+        "--backend",
+        "interp",
+        "--repeat",
+        "3",
+        "--max-calls",
+        "500",
+        path,
+    ]);
     assert_program_error(&o, "repeat-limit.nabla", "evaluation step limit exceeded");
     assert!(
         stderr(&o).contains("raise it with --max-calls N"),
@@ -1007,9 +1025,70 @@ fn repeat_applies_the_limits_to_each_evaluation() {
         b"def v = build 200000 (fun i -> 1.0)\ndef main = size v\n",
     );
     let path = f.to_str().expect("path");
-    let o = run(&["run", "--repeat", "4", "--max-memory", "2M", path]);
+    let o = run(&[
+        "run",
+        "--backend",
+        "interp",
+        "--repeat",
+        "4",
+        "--max-memory",
+        "2M",
+        path,
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(stdout(&o), "200000\n");
-    let o = run(&["run", "--repeat", "4", "--max-memory", "1M", path]);
+    let o = run(&[
+        "run",
+        "--backend",
+        "interp",
+        "--repeat",
+        "4",
+        "--max-memory",
+        "1M",
+        path,
+    ]);
     assert_program_error(&o, "repeat-memory.nabla:1:9", "out of memory");
+}
+
+#[test]
+fn backends_native_auto_and_interp() {
+    let fib = repo().join("examples/fib.nabla");
+    let fib = fib.to_str().expect("utf-8 path");
+    // Native code by default; -v says so and stdout is the interpreter's.
+    let interp = run(&["run", "--backend", "interp", fib]);
+    let auto = run(&["run", "-v", fib]);
+    assert!(auto.status.success());
+    assert_eq!(stdout(&auto), stdout(&interp));
+    assert!(
+        stderr(&auto).contains("ran on native code"),
+        "{}",
+        stderr(&auto)
+    );
+    // A program with `grad`: auto falls back (and -v says why), native refuses.
+    let conf = repo().join("examples/perturbation_confusion.nabla");
+    let conf = conf.to_str().expect("utf-8 path");
+    let auto = run(&["run", "-v", conf]);
+    assert!(auto.status.success());
+    assert!(
+        stderr(&auto).contains("running in the interpreter"),
+        "{}",
+        stderr(&auto)
+    );
+    assert!(
+        stderr(&auto).contains("ran on the interpreter"),
+        "{}",
+        stderr(&auto)
+    );
+    let native = run(&["run", "--backend", "native", conf]);
+    assert_eq!(native.status.code(), Some(1));
+    assert!(
+        stderr(&native)
+            .contains("native code does not handle the differentiation operator `grad` yet")
+            && stderr(&native).contains("perturbation_confusion.nabla:"),
+        "{}",
+        stderr(&native)
+    );
+    // --emit-clif shows Cranelift IR.
+    let clif = run(&["run", "--backend", "native", "--emit-clif", fib]);
+    assert!(stderr(&clif).contains("function u0:"), "{}", stderr(&clif));
 }

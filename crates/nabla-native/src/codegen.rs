@@ -39,6 +39,10 @@ type Vals = Vec<ir::Value>;
 
 const PTR: types::Type = types::I64;
 
+/// The most scalars a generated function takes or returns (tuples are
+/// flattened into them; Cranelift's calling conventions have limits).
+const MAX_SCALARS: usize = 200;
+
 fn flags() -> MemFlagsData {
     MemFlagsData::trusted()
 }
@@ -131,6 +135,14 @@ impl<'p> Codegen<'p> {
         if let Some(&id) = self.declared.get(&name) {
             return Ok(id);
         }
+        if sig.params.len() > MAX_SCALARS || sig.returns.len() > MAX_SCALARS {
+            return Err(Unsupported {
+                what: format!(
+                    "a function whose arguments or result flatten to more than {MAX_SCALARS} numbers"
+                ),
+                span: self.job_span(&job),
+            });
+        }
         let id = self
             .module
             .declare_function(&name, Linkage::Local, sig)
@@ -156,6 +168,14 @@ impl<'p> Codegen<'p> {
             .map_err(|e| internal(&format!("importing {name}: {e}"), Span::default()))?;
         self.imports.insert(name, id);
         Ok(id)
+    }
+
+    fn job_span(&self, job: &Job) -> Span {
+        match job {
+            Job::Fun(f) | Job::ClosureCode(f) | Job::ClosureDrop(f) => self.prog.fun(*f).span,
+            Job::Global(g) | Job::Entry(g) => self.prog.global(*g).span,
+            Job::VecDrop(_) | Job::Release => Span::default(),
+        }
     }
 
     // ---- signatures of generated functions ----

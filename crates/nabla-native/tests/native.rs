@@ -15,7 +15,15 @@ fn run(src: &str, limits: Limits) -> (Result<String, String>, usize) {
         let mut s = Session::new();
         s.load("test.nabla", &src).expect("checks");
         let (prog, entry) = s.typed_program("main").expect("lowers");
-        let n = Native::compile(&prog, entry, &Options { limits, keep_ir: false }).expect("compiles");
+        let n = Native::compile(
+            &prog,
+            entry,
+            &Options {
+                limits,
+                keep_ir: false,
+            },
+        )
+        .expect("compiles");
         let before = memory::live();
         let r = n.run().map(|v| print_value(&v)).map_err(|e| e.message);
         (r, memory::live() - before)
@@ -60,13 +68,19 @@ fn tail_calls_run_in_constant_stack() {
                def odd n = if n == 0 then false else even (n - 1)
                def count n acc = if n == 0 then acc else count (n - 1) (acc + 1)
                def main = (even 10000001, count 10000000 0)";
-    assert_eq!(run(src, Limits::default()).0, Ok("(false, 10000000)".into()));
+    assert_eq!(
+        run(src, Limits::default()).0,
+        Ok("(false, 10000000)".into())
+    );
 }
 
 #[test]
 fn deep_recursion_is_a_clean_error() {
     let src = "def down n = if n == 0 then 0 else 1 + down (n - 1)\ndef main = down 100000000";
-    assert_eq!(run(src, Limits::default()).0, Err("stack depth exceeded".into()));
+    assert_eq!(
+        run(src, Limits::default()).0,
+        Err("stack depth exceeded".into())
+    );
 }
 
 #[test]

@@ -571,10 +571,7 @@ impl Lowerer<'_> {
     fn check_prim(&self, p: Prim, span: Span) -> R<()> {
         if p.is_derivative() {
             return Err(Unsupported {
-                what: format!(
-                    "the differentiation operator `{}` (compiled differentiation comes next)",
-                    p.info().name
-                ),
+                what: format!("the differentiation operator `{}`", p.info().name),
                 span,
             });
         }

@@ -208,6 +208,8 @@ pub(crate) struct Checker {
     binder_generics: HashMap<Binder, Vec<u32>>,
     /// The type of every expression node ([`Pass::Monomorphic`] only).
     node_types: Vec<(NodeId, Type)>,
+    /// Type nodes `node_types` may still copy (0: over budget).
+    record_budget: u64,
     /// The type of the function each `let` function binds, by the `let`'s
     /// node ([`Pass::Monomorphic`] only).
     fun_types: Vec<(NodeId, Type)>,
@@ -230,6 +232,28 @@ pub(crate) enum Pass {
     /// No generalisation at all (the program is monomorphic); records the
     /// type of every expression.
     Monomorphic,
+}
+
+/// The number of nodes of `t`, counted up to `limit` at most.
+fn type_size_up_to(t: &Type, limit: u64) -> u64 {
+    let mut n = 0;
+    let mut stack = vec![t];
+    while let Some(t) = stack.pop() {
+        n += 1;
+        if n >= limit {
+            return limit;
+        }
+        match t {
+            Type::Tuple(ts) | Type::Con(_, ts) => stack.extend(ts),
+            Type::Sum(a, b) | Type::Fun(a, b) => {
+                stack.push(a);
+                stack.push(b);
+            }
+            Type::Vec(a) => stack.push(a),
+            _ => {}
+        }
+    }
+    n
 }
 
 /// Type nodes a group of definitions may visit. Hindley–Milner types can
@@ -289,8 +313,10 @@ pub fn monomorphise(defs: &[Def]) -> Result<Monomorphic, Vec<TypeError>> {
     let defs = specialised.unwrap_or_else(|| defs.to_vec());
     let mut c = Checker::check(&defs, Pass::Monomorphic)?;
     c.default_numeric();
-    // Resolving is not inference: no work budget (it is linear in the types' size).
-    c.fuel.set(u64::MAX);
+    // Writing out every node's type costs its size: bounded, as inference is
+    // (deeply nested types would make it quadratic).
+    c.fuel.set(TYPE_WORK_BUDGET);
+    c.exhausted.set(false);
     let close = |c: &Checker, ts: Vec<(NodeId, Type)>| -> HashMap<NodeId, Type> {
         ts.into_iter().map(|(id, t)| (id, c.zonk(&t))).collect()
     };
@@ -298,6 +324,16 @@ pub fn monomorphise(defs: &[Def]) -> Result<Monomorphic, Vec<TypeError>> {
     let node_types = close(&c, node_types);
     let fun_types = std::mem::take(&mut c.fun_types);
     let fun_types = close(&c, fun_types);
+    if c.exhausted.get() || c.record_budget == 0 {
+        return Err(vec![TypeError {
+            message: "the program's types are too large to compile".into(),
+            span: defs.first().map_or(Span::default(), |d| d.span),
+            label: "types here grow beyond the compiler's budget".into(),
+            secondary: Vec::new(),
+            note: None,
+        }]);
+    }
+    c.fuel.set(u64::MAX);
     let checked = c.finish();
     Ok(Monomorphic {
         node_types,
@@ -330,6 +366,7 @@ impl Checker {
             uses: HashMap::new(),
             binder_generics: HashMap::new(),
             node_types: Vec::new(),
+            record_budget: TYPE_WORK_BUDGET,
             fun_types: Vec::new(),
             sccs: Vec::new(),
         };
@@ -1301,8 +1338,14 @@ impl Checker {
             return Err(too_deep(e.span));
         }
         let t = self.infer_kind(e)?;
-        if self.pass == Pass::Monomorphic {
-            self.node_types.push((e.id, t.clone()));
+        if self.pass == Pass::Monomorphic && self.record_budget > 0 {
+            // Recording copies each type: bounded, or deeply nested types
+            // would make it quadratic (monomorphise then refuses the program).
+            let size = type_size_up_to(&t, self.record_budget);
+            self.record_budget = self.record_budget.saturating_sub(size);
+            if self.record_budget > 0 {
+                self.node_types.push((e.id, t.clone()));
+            }
         }
         Ok(t)
     }
