@@ -7,15 +7,16 @@
 //!
 //! ```
 //! use nabla_lang::driver::Session;
-//! use nabla_lang::core::lower_typed::Entry;
-//! let mut s = Session::new();
-//! s.load("demo.nabla", "def sq x = x * x\ndef main = sq 3.0").unwrap();
-//! let (prog, entry) = s.typed_program("main").unwrap();
-//! let native = nabla_native::Native::compile(&prog, entry, &nabla_native::Options::default()).unwrap();
-//! let v = nabla_lang::stack::run_with_stack(move || {
+//! use nabla_native::{Native, Options};
+//! // Compile and run on a thread with a stack budget, as `nabla run` does.
+//! let printed = nabla_lang::stack::run_with_stack(|| {
+//!     let mut s = Session::new();
+//!     s.load("demo.nabla", "def sq x = x * x\ndef main = sq 3.0").unwrap();
+//!     let (prog, entry) = s.typed_program("main").unwrap();
+//!     let native = Native::compile(&prog, entry, &Options::default()).unwrap();
 //!     nabla_lang::pretty::print_value(&native.run().unwrap())
 //! });
-//! assert_eq!(v.as_deref(), Some("9.0"));
+//! assert_eq!(printed.as_deref(), Some("9.0"));
 //! ```
 
 mod codegen;
