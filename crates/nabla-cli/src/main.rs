@@ -310,13 +310,12 @@ fn compile_native(
     nabla_native::Native::compile(&prog, entry, &options).map_err(unsupported)
 }
 
-/// `nabla run` on native code: `None` to fall back to the interpreter
-/// (with the reason, for `-v`).
+/// `nabla run` on native code, or why it cannot run there (the caller
+/// falls back to the interpreter or reports it).
 fn run_native(
     session: &Session,
     limits: Limits,
     timing: RunTiming,
-    choice: BackendChoice,
     emit_clif: bool,
     load_time: std::time::Duration,
 ) -> Result<Report, Diagnostic> {
@@ -329,7 +328,6 @@ fn run_native(
             stderr.push_str(&format!("; {name}\n{ir}\n"));
         }
     }
-    let _ = choice;
     let measured = timing::measure(timing.repeat, || {
         native.run().map_err(|e| vec![Diagnostic::from(e)])
     });
@@ -383,7 +381,7 @@ fn run(
     }
     let mut fallback_note = String::new();
     if choice != BackendChoice::Interp {
-        match run_native(&session, limits, timing, choice, emit_clif, start.elapsed()) {
+        match run_native(&session, limits, timing, emit_clif, start.elapsed()) {
             Ok(report) => return report,
             Err(d) if choice == BackendChoice::Native => {
                 return Report::failed(session.render(&[d]));
