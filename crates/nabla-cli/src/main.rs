@@ -307,7 +307,7 @@ fn compile_native(
         limits,
         keep_ir: emit_clif,
     };
-    nabla_native::Native::compile(&prog, entry, &options).map_err(unsupported)
+    nabla_native::Native::compile_main(&prog, entry, &options).map_err(unsupported)
 }
 
 /// `nabla run` on native code, or why it cannot run there (the caller

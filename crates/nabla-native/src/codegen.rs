@@ -27,7 +27,7 @@ use cranelift_codegen::isa::CallConv;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::JITModule;
 use cranelift_module::{FuncId, Linkage, Module};
-use nabla_lang::core::lower_typed::Unsupported;
+use nabla_lang::core::lower_typed::{Entry, Unsupported};
 use nabla_lang::core::typed::{Expr, ExprKind, FunId, GlobalId, Lit, Local, Pat, Program};
 use nabla_lang::prim::{Prim, RealFn, Selection};
 use nabla_lang::syntax::span::Span;
@@ -66,11 +66,14 @@ enum Job {
     ClosureDrop(FunId),
     VecDrop(Type),
     Global(GlobalId),
-    /// `entry(ctx, out)` (the host's calling convention): evaluates the
-    /// global and writes its scalars to `out`, one per slot.
-    Entry(GlobalId),
-    /// `release(ctx)`: drops every evaluated global.
-    Release,
+    /// `entry(ctx, args, out)` (the host's calling convention): reads the
+    /// entry function's arguments (owned) from `args`, or evaluates the
+    /// global, and writes the value's scalars to `out`, one per slot.
+    Entry(Entry),
+    /// `release(ctx, out)`: drops what a run owns: the value in `out` when
+    /// the entry is a function (a global's is borrowed), then every
+    /// evaluated global.
+    Release(Entry),
 }
 
 /// What generating code for one program needs.
@@ -173,8 +176,9 @@ impl<'p> Codegen<'p> {
     fn job_span(&self, job: &Job) -> Span {
         match job {
             Job::Fun(f) | Job::ClosureCode(f) | Job::ClosureDrop(f) => self.prog.fun(*f).span,
-            Job::Global(g) | Job::Entry(g) => self.prog.global(*g).span,
-            Job::VecDrop(_) | Job::Release => Span::default(),
+            Job::Global(g) | Job::Entry(Entry::Global(g)) => self.prog.global(*g).span,
+            Job::Entry(Entry::Fun(f)) => self.prog.fun(*f).span,
+            Job::VecDrop(_) | Job::Release(_) => Span::default(),
         }
     }
 
@@ -209,17 +213,17 @@ impl<'p> Codegen<'p> {
 
     fn host_sig(&self, job: &Job) -> Signature {
         match job {
-            Job::Entry(_) => self.sig(&[PTR, PTR], &[], CallConv::SystemV),
-            _ => self.sig(&[PTR], &[], CallConv::SystemV),
+            Job::Entry(_) => self.sig(&[PTR, PTR, PTR], &[], CallConv::SystemV),
+            _ => self.sig(&[PTR, PTR], &[], CallConv::SystemV),
         }
     }
 
-    /// Declares the functions the host calls: `entry` for global `g`, and `release`.
-    pub(crate) fn host_functions(&mut self, g: GlobalId) -> R<(FuncId, FuncId)> {
-        let entry_sig = self.host_sig(&Job::Entry(g));
-        let entry = self.declare("entry".into(), &entry_sig, Job::Entry(g))?;
-        let release_sig = self.host_sig(&Job::Release);
-        let release = self.declare("release".into(), &release_sig, Job::Release)?;
+    /// Declares the functions the host calls: `entry` and `release`.
+    pub(crate) fn host_functions(&mut self, e: Entry) -> R<(FuncId, FuncId)> {
+        let entry_sig = self.host_sig(&Job::Entry(e));
+        let entry = self.declare("entry".into(), &entry_sig, Job::Entry(e))?;
+        let release_sig = self.host_sig(&Job::Release(e));
+        let release = self.declare("release".into(), &release_sig, Job::Release(e))?;
         Ok((entry, release))
     }
 
@@ -312,8 +316,8 @@ impl<'p> Codegen<'p> {
                 self.global_sig(*g)?,
                 self.prog.global(*g).name.clone(),
             ),
-            Job::Entry(_) | Job::Release => {
-                let name = if matches!(job, Job::Release) {
+            Job::Entry(_) | Job::Release(_) => {
+                let name = if matches!(job, Job::Release(_)) {
                     "release"
                 } else {
                     "entry"
@@ -449,16 +453,8 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             Job::ClosureDrop(f) => g.closure_drop(*f, &params)?,
             Job::VecDrop(t) => g.vec_drop(t, params[0])?,
             Job::Global(gid) => g.global(*gid, params[1])?,
-            Job::Entry(gid) => {
-                let span = g.cg.prog.global(*gid).span;
-                let vals = g.global_value(*gid, span)?;
-                for (k, &v) in vals.iter().enumerate() {
-                    g.b.ins()
-                        .store(flags(), v, params[1], (SLOT * k as i64) as i32);
-                }
-                g.b.ins().return_(&[]);
-            }
-            Job::Release => g.release_globals()?,
+            Job::Entry(e) => g.entry(*e, params[1], params[2])?,
+            Job::Release(e) => g.host_release(*e, params[1])?,
         }
         // The unwind block: return zeros.
         g.b.switch_to_block(unwind);
@@ -715,6 +711,58 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         self.b.ins().store(flags(), two, area, base);
         self.b.ins().return_(&vals);
         Ok(())
+    }
+
+    /// The host's entry: the global's value (borrowed), or the function
+    /// applied to the arguments in `args` (owned), written to `out`.
+    fn entry(&mut self, e: Entry, args: ir::Value, out: ir::Value) -> R<()> {
+        let vals = match e {
+            Entry::Global(gid) => {
+                let span = self.cg.prog.global(gid).span;
+                self.global_value(gid, span)?
+            }
+            Entry::Fun(f) => {
+                let fun = self.cg.prog.fun(f);
+                if !fun.captures.is_empty() {
+                    return Err(internal("an entry function with captures", fun.span));
+                }
+                let mut argv = vec![self.ctx];
+                for (_, t) in &fun.params {
+                    for ft in layout::flat(t, fun.span)? {
+                        let off = (SLOT * (argv.len() - 1) as i64) as i32;
+                        argv.push(self.b.ins().load(ft, flags(), args, off));
+                    }
+                }
+                let id = self.cg.fun_id(f)?;
+                self.before_call(fun.span)?;
+                let vals = self.call(id, &argv);
+                self.check_failed();
+                vals
+            }
+        };
+        for (k, &v) in vals.iter().enumerate() {
+            self.b
+                .ins()
+                .store(flags(), v, out, (SLOT * k as i64) as i32);
+        }
+        self.b.ins().return_(&[]);
+        Ok(())
+    }
+
+    /// The host's release: the owned result of an entry function, then the
+    /// globals.
+    fn host_release(&mut self, e: Entry, out: ir::Value) -> R<()> {
+        if let Entry::Fun(f) = e {
+            let fun = self.cg.prog.fun(f);
+            let ty = fun.ret.clone();
+            let vals: Vals = layout::flat(&ty, fun.span)?
+                .iter()
+                .enumerate()
+                .map(|(k, &t)| self.b.ins().load(t, flags(), out, (SLOT * k as i64) as i32))
+                .collect();
+            self.dec(&ty, &vals)?;
+        }
+        self.release_globals()
     }
 
     /// Drops the value of every global that was evaluated.

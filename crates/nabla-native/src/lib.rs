@@ -21,6 +21,7 @@
 
 mod codegen;
 mod layout;
+mod marshal;
 mod runtime;
 
 use cranelift_codegen::settings::{self, Configurable};
@@ -30,7 +31,6 @@ use nabla_lang::core::typed::Program;
 use nabla_lang::eval::{Limits, RuntimeError, Value};
 use nabla_lang::syntax::span::Span;
 use nabla_lang::types::Type;
-use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 /// How to compile.
@@ -48,6 +48,7 @@ pub struct Native {
     module: Option<JITModule>,
     entry: *const u8,
     release: *const u8,
+    params: Vec<Type>,
     ty: Type,
     spans: Vec<Span>,
     global_names: Vec<String>,
@@ -60,23 +61,29 @@ pub struct Native {
 
 impl Native {
     /// Compiles what `entry` needs of `prog`, or says which construct native
-    /// code does not handle yet.
+    /// code does not handle yet. The entry is a value ([`Native::run`]) or a
+    /// function the host applies to values ([`Native::call`]); neither its
+    /// parameters nor its result may contain functions.
     pub fn compile(prog: &Program, entry: Entry, options: &Options) -> Result<Native, Unsupported> {
         let start = Instant::now();
-        let g = match entry {
-            Entry::Global(g) => g,
+        let (params, ty, span) = match entry {
+            Entry::Global(g) => (Vec::new(), prog.global(g).ty.clone(), prog.global(g).span),
             Entry::Fun(f) => {
-                return Err(Unsupported {
-                    what: "a `main` that takes arguments".into(),
-                    span: prog.fun(f).span,
-                });
+                let fun = prog.fun(f);
+                let params = fun.params.iter().map(|(_, t)| t.clone()).collect();
+                (params, fun.ret.clone(), fun.span)
             }
         };
-        let ty = prog.global(g).ty.clone();
+        if params.iter().any(layout::has_function) {
+            return Err(Unsupported {
+                what: "an entry that takes a function".into(),
+                span,
+            });
+        }
         if layout::has_function(&ty) {
             return Err(Unsupported {
                 what: "a result that contains a function".into(),
-                span: prog.global(g).span,
+                span,
             });
         }
         let module = jit_module()?;
@@ -86,7 +93,7 @@ impl Native {
             options.limits.max_calls.is_some(),
             options.keep_ir,
         );
-        let (entry_id, release_id) = cg.host_functions(g)?;
+        let (entry_id, release_id) = cg.host_functions(entry)?;
         cg.define_all()?;
         let global_area = cg.global_area();
         let spans = std::mem::take(&mut cg.spans);
@@ -102,6 +109,7 @@ impl Native {
             module: Some(module),
             entry,
             release,
+            params,
             ty,
             spans,
             global_names: prog.globals.iter().map(|g| g.name.clone()).collect(),
@@ -112,17 +120,76 @@ impl Native {
         })
     }
 
+    /// Compiles `main` for `nabla run`: as [`Native::compile`], but a `main`
+    /// that takes arguments is refused (there is nothing to pass it).
+    pub fn compile_main(
+        prog: &Program,
+        entry: Entry,
+        options: &Options,
+    ) -> Result<Native, Unsupported> {
+        if let Entry::Fun(f) = entry {
+            return Err(Unsupported {
+                what: "a `main` that takes arguments".into(),
+                span: prog.fun(f).span,
+            });
+        }
+        Native::compile(prog, entry, options)
+    }
+
+    /// The types of the entry's parameters, one per argument
+    /// [`Native::call`] takes (none for a value).
+    pub fn params(&self) -> &[Type] {
+        &self.params
+    }
+
+    /// The type of the entry's value or result.
+    pub fn result_type(&self) -> &Type {
+        &self.ty
+    }
+
     /// The Cranelift IR of every generated function, `(name, text)`, if
     /// [`Options::keep_ir`] was set.
     pub fn ir(&self) -> &[(String, String)] {
         &self.ir
     }
 
-    /// Evaluates the entry afresh (top-level values are evaluated again)
-    /// and returns its value. Run it on a thread with a stack budget
-    /// ([`nabla_lang::stack::run_with_stack`]): deeper recursion than the
-    /// budget is the error "stack depth exceeded".
+    /// Evaluates an entry that is a value afresh (top-level values are
+    /// evaluated again) and returns it: [`Native::call`] with no arguments.
     pub fn run(&self) -> Result<Value, RuntimeError> {
+        self.call(&[])
+    }
+
+    /// Applies the entry function to `args` (one per parameter, of the
+    /// types [`Native::params`] gives; none for a value), evaluating
+    /// top-level values afresh, and returns the result. Run it on a thread
+    /// with a stack budget ([`nabla_lang::stack::run_with_stack`]): deeper
+    /// recursion than the budget is the error "stack depth exceeded".
+    ///
+    /// ```
+    /// use nabla_lang::driver::Session;
+    /// use nabla_lang::eval::Value;
+    /// use nabla_native::{Native, Options};
+    /// let total = nabla_lang::stack::run_with_stack(|| {
+    ///     let mut s = Session::new();
+    ///     s.load("demo.nabla", "def total xs scale = scale * sum xs").unwrap();
+    ///     let (prog, entry) = s.typed_program("total").unwrap();
+    ///     let native = Native::compile(&prog, entry, &Options::default()).unwrap();
+    ///     let xs = Value::reals(vec![1.0, 2.0, 3.5]);
+    ///     native.call(&[xs, Value::Real(2.0)]).unwrap()
+    /// });
+    /// assert!(matches!(total, Some(Value::Real(13.0))));
+    /// ```
+    pub fn call(&self, args: &[Value]) -> Result<Value, RuntimeError> {
+        if args.len() != self.params.len() {
+            return Err(RuntimeError {
+                message: format!(
+                    "the entry takes {} argument(s), not {}",
+                    self.params.len(),
+                    args.len()
+                ),
+                span: Span::default(),
+            });
+        }
         let mut globals = vec![0u64; self.global_area.max(1)];
         let mut ctx = runtime::Ctx {
             failed: 0,
@@ -135,31 +202,54 @@ impl Native {
             max_vector_len: self.limits.max_vector_len.min(i64::MAX as usize) as i64,
             error: None,
         };
+        let mut arg_slots = Vec::new();
+        let mut heap = marshal::Objects::default();
+        for (k, (a, t)) in args.iter().zip(&self.params).enumerate() {
+            let written = marshal::write_value(&mut ctx, t, a, &mut arg_slots, &mut heap);
+            if let Err(problem) = written.and_then(|()| {
+                ctx.error
+                    .map_or(Ok(()), |e| Err(e.message(&self.global_names)))
+            }) {
+                heap.free_all();
+                return Err(RuntimeError {
+                    message: format!("argument {} of the entry: {problem}", k + 1),
+                    span: Span::default(),
+                });
+            }
+        }
+        // From here on the arguments belong to generated code.
+        heap.forget();
+        arg_slots.push(0);
         let mut out = vec![0u64; layout::width(&self.ty).max(1)];
         // SAFETY: `entry` is the finalized code of the `entry` function, of
-        // signature `extern "C" fn(*mut Ctx, *mut u64)` (`Codegen::host_sig`);
-        // the module that owns it lives as long as `self`. `ctx` and `out`
-        // outlive the call, `out` has one slot per scalar of the result and
-        // `globals` one per global slot (`Codegen::global_area`).
-        let entry: extern "C" fn(*mut runtime::Ctx, *mut u64) =
+        // signature `extern "C" fn(*mut Ctx, *const u64, *mut u64)`
+        // (`Codegen::host_sig`); the module that owns it lives as long as
+        // `self`. `ctx`, `arg_slots` and `out` outlive the call; `arg_slots`
+        // holds the arguments' scalars laid out as `layout` says (checked
+        // against the parameter types by `write_value`), `out` has one slot
+        // per scalar of the result and `globals` one per global slot
+        // (`Codegen::global_area`).
+        let entry: extern "C" fn(*mut runtime::Ctx, *const u64, *mut u64) =
             unsafe { std::mem::transmute(self.entry) };
-        entry(&mut ctx, out.as_mut_ptr());
+        entry(&mut ctx, arg_slots.as_ptr(), out.as_mut_ptr());
         let result = match ctx.error {
             Some(e) => Err(RuntimeError {
                 message: e.message(&self.global_names),
                 span: self.spans.get(e.span as usize).copied().unwrap_or_default(),
             }),
             // SAFETY: no error, so `out` holds the entry's value as laid out
-            // by `layout`, its vectors alive (owned by the globals).
-            None => Ok(unsafe { read_value(&self.ty, &out, &mut 0) }),
+            // by `layout`, its vectors alive (owned by the globals or by
+            // `out` until `release`).
+            None => Ok(unsafe { marshal::read_value(&self.ty, &out, &mut 0) }),
         };
-        // SAFETY: as for `entry`, of signature `extern "C" fn(*mut Ctx)`;
-        // after an error, globals still being evaluated are not `done` and
-        // are not touched.
-        let release: extern "C" fn(*mut runtime::Ctx) =
+        // SAFETY: as for `entry`, of signature `extern "C" fn(*mut Ctx,
+        // *mut u64)`. After an error, `out` holds zeros (null pointers,
+        // which dropping skips) and globals still being evaluated are not
+        // `done` and are not touched.
+        let release: extern "C" fn(*mut runtime::Ctx, *mut u64) =
             unsafe { std::mem::transmute(self.release) };
         ctx.failed = 0;
-        release(&mut ctx);
+        release(&mut ctx, out.as_mut_ptr());
         result
     }
 }
@@ -211,60 +301,4 @@ fn jit_module() -> Result<JITModule, Unsupported> {
         builder.symbol(name, ptr);
     }
     Ok(JITModule::new(builder))
-}
-
-/// The value of type `ty` whose scalars start at `slots[*at]`.
-///
-/// # Safety
-/// The slots must hold a value of `ty` laid out as `layout` says, with
-/// every vector it points to alive.
-unsafe fn read_value(ty: &Type, slots: &[u64], at: &mut usize) -> Value {
-    let mut next = || {
-        let s = slots.get(*at).copied().unwrap_or(0);
-        *at += 1;
-        s
-    };
-    match ty {
-        Type::Real => Value::Real(f64::from_bits(next())),
-        Type::Int => Value::Int(next() as i64),
-        Type::Bool => Value::Bool(next() & 0xff != 0),
-        Type::Unit | Type::Var(_) | Type::Con(..) | Type::Fun(..) => Value::Unit,
-        Type::Tuple(ts) => {
-            // SAFETY: the caller's guarantee, component by component.
-            let items = ts
-                .iter()
-                .map(|t| unsafe { read_value(t, slots, at) })
-                .collect();
-            Value::Tuple(Rc::new(items))
-        }
-        Type::Sum(a, b) => {
-            let right = next() & 0xff != 0;
-            // SAFETY: as above; the side not taken is all zeros.
-            let (x, y) = unsafe { (read_value(a, slots, at), read_value(b, slots, at)) };
-            if right {
-                Value::Inr(Rc::new(y))
-            } else {
-                Value::Inl(Rc::new(x))
-            }
-        }
-        Type::Vec(elem) => {
-            let p = next() as *const u64;
-            // SAFETY: a live vector: `[count, length, slots…]`, length
-            // elements of `width(elem)` slots each.
-            let len = unsafe { *p.add(1) } as usize;
-            let w = layout::width(elem);
-            // SAFETY: as above.
-            let data = unsafe { std::slice::from_raw_parts(p.add(2), len * w) };
-            if **elem == Type::Real {
-                return Value::reals(data.iter().map(|&b| f64::from_bits(b)).collect());
-            }
-            let mut items = Vec::with_capacity(len);
-            let mut k = 0;
-            for _ in 0..len {
-                // SAFETY: each element is a value of `elem`.
-                items.push(unsafe { read_value(elem, data, &mut k) });
-            }
-            Value::values(items)
-        }
-    }
 }

@@ -47,7 +47,7 @@ fn both(file: &Path, limits: Limits) -> (Output, Result<Output, String>) {
     };
     let native = match s.typed_program("main") {
         Err(u) => Err(u.what),
-        Ok((prog, entry)) => match Native::compile(
+        Ok((prog, entry)) => match Native::compile_main(
             &prog,
             entry,
             &Options {

@@ -2,10 +2,11 @@
 //! tail calls run in constant stack, limits apply.
 
 use nabla_lang::driver::Session;
-use nabla_lang::eval::Limits;
+use nabla_lang::eval::{Limits, Value};
 use nabla_lang::memory;
 use nabla_lang::pretty::print_value;
 use nabla_native::{Native, Options};
+use std::rc::Rc;
 
 /// Compiles `src`'s `main` and runs it; the printed value or the error
 /// message, and the bytes still live after the run.
@@ -92,4 +93,133 @@ fn the_call_limit_applies() {
     };
     let (r, _) = run(src, limits);
     assert_eq!(r, Err(nabla_lang::eval::STEP_LIMIT_EXCEEDED.into()));
+}
+
+/// Applies `name` of `src` to `args` natively and in the interpreter
+/// (`Compiled::apply`, one argument at a time); both printed results or
+/// errors, and the bytes native code left live.
+/// (Values are not `Send`: `args` builds them on the evaluation thread.)
+fn call_both(
+    src: &str,
+    name: &str,
+    args: impl FnOnce() -> Vec<Value> + Send + 'static,
+) -> (String, String, usize) {
+    let (src, name) = (src.to_string(), name.to_string());
+    nabla_lang::stack::run_with_stack(move || {
+        let args = args();
+        let mut s = Session::new();
+        s.load("test.nabla", &src).expect("checks");
+        let mut compiled = s.compile().expect("compiles");
+        let mut f = compiled.global(&name).expect("defined");
+        let mut interp = Ok(Value::Unit);
+        for a in &args {
+            interp = compiled.apply(f.clone(), a.clone());
+            f = interp.clone().unwrap_or(Value::Unit);
+        }
+        let interp = interp.map_or_else(|d| s.render(&d), |v| print_value(&v));
+        let (prog, entry) = s.typed_program(&name).expect("lowers");
+        let n = Native::compile(&prog, entry, &Options::default()).expect("compiles");
+        let before = memory::live();
+        let native = n
+            .call(&args)
+            .map_or_else(|e| format!("error: {}", e.message), |v| print_value(&v));
+        (interp, native, memory::live() - before)
+    })
+    .expect("thread")
+}
+
+#[test]
+fn the_host_applies_a_compiled_function_to_values() {
+    let src = "def stats (input : (Vec Real, Vec (Vec Real), Int, Bool)) =
+                 let (xs, rows, k, flag) = input in
+                 let total = sum xs in
+                 let wide = map (fun r -> real k * sum r) rows in
+                 (if flag then total else -total, wide, [xs, map (fun x -> x * x) xs])";
+    let args = || {
+        vec![Value::Tuple(Rc::new(vec![
+            Value::reals(vec![1.0, 2.5, -3.0]),
+            Value::values(vec![
+                Value::reals(vec![1.0, 2.0]),
+                Value::reals(vec![]),
+                Value::reals(vec![0.5]),
+            ]),
+            Value::Int(3),
+            Value::Bool(false),
+        ]))]
+    };
+    let (interp, native, live) = call_both(src, "stats", args);
+    assert_eq!(native, interp);
+    assert_eq!(
+        native,
+        "(-0.5, [9.0, 0.0, 1.5], [[1.0, 2.5, -3.0], [1.0, 6.25, 9.0]])"
+    );
+    assert_eq!(live, 0, "arguments and result are freed");
+}
+
+#[test]
+fn the_host_passes_sums_and_several_arguments() {
+    let src = "def pick (s : Real + Vec Real) scale = match s with | inl x -> scale * x | inr v -> scale * sum v";
+    let left = || vec![Value::Inl(Rc::new(Value::Real(2.0))), Value::Real(3.0)];
+    let right = || {
+        vec![
+            Value::Inr(Rc::new(Value::reals(vec![1.0, 2.0]))),
+            Value::Real(3.0),
+        ]
+    };
+    let cases: [(fn() -> Vec<Value>, &str); 2] = [(left, "6.0"), (right, "9.0")];
+    for (args, want) in cases {
+        let (interp, native, live) = call_both(src, "pick", args);
+        assert_eq!((native.as_str(), interp.as_str()), (want, want));
+        assert_eq!(live, 0);
+    }
+}
+
+#[test]
+fn run_time_errors_of_a_call_are_the_interpreters() {
+    let src = "def at (input : (Vec Real, Int)) = let (xs, i) = input in xs[i]";
+    let args = || {
+        vec![Value::Tuple(Rc::new(vec![
+            Value::reals(vec![1.0, 2.0]),
+            Value::Int(5),
+        ]))]
+    };
+    let (interp, native, _) = call_both(src, "at", args);
+    assert!(
+        interp.contains("index 5 out of range for a vector of length 2"),
+        "{interp}"
+    );
+    assert_eq!(
+        native,
+        "error: index 5 out of range for a vector of length 2"
+    );
+}
+
+#[test]
+fn ill_typed_or_missing_arguments_are_refused_before_running() {
+    let outcome = nabla_lang::stack::run_with_stack(|| {
+        let mut s = Session::new();
+        s.load("test.nabla", "def f (xs, n) = sum xs * real n")
+            .expect("checks");
+        let (prog, entry) = s.typed_program("f").expect("lowers");
+        let n = Native::compile(&prog, entry, &Options::default()).expect("compiles");
+        let before = memory::live();
+        let wrong = Value::Tuple(Rc::new(vec![Value::reals(vec![1.0]), Value::Real(2.0)]));
+        let messages = [
+            n.call(&[wrong]).map(|_| ()).unwrap_err().message,
+            n.call(&[]).map(|_| ()).unwrap_err().message,
+        ];
+        (messages, memory::live() - before)
+    })
+    .expect("thread");
+    assert_eq!(
+        outcome.0,
+        [
+            "argument 1 of the entry: expected a value of type Int, found a Real".to_string(),
+            "the entry takes 1 argument(s), not 0".to_string(),
+        ]
+    );
+    assert_eq!(
+        outcome.1, 0,
+        "the vector written before the mismatch is freed"
+    );
 }

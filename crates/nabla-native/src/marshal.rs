@@ -1,0 +1,182 @@
+//! Values crossing between the host and native code: a
+//! [`Value`] written into the layout of [`crate::layout`] (the arguments
+//! of an entry function), and the layout read back as a [`Value`] (the
+//! result).
+
+use crate::layout;
+use crate::runtime::{self, Ctx};
+use nabla_lang::eval::Value;
+use nabla_lang::pretty::print_type;
+use nabla_lang::types::Type;
+use std::rc::Rc;
+
+/// The heap objects written for the arguments so far, to free if writing
+/// fails part way (once the arguments are passed, generated code owns them).
+#[derive(Default)]
+pub(crate) struct Objects {
+    objects: Vec<(*mut u8, u64)>,
+}
+
+impl Objects {
+    /// Frees every object written (each exactly once, shallowly: the
+    /// objects they point to are in the list too).
+    pub(crate) fn free_all(&mut self) {
+        for (p, bytes) in self.objects.drain(..) {
+            runtime::rt_free(p, bytes);
+        }
+    }
+
+    /// Hands the objects over to generated code.
+    pub(crate) fn forget(&mut self) {
+        self.objects.clear();
+    }
+}
+
+fn mismatch(ty: &Type, v: &Value) -> String {
+    format!(
+        "expected a value of type {}, found {}",
+        print_type(ty),
+        v.describe()
+    )
+}
+
+/// Appends the scalars of `v`, of type `ty`, to `out`; vectors are
+/// allocated with the runtime's allocator (charged to the memory budget),
+/// each with a count of one, and recorded in `heap`.
+pub(crate) fn write_value(
+    ctx: &mut Ctx,
+    ty: &Type,
+    v: &Value,
+    out: &mut Vec<u64>,
+    heap: &mut Objects,
+) -> Result<(), String> {
+    match (ty, v) {
+        (Type::Real, Value::Real(x)) => out.push(x.to_bits()),
+        (Type::Int, Value::Int(n)) => out.push(*n as u64),
+        (Type::Bool, Value::Bool(b)) => out.push(u64::from(*b)),
+        (Type::Unit | Type::Var(_), Value::Unit) => {}
+        (Type::Tuple(ts), Value::Tuple(items)) if ts.len() == items.len() => {
+            for (t, x) in ts.iter().zip(items.iter()) {
+                write_value(ctx, t, x, out, heap)?;
+            }
+        }
+        (Type::Sum(a, b), Value::Inl(x)) => {
+            out.push(0);
+            write_value(ctx, a, x, out, heap)?;
+            out.extend(std::iter::repeat_n(0, layout::width(b)));
+        }
+        (Type::Sum(a, b), Value::Inr(y)) => {
+            out.push(1);
+            out.extend(std::iter::repeat_n(0, layout::width(a)));
+            write_value(ctx, b, y, out, heap)?;
+        }
+        (Type::Vec(elem), Value::RealVec(xs)) if **elem == Type::Real => {
+            let p = alloc_vec(ctx, 1, xs.len(), heap)?;
+            // SAFETY: `alloc_vec` returned room for `xs.len()` one-slot
+            // elements after the header.
+            unsafe {
+                let data = p.add(2);
+                for (k, x) in xs.iter().enumerate() {
+                    *data.add(k) = x.to_bits();
+                }
+            }
+            out.push(p as u64);
+        }
+        (Type::Vec(elem), Value::Vec(items)) => {
+            let w = layout::width(elem);
+            let mut slots = Vec::with_capacity(items.len() * w);
+            for x in items.iter() {
+                write_value(ctx, elem, x, &mut slots, heap)?;
+            }
+            let p = alloc_vec(ctx, w, items.len(), heap)?;
+            // SAFETY: room for `items.len()` elements of `w` slots each,
+            // which is `slots.len()`.
+            unsafe { std::ptr::copy_nonoverlapping(slots.as_ptr(), p.add(2), slots.len()) };
+            out.push(p as u64);
+        }
+        _ => return Err(mismatch(ty, v)),
+    }
+    Ok(())
+}
+
+/// A vector object of `len` elements of `width` slots, its count 1 and
+/// its length set.
+fn alloc_vec(
+    ctx: &mut Ctx,
+    width: usize,
+    len: usize,
+    heap: &mut Objects,
+) -> Result<*mut u64, String> {
+    let too_big = || format!("a vector of {len} elements is too large");
+    let bytes = len
+        .checked_mul(width * layout::SLOT as usize)
+        .and_then(|b| b.checked_add(layout::VEC_DATA as usize))
+        .ok_or_else(too_big)? as u64;
+    let p = runtime::rt_alloc(ctx, bytes, 0) as *mut u64;
+    if p.is_null() {
+        return Err(ctx.error.take().map_or_else(too_big, |e| e.message(&[])));
+    }
+    heap.objects.push((p as *mut u8, bytes));
+    // SAFETY: a fresh allocation of at least the two header slots.
+    unsafe {
+        *p = 1;
+        *p.add(1) = len as u64;
+    }
+    Ok(p)
+}
+
+/// The value of type `ty` whose scalars start at `slots[*at]`.
+///
+/// # Safety
+/// The slots must hold a value of `ty` laid out as `layout` says, with
+/// every vector it points to alive.
+pub(crate) unsafe fn read_value(ty: &Type, slots: &[u64], at: &mut usize) -> Value {
+    let mut next = || {
+        let s = slots.get(*at).copied().unwrap_or(0);
+        *at += 1;
+        s
+    };
+    match ty {
+        Type::Real => Value::Real(f64::from_bits(next())),
+        Type::Int => Value::Int(next() as i64),
+        Type::Bool => Value::Bool(next() & 0xff != 0),
+        Type::Unit | Type::Var(_) | Type::Con(..) | Type::Fun(..) => Value::Unit,
+        Type::Tuple(ts) => {
+            // SAFETY: the caller's guarantee, component by component.
+            let items = ts
+                .iter()
+                .map(|t| unsafe { read_value(t, slots, at) })
+                .collect();
+            Value::Tuple(Rc::new(items))
+        }
+        Type::Sum(a, b) => {
+            let right = next() & 0xff != 0;
+            // SAFETY: as above; the side not taken is all zeros.
+            let (x, y) = unsafe { (read_value(a, slots, at), read_value(b, slots, at)) };
+            if right {
+                Value::Inr(Rc::new(y))
+            } else {
+                Value::Inl(Rc::new(x))
+            }
+        }
+        Type::Vec(elem) => {
+            let p = next() as *const u64;
+            // SAFETY: a live vector: `[count, length, slots…]`, length
+            // elements of `width(elem)` slots each.
+            let len = unsafe { *p.add(1) } as usize;
+            let w = layout::width(elem);
+            // SAFETY: as above.
+            let data = unsafe { std::slice::from_raw_parts(p.add(2), len * w) };
+            if **elem == Type::Real {
+                return Value::reals(data.iter().map(|&b| f64::from_bits(b)).collect());
+            }
+            let mut items = Vec::with_capacity(len);
+            let mut k = 0;
+            for _ in 0..len {
+                // SAFETY: each element is a value of `elem`.
+                items.push(unsafe { read_value(elem, data, &mut k) });
+            }
+            Value::values(items)
+        }
+    }
+}
