@@ -180,6 +180,14 @@ impl Native {
     /// assert!(matches!(total, Some(Value::Real(13.0))));
     /// ```
     pub fn call(&self, args: &[Value]) -> Result<Value, RuntimeError> {
+        self.call_with(&self.args(args)?)
+    }
+
+    /// Converts `args` (one per parameter, of the types [`Native::params`]
+    /// gives) to native code's representation once, for any number of
+    /// [`Native::call_with`]s: the host keeps its data in that form, as a
+    /// JAX user keeps arrays on the device.
+    pub fn args(&self, args: &[Value]) -> Result<Args, RuntimeError> {
         if args.len() != self.params.len() {
             return Err(RuntimeError {
                 message: format!(
@@ -190,45 +198,76 @@ impl Native {
                 span: Span::default(),
             });
         }
-        let mut globals = vec![0u64; self.global_area.max(1)];
-        let mut ctx = runtime::Ctx {
+        let mut ctx = self.context(std::ptr::null_mut());
+        let mut out = Args {
+            types: self.params.clone(),
+            slots: Vec::new(),
+            heap: marshal::Objects::default(),
+        };
+        for (k, (a, t)) in args.iter().zip(&self.params).enumerate() {
+            marshal::write_value(&mut ctx, t, a, &mut out.slots, &mut out.heap).map_err(
+                |problem| RuntimeError {
+                    message: format!("argument {} of the entry: {problem}", k + 1),
+                    span: Span::default(),
+                },
+            )?;
+        }
+        Ok(out)
+    }
+
+    /// The context of one run.
+    fn context(&self, globals: *mut u64) -> runtime::Ctx {
+        runtime::Ctx {
             failed: 0,
             stack_limit: nabla_lang::stack::Guard::for_evaluation().lowest() as u64,
             calls_left: self
                 .limits
                 .max_calls
                 .map_or(i64::MAX, |n| n.min(i64::MAX as u64) as i64),
-            globals: globals.as_mut_ptr(),
+            globals,
             max_vector_len: self.limits.max_vector_len.min(i64::MAX as usize) as i64,
             error: None,
-        };
-        let mut arg_slots = Vec::new();
-        let mut heap = marshal::Objects::default();
-        for (k, (a, t)) in args.iter().zip(&self.params).enumerate() {
-            let written = marshal::write_value(&mut ctx, t, a, &mut arg_slots, &mut heap);
-            if let Err(problem) = written.and_then(|()| {
-                ctx.error
-                    .map_or(Ok(()), |e| Err(e.message(&self.global_names)))
-            }) {
-                heap.free_all();
-                return Err(RuntimeError {
-                    message: format!("argument {} of the entry: {problem}", k + 1),
-                    span: Span::default(),
-                });
-            }
         }
-        // From here on the arguments belong to generated code.
-        heap.forget();
+    }
+
+    /// Applies the entry function to arguments converted by
+    /// [`Native::args`] (of this entry's parameter types), as
+    /// [`Native::call`] does.
+    pub fn call_with(&self, args: &Args) -> Result<Value, RuntimeError> {
+        if args.types != self.params {
+            return Err(RuntimeError {
+                message: "arguments converted for an entry of other parameter types".into(),
+                span: Span::default(),
+            });
+        }
+        let mut globals = vec![0u64; self.global_area.max(1)];
+        let mut ctx = self.context(globals.as_mut_ptr());
+        // The entry owns its arguments: it gets references of its own.
+        let mut at = 0;
+        for t in &args.types {
+            layout::for_each_pointer(t, at, &mut |_, k| {
+                let p = args.slots[k] as *mut u64;
+                if !p.is_null() {
+                    // SAFETY: a non-null pointer slot of `args` points to a
+                    // live object `Args` holds a reference to (written by
+                    // `write_value` for `types`); its first slot is its
+                    // count. (Null: the side of a sum not taken.)
+                    unsafe { *p += 1 };
+                }
+            });
+            at += layout::width(t);
+        }
+        let mut arg_slots = args.slots.clone();
         arg_slots.push(0);
         let mut out = vec![0u64; layout::width(&self.ty).max(1)];
         // SAFETY: `entry` is the finalized code of the `entry` function, of
         // signature `extern "C" fn(*mut Ctx, *const u64, *mut u64)`
         // (`Codegen::host_sig`); the module that owns it lives as long as
         // `self`. `ctx`, `arg_slots` and `out` outlive the call; `arg_slots`
-        // holds the arguments' scalars laid out as `layout` says (checked
-        // against the parameter types by `write_value`), `out` has one slot
-        // per scalar of the result and `globals` one per global slot
-        // (`Codegen::global_area`).
+        // holds the arguments' scalars laid out as `layout` says for the
+        // parameter types (checked above), with a reference of the entry's
+        // own to each object; `out` has one slot per scalar of the result
+        // and `globals` one per global slot (`Codegen::global_area`).
         let entry: extern "C" fn(*mut runtime::Ctx, *const u64, *mut u64) =
             unsafe { std::mem::transmute(self.entry) };
         entry(&mut ctx, arg_slots.as_ptr(), out.as_mut_ptr());
@@ -251,6 +290,26 @@ impl Native {
         ctx.failed = 0;
         release(&mut ctx, out.as_mut_ptr());
         result
+    }
+}
+
+/// Arguments for a compiled entry function in native code's
+/// representation ([`Native::args`]), reusable across calls.
+pub struct Args {
+    /// The parameter types they were converted for.
+    types: Vec<Type>,
+    /// Their scalars, one per slot.
+    slots: Vec<u64>,
+    /// Every object they point to, directly or not.
+    heap: marshal::Objects,
+}
+
+impl Drop for Args {
+    fn drop(&mut self) {
+        // Every call has dropped the references it was given by the time it
+        // returned (or leaked them after a run-time error, never to touch
+        // them again), so the objects are the host's alone.
+        self.heap.free_all();
     }
 }
 

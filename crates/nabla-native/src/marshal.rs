@@ -10,8 +10,8 @@ use nabla_lang::pretty::print_type;
 use nabla_lang::types::Type;
 use std::rc::Rc;
 
-/// The heap objects written for the arguments so far, to free if writing
-/// fails part way (once the arguments are passed, generated code owns them).
+/// The heap objects written for a host's arguments: the host holds one
+/// reference to each (a vector's elements are held by the vector).
 #[derive(Default)]
 pub(crate) struct Objects {
     objects: Vec<(*mut u8, u64)>,
@@ -19,16 +19,12 @@ pub(crate) struct Objects {
 
 impl Objects {
     /// Frees every object written (each exactly once, shallowly: the
-    /// objects they point to are in the list too).
+    /// objects they point to are in the list too). Only when no generated
+    /// code holds a reference to any of them.
     pub(crate) fn free_all(&mut self) {
         for (p, bytes) in self.objects.drain(..) {
             runtime::rt_free(p, bytes);
         }
-    }
-
-    /// Hands the objects over to generated code.
-    pub(crate) fn forget(&mut self) {
-        self.objects.clear();
     }
 }
 

@@ -223,3 +223,36 @@ fn ill_typed_or_missing_arguments_are_refused_before_running() {
         "the vector written before the mismatch is freed"
     );
 }
+
+#[test]
+fn converted_arguments_are_reused_and_never_changed() {
+    // `map` may update a uniquely held vector in place: the host's copy must
+    // never be that vector.
+    let (outputs, live) = nabla_lang::stack::run_with_stack(|| {
+        let mut s = Session::new();
+        s.load(
+            "test.nabla",
+            "def twice (xss : Vec (Vec Real)) = (map (fun xs -> map (fun x -> 2.0 * x) xs) xss, xss[0])",
+        )
+        .expect("checks");
+        let (prog, entry) = s.typed_program("twice").expect("lowers");
+        let n = Native::compile(&prog, entry, &Options::default()).expect("compiles");
+        let before = memory::live();
+        let args = n
+            .args(&[Value::values(vec![
+                Value::reals(vec![1.0, 2.0]),
+                Value::reals(vec![3.0]),
+            ])])
+            .expect("converts");
+        let outputs: Vec<String> = (0..3)
+            .map(|_| print_value(&n.call_with(&args).expect("runs")))
+            .collect();
+        drop(args);
+        (outputs, memory::live() - before)
+    })
+    .expect("thread");
+    for o in &outputs {
+        assert_eq!(o, "([[2.0, 4.0], [6.0]], [1.0, 2.0])");
+    }
+    assert_eq!(live, 0);
+}
