@@ -25,7 +25,7 @@ mod marshal;
 mod runtime;
 
 use cranelift_codegen::settings::{self, Configurable};
-use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_jit::{ArenaMemoryProvider, JITBuilder, JITModule};
 use nabla_lang::core::lower_typed::{Entry, Unsupported};
 use nabla_lang::core::typed::Program;
 use nabla_lang::eval::{Limits, RuntimeError, Value};
@@ -323,6 +323,9 @@ impl Drop for Native {
     }
 }
 
+/// The address space reserved for one program's code.
+const CODE_REGION_BYTES: usize = 256 << 20;
+
 /// A JIT module for this machine, with the runtime's symbols.
 fn jit_module() -> Result<JITModule, Unsupported> {
     let fail = |what: String| Unsupported {
@@ -356,6 +359,13 @@ fn jit_module() -> Result<JITModule, Unsupported> {
         .finish(settings::Flags::new(flags))
         .map_err(|e| fail(e.to_string()))?;
     let mut builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
+    // Calls between generated functions are 32-bit pc-relative: all code
+    // must lie in one region (the default provider's separate allocations
+    // can end up more than 2 GiB apart, and relocating then fails). The
+    // region is reserved address space, committed as code is emitted.
+    let arena = ArenaMemoryProvider::new_with_size(CODE_REGION_BYTES)
+        .map_err(|e| fail(format!("reserving the code region: {e}")))?;
+    builder.memory_provider(Box::new(arena));
     for (name, ptr) in runtime::symbols() {
         builder.symbol(name, ptr);
     }
