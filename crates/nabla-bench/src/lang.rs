@@ -27,7 +27,16 @@
 //! and derivative times are one application of the entry point to the input
 //! plus the flattening of the result, on a compiled program.
 //!
-//! The interpreter runs on a worker thread with the language's big native
+//! **Backends.** The interpreter ([`Backend::Interpreter`], the `nabla-lang`
+//! implementation) runs every entry point. Native code
+//! ([`Backend::Native`], `nabla-compiled`) runs the primal — for the nested
+//! benchmarks the hand-derived programs `saddle_manual`/`particle_manual` —
+//! until compiled differentiation lands; its input is converted to native
+//! representation once ([`nabla_native::Native::args`]), as the
+//! interpreter's is built once, and its compile column is native
+//! compilation (monomorphisation, typed IR, Cranelift).
+//!
+//! The language runs on a worker thread with the language's big native
 //! stack (`nabla_lang::stack::run_with_stack`); its values are not `Send`,
 //! so the worker builds the input and keeps it, and only `f64`s cross.
 
@@ -85,6 +94,9 @@ pub struct Interface {
     pub primal: Option<(&'static str, String)>,
     /// The derivative's entry point and type.
     pub derivative: (&'static str, String),
+    /// For the nested benchmarks: the hand-derived program (no
+    /// differentiation operator) that native code runs as their primal.
+    pub manual: Option<(&'static str, String)>,
 }
 
 fn entry(name: &'static str, input: &str, output: &str) -> (&'static str, String) {
@@ -102,6 +114,7 @@ pub fn interface(family: Family) -> Interface {
                 GMM_INPUT,
                 "(Real, (Vec Real, Vec (Vec Real), Vec (Vec Real)))",
             ),
+            manual: None,
         },
         Family::Lstm => Interface {
             program: LSTM,
@@ -111,6 +124,7 @@ pub fn interface(family: Family) -> Interface {
                 LSTM_INPUT,
                 "(Real, (Vec (Vec Real), Vec (Vec Real)))",
             ),
+            manual: None,
         },
         Family::Ba => Interface {
             program: BA,
@@ -120,6 +134,7 @@ pub fn interface(family: Family) -> Interface {
                 BA_INPUT,
                 "((Vec (Vec Real), Vec Real), (Vec (Vec (Vec Real)), Vec Real))",
             ),
+            manual: None,
         },
         Family::Saddle(v) | Family::Particle(v) => {
             let name = match (family, v) {
@@ -132,10 +147,15 @@ pub fn interface(family: Family) -> Interface {
                 (_, Variant::RF) => "particle_rf",
                 (_, Variant::RR) => "particle_rr",
             };
+            let manual = match family {
+                Family::Saddle(_) => "saddle_manual",
+                _ => "particle_manual",
+            };
             Interface {
                 program: NESTED,
                 primal: None,
                 derivative: entry(name, "()", "Vec Real"),
+                manual: Some(entry(manual, "()", "Vec Real")),
             }
         }
     }
@@ -296,26 +316,28 @@ pub fn flatten(v: &Value, out: &mut Vec<f64>) -> Result<(), String> {
     Ok(())
 }
 
-/// The first Real leaf of `v` (what [`Runner::primal`] reports).
-fn first_real(v: &Value) -> Option<f64> {
-    match v {
-        Value::Real(x) => Some(*x),
-        Value::RealVec(xs) => xs.first().copied(),
-        Value::Tuple(items) => items.first().and_then(first_real),
-        Value::Vec(items) => items.first().and_then(first_real),
-        _ => None,
-    }
-}
-
 /// Front-end times of a program (each the minimum over repeated runs).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct FrontEnd {
     /// Parsing and type checking (`Session::load`).
     pub parse_check_s: f64,
-    /// Desugaring to the core IR and compiling to closures (`Session::compile`).
+    /// What the backend does before it can run: desugaring to the core IR
+    /// and compiling to closures (`Session::compile`) for the interpreter;
+    /// monomorphising, lowering to the typed IR and generating machine
+    /// code with Cranelift for native code.
     pub compile_s: f64,
     /// Runs each minimum was taken over.
     pub runs: usize,
+}
+
+/// Which of the language's backends runs the programs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// The closure-compiling interpreter (`nabla run --backend interp`).
+    Interpreter,
+    /// Native code (`nabla run --backend native`): primal only until
+    /// compiled differentiation (issue 14).
+    Native,
 }
 
 enum Request {
@@ -326,19 +348,18 @@ enum Request {
 
 enum Response {
     Ready,
-    Primal(Option<f64>),
-    Derivative(Evaluation),
+    Primal(Option<Vec<f64>>),
+    Derivative(Option<Evaluation>),
     FrontEnd(FrontEnd),
     Failed(String),
 }
 
-/// A workload prepared on its interpreter worker thread.
+/// A workload prepared on its worker thread.
 pub struct LangRunner {
     requests: Option<Sender<Request>>,
     responses: Receiver<Response>,
     worker: Option<JoinHandle<()>>,
     id: &'static str,
-    has_primal: bool,
 }
 
 /// The minimum time of `f` over repeated runs for at least `budget` seconds
@@ -364,89 +385,205 @@ fn load(program: Program) -> Result<Session, String> {
     }
 }
 
+/// Checks that every entry point of `iface` has the type the harness
+/// passes and reads.
+fn check_interface(session: &mut Session, iface: &Interface) -> Result<(), String> {
+    let entries = iface
+        .primal
+        .iter()
+        .chain([&iface.derivative])
+        .chain(&iface.manual);
+    for (name, want) in entries {
+        let got = session
+            .type_of_expr("<harness>", name)
+            .map_err(|d| session.render(&d))?;
+        if got != *want {
+            return Err(format!(
+                "{}: `{name}` has type {got}, but the harness passes and reads {want}",
+                iface.program.path
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The values and derivative of a `derivative` entry's result.
+fn evaluation(v: &Value, has_primal: bool) -> Result<Evaluation, String> {
+    let (values, deriv) = match v {
+        Value::Tuple(pair) if pair.len() == 2 && has_primal => (&pair[0], Some(&pair[1])),
+        other => (other, None),
+    };
+    let mut eval = Evaluation {
+        values: Vec::new(),
+        derivative: Vec::new(),
+    };
+    flatten(values, &mut eval.values)?;
+    if let Some(d) = deriv {
+        flatten(d, &mut eval.derivative)?;
+    }
+    Ok(eval)
+}
+
+fn flattened(v: &Value) -> Result<Vec<f64>, String> {
+    let mut out = Vec::new();
+    flatten(v, &mut out)?;
+    Ok(out)
+}
+
+/// The program's entry points prepared by one backend.
+enum Prepared {
+    Interpreter {
+        compiled: nabla_lang::driver::Compiled,
+        primal: Option<Value>,
+        derivative: Value,
+        input: Value,
+    },
+    Native {
+        /// The primal, or for the nested benchmarks the hand-derived program.
+        native: nabla_native::Native,
+        args: nabla_native::Args,
+    },
+}
+
+/// Compiles `entry` of `session` to native code.
+fn compile_native(session: &Session, entry: &str) -> Result<nabla_native::Native, String> {
+    let unsupported = |u: nabla_lang::core::lower_typed::Unsupported| {
+        format!("native code does not handle {} yet", u.what)
+    };
+    let (prog, entry) = session.typed_program(entry).map_err(unsupported)?;
+    nabla_native::Native::compile(&prog, entry, &nabla_native::Options::default())
+        .map_err(unsupported)
+}
+
+fn prepare_backend(
+    backend: Backend,
+    session: &Session,
+    iface: &Interface,
+    data: &Data,
+) -> Result<Prepared, String> {
+    match backend {
+        Backend::Interpreter => {
+            let mut compiled = session.compile().map_err(|d| session.render(&d))?;
+            let primal = match &iface.primal {
+                Some((name, _)) => Some(compiled.global(name).map_err(|d| session.render(&d))?),
+                None => None,
+            };
+            let derivative = compiled
+                .global(iface.derivative.0)
+                .map_err(|d| session.render(&d))?;
+            Ok(Prepared::Interpreter {
+                compiled,
+                primal,
+                derivative,
+                input: data.to_value(),
+            })
+        }
+        Backend::Native => {
+            let (entry, _) = iface
+                .primal
+                .as_ref()
+                .or(iface.manual.as_ref())
+                .ok_or("no entry point for native code")?;
+            let native = compile_native(session, entry)?;
+            let args = native.args(&[data.to_value()]).map_err(|e| e.message)?;
+            Ok(Prepared::Native { native, args })
+        }
+    }
+}
+
+impl Prepared {
+    fn primal(&mut self, session: &Session) -> Result<Option<Vec<f64>>, String> {
+        match self {
+            Prepared::Interpreter { primal: None, .. } => Ok(None),
+            Prepared::Interpreter {
+                compiled,
+                primal: Some(f),
+                input,
+                ..
+            } => match compiled.apply(f.clone(), input.clone()) {
+                Ok(v) => flattened(&v).map(Some),
+                Err(d) => Err(session.render(&d)),
+            },
+            Prepared::Native { native, args } => match native.call_with(args) {
+                Ok(v) => flattened(&v).map(Some),
+                Err(e) => Err(e.message),
+            },
+        }
+    }
+
+    fn derivative(
+        &mut self,
+        session: &Session,
+        has_primal: bool,
+    ) -> Result<Option<Evaluation>, String> {
+        match self {
+            Prepared::Interpreter {
+                compiled,
+                derivative,
+                input,
+                ..
+            } => match compiled.apply(derivative.clone(), input.clone()) {
+                Ok(v) => evaluation(&v, has_primal).map(Some),
+                Err(d) => Err(session.render(&d)),
+            },
+            Prepared::Native { .. } => Ok(None),
+        }
+    }
+}
+
 /// The worker: loads, checks and compiles the program, checks the interface,
 /// builds the input, reports readiness, then serves requests until the
 /// runner is dropped.
-fn serve(iface: Interface, data: Data, requests: Receiver<Request>, responses: Sender<Response>) {
+fn serve(
+    backend: Backend,
+    iface: Interface,
+    data: Data,
+    requests: Receiver<Request>,
+    responses: Sender<Response>,
+) {
     let setup = || -> Result<_, String> {
         let mut session = load(iface.program)?;
-        let entries: Vec<&(&str, String)> =
-            iface.primal.iter().chain([&iface.derivative]).collect();
-        for (name, want) in entries {
-            let got = session
-                .type_of_expr("<harness>", name)
-                .map_err(|d| session.render(&d))?;
-            if got != *want {
-                return Err(format!(
-                    "{}: `{name}` has type {got}, but the harness passes and reads {want}",
-                    iface.program.path
-                ));
-            }
-        }
-        let mut compiled = session.compile().map_err(|d| session.render(&d))?;
-        let primal = match &iface.primal {
-            Some((name, _)) => Some(compiled.global(name).map_err(|d| session.render(&d))?),
-            None => None,
-        };
-        let derivative = compiled
-            .global(iface.derivative.0)
-            .map_err(|d| session.render(&d))?;
-        Ok((session, compiled, primal, derivative))
+        check_interface(&mut session, &iface)?;
+        let prepared = prepare_backend(backend, &session, &iface, &data)?;
+        Ok((session, prepared))
     };
-    let (session, mut compiled, primal, derivative) = match setup() {
+    let (session, mut prepared) = match setup() {
         Ok(s) => s,
         Err(e) => {
             let _ = responses.send(Response::Failed(e));
             return;
         }
     };
-    let input = data.to_value();
     drop(data);
     if responses.send(Response::Ready).is_err() {
         return;
     }
+    let has_primal = iface.primal.is_some();
     for request in requests {
         let response = match request {
-            Request::Primal => match &primal {
-                None => Response::Primal(None),
-                Some(f) => match compiled.apply(f.clone(), input.clone()) {
-                    Ok(v) => Response::Primal(first_real(&v)),
-                    Err(d) => Response::Failed(session.render(&d)),
-                },
-            },
-            Request::Derivative => match compiled.apply(derivative.clone(), input.clone()) {
-                Ok(v) => {
-                    let (values, deriv) = match &v {
-                        Value::Tuple(pair) if pair.len() == 2 && iface.primal.is_some() => {
-                            (&pair[0], Some(&pair[1]))
-                        }
-                        other => (other, None),
-                    };
-                    let mut eval = Evaluation {
-                        values: Vec::new(),
-                        derivative: Vec::new(),
-                    };
-                    match flatten(values, &mut eval.values)
-                        .and_then(|()| deriv.map_or(Ok(()), |d| flatten(d, &mut eval.derivative)))
-                    {
-                        Ok(()) => Response::Derivative(eval),
-                        Err(e) => Response::Failed(e),
-                    }
-                }
-                Err(d) => Response::Failed(session.render(&d)),
-            },
+            Request::Primal => prepared.primal(&session).map(Response::Primal),
+            Request::Derivative => prepared
+                .derivative(&session, has_primal)
+                .map(Response::Derivative),
             Request::FrontEnd => {
                 let program = iface.program;
                 let (parse_check_s, runs) = min_time(0.1, || load(program).is_ok());
-                let loaded = load(program);
-                let (compile_s, _) = min_time(0.1, || loaded.as_ref().map(|s| s.compile().is_ok()));
-                Response::FrontEnd(FrontEnd {
+                let (compile_s, _) = match backend {
+                    Backend::Interpreter => min_time(0.1, || session.compile().is_ok()),
+                    Backend::Native => {
+                        let entry = iface.primal.as_ref().or(iface.manual.as_ref());
+                        let entry = entry.map_or("", |e| e.0);
+                        min_time(0.1, || compile_native(&session, entry).is_ok())
+                    }
+                };
+                Ok(Response::FrontEnd(FrontEnd {
                     parse_check_s,
                     compile_s,
                     runs,
-                })
+                }))
             }
         };
+        let response = response.unwrap_or_else(Response::Failed);
         if responses.send(response).is_err() {
             return;
         }
@@ -454,37 +591,36 @@ fn serve(iface: Interface, data: Data, requests: Receiver<Request>, responses: S
 }
 
 impl LangRunner {
-    /// Starts the worker for workload `w` and waits until it has loaded,
-    /// checked and compiled the program and built the input.
+    /// Starts the worker for workload `w` on `backend` and waits until it
+    /// has loaded, checked and compiled the program and built the input.
     ///
     /// # Panics
     /// If the program does not load, check or compile, or does not have the
     /// interface's types: a broken program must fail the run, not be skipped.
-    pub fn start(w: &Workload) -> LangRunner {
+    pub fn start(w: &Workload, backend: Backend) -> LangRunner {
         let iface = interface(w.family);
-        let has_primal = iface.primal.is_some();
         let data = input(w);
         let (requests, inbox) = channel();
         let (outbox, responses) = channel();
         let worker = std::thread::Builder::new()
             .name(format!("nabla-lang {}", w.id))
             .spawn(move || {
-                // The interpreter runs on a thread of its own with the big stack.
-                let _ =
-                    nabla_lang::stack::run_with_stack(move || serve(iface, data, inbox, outbox));
+                // The language runs on a thread of its own with the big stack.
+                let _ = nabla_lang::stack::run_with_stack(move || {
+                    serve(backend, iface, data, inbox, outbox)
+                });
             })
             .expect("spawn the nabla-lang worker");
         match responses.recv() {
             Ok(Response::Ready) => {}
             Ok(Response::Failed(e)) => panic!("nabla-lang on {}: {e}", w.id),
-            _ => panic!("nabla-lang on {}: the interpreter thread died", w.id),
+            _ => panic!("nabla-lang on {}: the worker thread died", w.id),
         }
         LangRunner {
             requests: Some(requests),
             responses,
             worker: Some(worker),
             id: w.id,
-            has_primal,
         }
     }
 
@@ -496,7 +632,7 @@ impl LangRunner {
         match (sent, self.responses.recv()) {
             (_, Ok(Response::Failed(e))) => panic!("nabla-lang on {}: {e}", self.id),
             (true, Ok(r)) => r,
-            _ => panic!("nabla-lang on {}: the interpreter thread died", self.id),
+            _ => panic!("nabla-lang on {}: the worker thread died", self.id),
         }
     }
 
@@ -510,17 +646,14 @@ impl LangRunner {
 }
 
 impl Runner for LangRunner {
-    fn primal(&self) -> Option<f64> {
-        if !self.has_primal {
-            return None;
-        }
+    fn primal(&self) -> Option<Vec<f64>> {
         match self.ask(Request::Primal) {
             Response::Primal(p) => p,
             _ => unreachable!("the worker answers in order"),
         }
     }
 
-    fn derivative(&self) -> Evaluation {
+    fn derivative(&self) -> Option<Evaluation> {
         match self.ask(Request::Derivative) {
             Response::Derivative(e) => e,
             _ => unreachable!("the worker answers in order"),
@@ -554,10 +687,10 @@ pub fn too_slow(w: &Workload) -> Option<&'static str> {
 
 const TOO_SLOW_GMM_D64: &str = "cannot (too slow): in the interpreter one primal evaluation takes about 45 s and one derivative about 70 s with a 14 GB reverse trace (measured on the first 100 of the 1000 points: 4.2 s and 6.8 s, 1.5 GB); the check and 3 timed calls of each would not fit the full run's 15-minute budget";
 
-/// The nabla language's support for workload `w`.
-pub fn prepare(w: &Workload) -> Support {
-    match too_slow(w) {
-        Some(why) => Support::Cannot(why),
-        None => Support::Runs(Box::new(LangRunner::start(w))),
+/// The nabla language's support for workload `w` on `backend`.
+pub fn prepare(w: &Workload, backend: Backend) -> Support {
+    match (backend, too_slow(w)) {
+        (Backend::Interpreter, Some(why)) => Support::Cannot(why),
+        _ => Support::Runs(Box::new(LangRunner::start(w, backend))),
     }
 }

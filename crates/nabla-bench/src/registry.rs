@@ -207,6 +207,10 @@ pub const IMPLEMENTATIONS: &[Implementation] = &[
         about: "the nabla language: the workloads as .nabla programs (bench/nabla/), run by its interpreter in-process, input passed as a nabla value; reverse mode (value_and_grad, vjp) for gradients and BA; nested: the variant's modes (jvp per coordinate or grad); compile/JIT column = parse+check and compile, not included in the times",
     },
     Implementation {
+        name: "nabla-compiled",
+        about: "the nabla language compiled to native code (Cranelift, `--backend native`): the same .nabla programs, input converted once to native representation; primal only until compiled differentiation lands (issue 14); nested: the hand-derived programs `saddle_manual`/`particle_manual` (the same algorithm as manual, no AD); compile/JIT column = parse+check and native compilation",
+    },
+    Implementation {
         name: "manual",
         about: "hand-written Rust derivatives, derived from the formulas (no AD)",
     },
@@ -223,11 +227,14 @@ pub struct Evaluation {
 
 /// A prepared implementation of one workload (input parsed, ready to run).
 pub trait Runner {
-    /// One primal evaluation (plain f64, no derivatives); `None` if the workload has
-    /// no separate primal (the nested benchmarks are one computation).
-    fn primal(&self) -> Option<f64>;
-    /// One derivative evaluation, which also yields the primal values.
-    fn derivative(&self) -> Evaluation;
+    /// One primal evaluation (plain f64, no derivatives): its values in the
+    /// order of [`Evaluation::values`]; `None` if the implementation has no
+    /// separate primal for the workload (the nested benchmarks are one
+    /// computation).
+    fn primal(&self) -> Option<Vec<f64>>;
+    /// One derivative evaluation, which also yields the primal values;
+    /// `None` if the implementation does not differentiate (yet).
+    fn derivative(&self) -> Option<Evaluation>;
     /// For an interpreted implementation: the time of its front end (parse,
     /// check, compile), measured on its own and not included in the times.
     fn front_end(&self) -> Option<lang::FrontEnd> {
@@ -250,17 +257,17 @@ struct Closure<P, D> {
     derivative: D,
 }
 
-impl<P: Fn() -> Option<f64>, D: Fn() -> Evaluation> Runner for Closure<P, D> {
-    fn primal(&self) -> Option<f64> {
+impl<P: Fn() -> Option<Vec<f64>>, D: Fn() -> Evaluation> Runner for Closure<P, D> {
+    fn primal(&self) -> Option<Vec<f64>> {
         (self.primal)()
     }
-    fn derivative(&self) -> Evaluation {
-        (self.derivative)()
+    fn derivative(&self) -> Option<Evaluation> {
+        Some((self.derivative)())
     }
 }
 
 fn runs(
-    primal: impl Fn() -> Option<f64> + 'static,
+    primal: impl Fn() -> Option<Vec<f64>> + 'static,
     derivative: impl Fn() -> Evaluation + 'static,
 ) -> Support {
     Support::Runs(Box::new(Closure { primal, derivative }))
@@ -305,8 +312,10 @@ fn particle_run(v: Variant) -> f64 {
 /// # Panics
 /// On an unknown implementation name.
 pub fn prepare(imp: &str, w: &Workload) -> Support {
-    if imp == "nabla-lang" {
-        return lang::prepare(w);
+    match imp {
+        "nabla-lang" => return lang::prepare(w, lang::Backend::Interpreter),
+        "nabla-compiled" => return lang::prepare(w, lang::Backend::Native),
+        _ => {}
     }
     let text = w.file.map(read_input);
     let manual = match imp {
@@ -324,7 +333,7 @@ pub fn prepare(imp: &str, w: &Workload) -> Support {
             let data = gmm::GmmInput::parse(text.as_deref().unwrap_or_default());
             let primal_data = data.clone();
             runs(
-                move || Some(gmm::primal(&primal_data)),
+                move || Some(vec![gmm::primal(&primal_data)]),
                 move || {
                     gradient_eval(if manual {
                         gmm::gradient_manual(&data)
@@ -338,7 +347,7 @@ pub fn prepare(imp: &str, w: &Workload) -> Support {
             let data = lstm::LstmInput::parse(text.as_deref().unwrap_or_default());
             let primal_data = data.clone();
             runs(
-                move || Some(lstm::primal(&primal_data)),
+                move || Some(vec![lstm::primal(&primal_data)]),
                 move || {
                     gradient_eval(if manual {
                         lstm::gradient_manual(&data)
@@ -353,7 +362,10 @@ pub fn prepare(imp: &str, w: &Workload) -> Support {
             let primal_data = data.clone();
             let forward = imp == "nabla-fwd";
             runs(
-                move || Some(ba::primal(&primal_data).reproj[0]),
+                move || {
+                    let r = ba::primal(&primal_data);
+                    Some([r.reproj, r.weight].concat())
+                },
                 move || {
                     ba_eval(if manual {
                         ba::jacobian_manual(&data)
@@ -489,6 +501,32 @@ pub fn disagreement(eval: &Evaluation, reference: &Reference) -> f64 {
         worst = worst.max(compare(&eval.derivative, derivative));
     }
     worst
+}
+
+/// The largest disagreement with `reference` of what `runner` computes:
+/// its derivative evaluation (values and derivative) and its primal's
+/// values, whichever it has (infinite if it has neither).
+pub fn check_runner(runner: &dyn Runner, reference: &Reference) -> f64 {
+    let mut worst = f64::NEG_INFINITY;
+    if let Some(eval) = runner.derivative() {
+        worst = worst.max(disagreement(&eval, reference));
+    }
+    if let Some(values) = runner.primal() {
+        let values_only = Reference {
+            derivative: None,
+            ..reference.clone()
+        };
+        let eval = Evaluation {
+            values,
+            derivative: Vec::new(),
+        };
+        worst = worst.max(disagreement(&eval, &values_only));
+    }
+    if worst == f64::NEG_INFINITY {
+        f64::INFINITY
+    } else {
+        worst
+    }
 }
 
 /// True if a disagreement passes the gate.
