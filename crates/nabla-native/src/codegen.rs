@@ -418,6 +418,8 @@ struct FnGen<'a, 'b, 'p> {
     funcs: HashMap<FuncId, FuncRef>,
     /// A global's getter: the position of the use it was called for.
     span_arg: Option<ir::Value>,
+    /// The functions whose bodies are being inlined here, innermost last.
+    inlining: Vec<FunId>,
 }
 
 impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
@@ -446,6 +448,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             rets,
             funcs: HashMap::new(),
             span_arg: None,
+            inlining: Vec::new(),
         };
         match job {
             Job::Fun(f) => g.fun(*f, &params)?,
@@ -923,8 +926,107 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 }
                 Ok((part, owned))
             }
+            ExprKind::Prim(Prim::Index, args) => self.index(args, e.span),
             _ => Ok((self.owned_value(e)?, true)),
         }
+    }
+
+    /// `v[i]`, borrowed from `v` if `v` is borrowed (an element lives as
+    /// long as its vector), else owned.
+    fn index(&mut self, args: &[Expr], span: Span) -> R<(Vals, bool)> {
+        let Type::Vec(elem) = &args[0].ty else {
+            return Err(internal("indexing a non-vector", span));
+        };
+        let (v, owned) = self.borrowed(&args[0])?;
+        let i = self.owned_value(&args[1])?[0];
+        let len = self.vec_len(v[0]);
+        let out = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, i, len);
+        self.fail_if(out, ErrorKind::IndexOutOfRange, span, Some((i, len)))?;
+        let x = self.load_elem(elem, v[0], i)?;
+        if owned {
+            self.inc(elem, &x);
+            self.dec(&args[0].ty, &v)?;
+        }
+        Ok((x, owned))
+    }
+
+    /// The size argument of `build`, checked as the interpreter checks it.
+    fn build_size(&mut self, n: &Expr, span: Span) -> R<ir::Value> {
+        let n = self.owned_value(n)?[0];
+        let neg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, n, 0);
+        let zero = self.b.ins().iconst(types::I64, 0);
+        self.fail_if(neg, ErrorKind::NegativeBuild, span, Some((n, zero)))?;
+        let max = self
+            .b
+            .ins()
+            .load(types::I64, flags(), self.ctx, Ctx::MAX_VECTOR_LEN);
+        let big = self.b.ins().icmp(IntCC::SignedGreaterThan, n, max);
+        self.fail_if(big, ErrorKind::BuildTooLong, span, Some((n, max)))?;
+        Ok(n)
+    }
+
+    /// `sum v` of a Real or Int vector. `sum (build n f)` and
+    /// `sum (map f u)` add the elements as they are computed, without
+    /// making the vector (the same additions in the same order).
+    fn sum(&mut self, v: &Expr, ty: &Type, span: Span) -> R<Vals> {
+        let real = *ty == Type::Real;
+        // The interpreter adds reals from -0.0 (so `sum [-0.0]` is -0.0),
+        // but the sum of no reals is 0.0.
+        let init = if real {
+            self.b.ins().f64const(-0.0)
+        } else {
+            self.b.ins().iconst(types::I64, 0)
+        };
+        let add = |g: &mut Self, acc: &[ir::Value], x: Vals| -> R<Vals> {
+            Ok(vec![if real {
+                g.b.ins().fadd(acc[0], x[0])
+            } else {
+                g.int_op(Prim::Add, acc[0], x[0], span)?
+            }])
+        };
+        let (n, acc) = match &v.kind {
+            ExprKind::Prim(Prim::Build, args) => {
+                let n = self.build_size(&args[0], span)?;
+                let acc = self.fold_index(n, &[init], |g, i, acc| {
+                    let x = g.call_fn_arg(&args[1], &[i], span)?;
+                    add(g, acc, x)
+                })?;
+                (n, acc)
+            }
+            ExprKind::Prim(Prim::Map, args) => {
+                let Type::Vec(a) = &args[1].ty else {
+                    return Err(internal("`map` of a non-vector", span));
+                };
+                let a = (**a).clone();
+                let (u, owned) = self.borrowed(&args[1])?;
+                let n = self.vec_len(u[0]);
+                let acc = self.fold_index(n, &[init], |g, i, acc| {
+                    let x = g.load_elem(&a, u[0], i)?;
+                    g.inc(&a, &x);
+                    let y = g.call_fn_arg(&args[0], &x, span)?;
+                    add(g, acc, y)
+                })?;
+                self.release(&args[1].ty, &u, owned)?;
+                (n, acc)
+            }
+            _ => {
+                let (u, owned) = self.borrowed(v)?;
+                let n = self.vec_len(u[0]);
+                let elem = if real { Type::Real } else { Type::Int };
+                let acc = self.fold_index(n, &[init], |g, i, acc| {
+                    let x = g.load_elem(&elem, u[0], i)?;
+                    add(g, acc, x)
+                })?;
+                self.release(&v.ty, &u, owned)?;
+                (n, acc)
+            }
+        };
+        if !real {
+            return Ok(acc);
+        }
+        let empty = self.b.ins().icmp_imm_s(IntCC::Equal, n, 0);
+        let zero = self.b.ins().f64const(0.0);
+        Ok(vec![self.b.ins().select(empty, zero, acc[0])])
     }
 
     /// Drops a value [`FnGen::borrowed`] returned if it was owned.
@@ -1295,7 +1397,9 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         Ok(self.b.block_params(exit).to_vec())
     }
 
-    /// Calls the known function of a `build`/`map`/`fold` argument.
+    /// Calls the known function of a `build`/`map`/`fold` argument, or
+    /// inlines its body: a call per element costs more than the small
+    /// bodies these loops usually have.
     fn call_fn_arg(&mut self, fe: &Expr, args: &[ir::Value], span: Span) -> R<Vals> {
         let ExprKind::Closure(f) = fe.kind else {
             return Err(internal(
@@ -1304,6 +1408,22 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             ));
         };
         let fun = self.cg.prog.fun(f);
+        if self.may_inline(f) {
+            // The captures keep their ids in the body and are in scope here;
+            // the parameters are owned, as in a call.
+            self.inlining.push(f);
+            let mark = self.owned.len();
+            let mut at = 0;
+            for (p, t) in &fun.params {
+                let w = layout::width(t);
+                self.bind(p, t, &args[at..at + w]);
+                at += w;
+            }
+            let r = self.owned_value(&fun.body);
+            self.drop_scope(mark);
+            self.inlining.pop();
+            return r;
+        }
         let mut full = vec![self.ctx];
         for &c in &fun.captures {
             full.extend(self.local(c, span)?);
@@ -1316,6 +1436,31 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         Ok(r)
     }
 
+    /// True if `f`'s body is small and inlining it here cannot recur.
+    fn may_inline(&self, f: FunId) -> bool {
+        /// Expression nodes a body may have (nested functions not counted:
+        /// they are inlined, or not, at their own uses).
+        const BODY_BUDGET: usize = 48;
+        /// Bodies inlined inside each other.
+        const DEPTH: usize = 4;
+        if self.inlining.len() >= DEPTH
+            || self.inlining.contains(&f)
+            || self.current.is_some_and(|(me, _)| me == f)
+        {
+            return false;
+        }
+        let mut nodes = 0;
+        let mut work = vec![&self.cg.prog.fun(f).body];
+        while let Some(e) = work.pop() {
+            nodes += 1;
+            if nodes > BODY_BUDGET {
+                return false;
+            }
+            e.for_each_child(|c| work.push(c));
+        }
+        true
+    }
+
     fn vec_len(&mut self, v: ir::Value) -> ir::Value {
         self.b.ins().load(types::I64, flags(), v, VEC_LEN)
     }
@@ -1325,17 +1470,10 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     fn prim(&mut self, p: Prim, args: &[Expr], ty: &Type, span: Span) -> R<Vals> {
         match p {
             Prim::Index => {
-                let Type::Vec(elem) = &args[0].ty else {
-                    return Err(internal("indexing a non-vector", span));
-                };
-                let (v, owned) = self.borrowed(&args[0])?;
-                let i = self.owned_value(&args[1])?[0];
-                let len = self.vec_len(v[0]);
-                let out = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, i, len);
-                self.fail_if(out, ErrorKind::IndexOutOfRange, span, Some((i, len)))?;
-                let x = self.load_elem(elem, v[0], i)?;
-                self.inc(elem, &x);
-                self.release(&args[0].ty, &v, owned)?;
+                let (x, owned) = self.index(args, span)?;
+                if !owned {
+                    self.inc(ty, &x);
+                }
                 return Ok(x);
             }
             Prim::Size => {
@@ -1344,47 +1482,12 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 self.release(&args[0].ty, &v, owned)?;
                 return Ok(vec![len]);
             }
-            Prim::Sum => {
-                let (v, owned) = self.borrowed(&args[0])?;
-                let len = self.vec_len(v[0]);
-                let r = match ty {
-                    Type::Real => {
-                        // The interpreter's `Iterator::sum` of f64 starts from -0.0 ...
-                        let init = self.b.ins().f64const(-0.0);
-                        let acc = self.fold_index(len, &[init], |g, i, acc| {
-                            let x = g.load_elem(&Type::Real, v[0], i)?;
-                            Ok(vec![g.b.ins().fadd(acc[0], x[0])])
-                        })?;
-                        // ... but the sum of no reals is 0.0, as in the interpreter.
-                        let empty = self.b.ins().icmp_imm_s(IntCC::Equal, len, 0);
-                        let zero = self.b.ins().f64const(0.0);
-                        vec![self.b.ins().select(empty, zero, acc[0])]
-                    }
-                    _ => {
-                        let init = self.b.ins().iconst(types::I64, 0);
-                        self.fold_index(len, &[init], |g, i, acc| {
-                            let x = g.load_elem(&Type::Int, v[0], i)?;
-                            Ok(vec![g.int_op(Prim::Add, acc[0], x[0], span)?])
-                        })?
-                    }
-                };
-                self.release(&args[0].ty, &v, owned)?;
-                return Ok(r);
-            }
+            Prim::Sum => return self.sum(&args[0], ty, span),
             Prim::Build => {
                 let Type::Vec(elem) = ty else {
                     return Err(internal("`build` of a non-vector", span));
                 };
-                let n = self.owned_value(&args[0])?[0];
-                let neg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, n, 0);
-                let zero = self.b.ins().iconst(types::I64, 0);
-                self.fail_if(neg, ErrorKind::NegativeBuild, span, Some((n, zero)))?;
-                let max = self
-                    .b
-                    .ins()
-                    .load(types::I64, flags(), self.ctx, Ctx::MAX_VECTOR_LEN);
-                let big = self.b.ins().icmp(IntCC::SignedGreaterThan, n, max);
-                self.fail_if(big, ErrorKind::BuildTooLong, span, Some((n, max)))?;
+                let n = self.build_size(&args[0], span)?;
                 let v = self.alloc_vec(elem, n, span)?;
                 let elem = (**elem).clone();
                 self.each_index(n, |g, i| {

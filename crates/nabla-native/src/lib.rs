@@ -160,7 +160,9 @@ impl Native {
     }
 
     /// Applies the entry function to `args` (one per parameter, of the
-    /// types [`Native::params`] gives; none for a value), evaluating
+    /// types [`Native::params`] gives: the entry's type after defaulting —
+    /// annotate a numeric-generic entry to take Reals; none for a value),
+    /// evaluating
     /// top-level values afresh, and returns the result. Run it on a thread
     /// with a stack budget ([`nabla_lang::stack::run_with_stack`]): deeper
     /// recursion than the budget is the error "stack depth exceeded".
@@ -171,13 +173,16 @@ impl Native {
     /// use nabla_native::{Native, Options};
     /// let total = nabla_lang::stack::run_with_stack(|| {
     ///     let mut s = Session::new();
-    ///     s.load("demo.nabla", "def total xs scale = scale * sum xs").unwrap();
+    ///     s.load("demo.nabla", "def total (xs : Vec Real) scale = scale * sum xs").unwrap();
     ///     let (prog, entry) = s.typed_program("total").unwrap();
     ///     let native = Native::compile(&prog, entry, &Options::default()).unwrap();
     ///     let xs = Value::reals(vec![1.0, 2.0, 3.5]);
-    ///     native.call(&[xs, Value::Real(2.0)]).unwrap()
+    ///     match native.call(&[xs, Value::Real(2.0)]).unwrap() {
+    ///         Value::Real(x) => x,
+    ///         other => panic!("{other:?}"),
+    ///     }
     /// });
-    /// assert!(matches!(total, Some(Value::Real(13.0))));
+    /// assert_eq!(total, Some(13.0));
     /// ```
     pub fn call(&self, args: &[Value]) -> Result<Value, RuntimeError> {
         self.call_with(&self.args(args)?)
