@@ -47,6 +47,15 @@ fn flags() -> MemFlagsData {
     MemFlagsData::trusted()
 }
 
+/// For loads of what never changes while an object is alive — a vector's
+/// length and elements, a closure's code and captures (only the count
+/// changes): Cranelift may then merge repeated loads of the same address.
+/// (Not `can_move`: a pointer may be null on a path that does not use it,
+/// the side of a sum not taken.)
+fn immutable() -> MemFlagsData {
+    MemFlagsData::trusted().with_readonly()
+}
+
 fn bargs(vs: &[ir::Value]) -> Vec<BlockArg> {
     vs.iter().map(|&v| BlockArg::Value(v)).collect()
 }
@@ -94,6 +103,9 @@ pub(crate) struct Codegen<'p> {
     count_calls: bool,
     /// The Cranelift IR of each function defined, when asked for.
     pub dumps: Option<Vec<(String, String)>>,
+    /// Every function defined: its id, code size in bytes and name (for
+    /// profilers' symbol maps).
+    pub sizes: Vec<(FuncId, u32, String)>,
 }
 
 impl<'p> Codegen<'p> {
@@ -115,6 +127,7 @@ impl<'p> Codegen<'p> {
             imports: HashMap::new(),
             count_calls,
             dumps: dump.then(Vec::new),
+            sizes: Vec::new(),
         }
     }
 
@@ -227,8 +240,9 @@ impl<'p> Codegen<'p> {
         Ok((entry, release))
     }
 
+    /// Drop functions take the context and the object.
     fn drop_sig(&self) -> Signature {
-        self.sig(&[PTR], &[], CallConv::Tail)
+        self.sig(&[PTR, PTR], &[], CallConv::Tail)
     }
 
     fn global_sig(&self, g: GlobalId) -> R<Signature> {
@@ -357,6 +371,10 @@ impl<'p> Codegen<'p> {
         self.module
             .define_function(id, &mut ctx)
             .map_err(|e| internal(&format!("compiling {name}: {e:?}"), Span::default()))?;
+        if let Some(code) = ctx.compiled_code() {
+            let size = code.code_info().total_size;
+            self.sizes.push((id, size, name));
+        }
         self.module.clear_context(&mut ctx);
         Ok(())
     }
@@ -454,7 +472,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             Job::Fun(f) => g.fun(*f, &params)?,
             Job::ClosureCode(f) => g.closure_code(*f, &params)?,
             Job::ClosureDrop(f) => g.closure_drop(*f, &params)?,
-            Job::VecDrop(t) => g.vec_drop(t, params[0])?,
+            Job::VecDrop(t) => g.vec_drop(t, params[1])?,
             Job::Global(gid) => g.global(*gid, params[1])?,
             Job::Entry(e) => g.entry(*e, params[1], params[2])?,
             Job::Release(e) => g.host_release(*e, params[1])?,
@@ -609,7 +627,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         for &c in &fun.captures {
             for t in layout::flat(self.cg.prog.local_ty(c), fun.span)? {
                 let off = (CLO_ENV + SLOT * slot) as i32;
-                args.push(self.b.ins().load(t, flags(), env, off));
+                args.push(self.b.ins().load(t, immutable(), env, off));
                 slot += 1;
             }
         }
@@ -623,7 +641,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     /// Drops the captures of a closure of `f` whose count reached zero, then frees it.
     fn closure_drop(&mut self, f: FunId, params: &[ir::Value]) -> R<()> {
         let fun = self.cg.prog.fun(f);
-        let env = params[0];
+        let env = params[1];
         let mut slot = 0i64;
         for &c in &fun.captures {
             let t = self.cg.prog.local_ty(c).clone();
@@ -644,10 +662,16 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             slot += flat.len() as i64;
         }
         let bytes = self.b.ins().iconst(types::I64, CLO_ENV + SLOT * slot);
-        let free = self.cg.import("rt_free", &[PTR, types::I64], &[])?;
-        let free = self.func_ref(free);
-        self.b.ins().call(free, &[env, bytes]);
+        self.free(env, bytes)?;
         self.b.ins().return_(&[]);
+        Ok(())
+    }
+
+    /// Returns an object of `bytes` to the runtime.
+    fn free(&mut self, p: ir::Value, bytes: ir::Value) -> R<()> {
+        let free = self.cg.import("rt_free", &[PTR, PTR, types::I64], &[])?;
+        let free = self.func_ref(free);
+        self.b.ins().call(free, &[self.ctx, p, bytes]);
         Ok(())
     }
 
@@ -664,9 +688,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let stride = SLOT * layout::width(elem) as i64;
         let bytes = self.b.ins().imul_imm_s(len, stride);
         let bytes = self.b.ins().iadd_imm_s(bytes, VEC_DATA);
-        let free = self.cg.import("rt_free", &[PTR, types::I64], &[])?;
-        let free = self.func_ref(free);
-        self.b.ins().call(free, &[v, bytes]);
+        self.free(v, bytes)?;
         self.b.ins().return_(&[]);
         Ok(())
     }
@@ -883,13 +905,13 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             match &t {
                 Type::Vec(elem) => {
                     let id = self.cg.vec_drop_id(elem)?;
-                    self.call(id, &[p]);
+                    self.call(id, &[self.ctx, p]);
                 }
                 _ => {
                     let code = self.b.ins().load(PTR, flags(), p, CLO_DROP);
                     let sig = self.cg.drop_sig();
                     let sig = self.b.import_signature(sig);
-                    self.b.ins().call_indirect(sig, code, &[p]);
+                    self.b.ins().call_indirect(sig, code, &[self.ctx, p]);
                 }
             }
             self.b.ins().jump(next, &[]);
@@ -1233,6 +1255,11 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             argv.extend(self.owned_value(a)?);
         }
         let fun = self.cg.prog.fun(f);
+        // Not in tail position: inlining there would turn the body's own
+        // tail calls into calls that grow the stack.
+        if !tail && self.may_inline(f) {
+            return self.inline(f, &argv, span).map(Some);
+        }
         if tail
             && let Some((me, header)) = self.current
             && me == f
@@ -1335,7 +1362,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             .map(|(k, &t)| {
                 self.b
                     .ins()
-                    .load(t, flags(), addr, (SLOT * k as i64) as i32)
+                    .load(t, immutable(), addr, (SLOT * k as i64) as i32)
             })
             .collect())
     }
@@ -1409,20 +1436,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         };
         let fun = self.cg.prog.fun(f);
         if self.may_inline(f) {
-            // The captures keep their ids in the body and are in scope here;
-            // the parameters are owned, as in a call.
-            self.inlining.push(f);
-            let mark = self.owned.len();
-            let mut at = 0;
-            for (p, t) in &fun.params {
-                let w = layout::width(t);
-                self.bind(p, t, &args[at..at + w]);
-                at += w;
-            }
-            let r = self.owned_value(&fun.body);
-            self.drop_scope(mark);
-            self.inlining.pop();
-            return r;
+            return self.inline(f, args, span);
         }
         let mut full = vec![self.ctx];
         for &c in &fun.captures {
@@ -1434,6 +1448,28 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let r = self.call(id, &full);
         self.check_failed();
         Ok(r)
+    }
+
+    /// The body of `f` applied to `args` (owned, as in a call), generated
+    /// here. The captures keep their ids in the body and are in scope here.
+    fn inline(&mut self, f: FunId, args: &[ir::Value], span: Span) -> R<Vals> {
+        let fun = self.cg.prog.fun(f);
+        // A call limit counts every call, made or inlined.
+        if self.cg.count_calls {
+            self.count_call(span)?;
+        }
+        self.inlining.push(f);
+        let mark = self.owned.len();
+        let mut at = 0;
+        for (p, t) in &fun.params {
+            let w = layout::width(t);
+            self.bind(p, t, &args[at..at + w]);
+            at += w;
+        }
+        let r = self.owned_value(&fun.body);
+        self.drop_scope(mark);
+        self.inlining.pop();
+        r
     }
 
     /// True if `f`'s body is small and inlining it here cannot recur.
@@ -1462,7 +1498,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     }
 
     fn vec_len(&mut self, v: ir::Value) -> ir::Value {
-        self.b.ins().load(types::I64, flags(), v, VEC_LEN)
+        self.b.ins().load(types::I64, immutable(), v, VEC_LEN)
     }
 
     // ---- primitives ----

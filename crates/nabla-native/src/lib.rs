@@ -105,6 +105,9 @@ impl Native {
         })?;
         let entry = module.get_finalized_function(entry_id);
         let release = module.get_finalized_function(release_id);
+        if std::env::var_os("NABLA_PERF_MAP").is_some() {
+            write_perf_map(&module, &cg.sizes);
+        }
         Ok(Native {
             module: Some(module),
             entry,
@@ -222,17 +225,14 @@ impl Native {
 
     /// The context of one run.
     fn context(&self, globals: *mut u64) -> runtime::Ctx {
-        runtime::Ctx {
-            failed: 0,
-            stack_limit: nabla_lang::stack::Guard::for_evaluation().lowest() as u64,
-            calls_left: self
-                .limits
+        runtime::Ctx::new(
+            nabla_lang::stack::Guard::for_evaluation().lowest() as u64,
+            self.limits
                 .max_calls
                 .map_or(i64::MAX, |n| n.min(i64::MAX as u64) as i64),
             globals,
-            max_vector_len: self.limits.max_vector_len.min(i64::MAX as usize) as i64,
-            error: None,
-        }
+            self.limits.max_vector_len.min(i64::MAX as usize) as i64,
+        )
     }
 
     /// Applies the entry function to arguments converted by
@@ -325,6 +325,25 @@ impl Drop for Native {
             // no pointer into the code outlives `self`.
             unsafe { m.free_memory() };
         }
+    }
+}
+
+/// Appends the generated functions to `/tmp/perf-PID.map`, where `perf
+/// report` looks for the symbols of JIT code (set `NABLA_PERF_MAP=1`; see
+/// docs/compiler.md). Best effort: a failure to write is ignored.
+fn write_perf_map(module: &JITModule, sizes: &[(cranelift_module::FuncId, u32, String)]) {
+    use std::io::Write;
+    let path = format!("/tmp/perf-{}.map", std::process::id());
+    let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    else {
+        return;
+    };
+    for (id, size, name) in sizes {
+        let addr = module.get_finalized_function(*id) as usize;
+        let _ = writeln!(file, "{addr:x} {size:x} nabla::{name}");
     }
 }
 

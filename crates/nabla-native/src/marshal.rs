@@ -23,7 +23,7 @@ impl Objects {
     /// code holds a reference to any of them.
     pub(crate) fn free_all(&mut self) {
         for (p, bytes) in self.objects.drain(..) {
-            runtime::rt_free(p, bytes);
+            runtime::free_block(p, bytes);
         }
     }
 }

@@ -28,9 +28,30 @@ pub(crate) struct Ctx {
     pub max_vector_len: i64,
     /// The first error raised.
     pub error: Option<Raised>,
+    /// Freed small objects kept for reuse, by size class: a list linked
+    /// through each object's first word ([`rt_alloc`], [`rt_free`]).
+    pub free: [*mut u8; CLASSES],
 }
 
 impl Ctx {
+    /// A context for one run.
+    pub(crate) fn new(
+        stack_limit: u64,
+        calls_left: i64,
+        globals: *mut u64,
+        max_vector_len: i64,
+    ) -> Ctx {
+        Ctx {
+            failed: 0,
+            stack_limit,
+            calls_left,
+            globals,
+            max_vector_len,
+            error: None,
+            free: [std::ptr::null_mut(); CLASSES],
+        }
+    }
+
     pub(crate) const FAILED: i32 = 0;
     pub(crate) const STACK_LIMIT: i32 = 8;
     pub(crate) const CALLS_LEFT: i32 = 16;
@@ -147,10 +168,53 @@ pub(crate) extern "C" fn rt_error(ctx: *mut Ctx, kind: u32, span: u32, a: i64, b
 /// Alignment of every heap object: its slots are 8-byte words.
 const ALIGN: usize = 8;
 
+/// Objects of up to this many bytes are recycled through the context's
+/// free lists: programs make and drop many small vectors and closures, and
+/// the system allocator and the budget's accounting would cost more than
+/// the work done with them.
+const SMALL: usize = 256;
+
+/// Size classes: one per multiple of [`ALIGN`] up to [`SMALL`].
+pub(crate) const CLASSES: usize = SMALL / ALIGN + 1;
+
+/// The size class of an object of `size` bytes, if it is small.
+fn class(size: usize) -> Option<usize> {
+    (size <= SMALL).then_some(size / ALIGN)
+}
+
+impl Drop for Ctx {
+    /// Returns the objects on the free lists to the system.
+    fn drop(&mut self) {
+        for (class, head) in self.free.iter_mut().enumerate() {
+            let mut p = std::mem::replace(head, std::ptr::null_mut());
+            while !p.is_null() {
+                // SAFETY: every object on a free list was allocated by
+                // `rt_alloc` with the size of its class, and holds the next
+                // object of the list in its first word (`rt_free`).
+                let next = unsafe { *(p as *mut *mut u8) };
+                free_block(p, (class * ALIGN) as u64);
+                p = next;
+            }
+        }
+    }
+}
+
 /// Allocates `bytes` (a multiple of 8, at least 8) charged to the memory
 /// budget; on failure raises "out of memory" and returns null.
 pub(crate) extern "C" fn rt_alloc(ctx: *mut Ctx, bytes: u64, span: u32) -> *mut u8 {
     let size = bytes.max(8) as usize;
+    if let Some(c) = class(size) {
+        // SAFETY: generated code passes the context it was called with,
+        // which the run keeps alive and exclusively lent.
+        let free = unsafe { &mut (*ctx).free[c] };
+        if !free.is_null() {
+            let p = *free;
+            // SAFETY: an object on the free list holds the next in its
+            // first word (`rt_free`); it stays charged to the budget.
+            *free = unsafe { *(p as *mut *mut u8) };
+            return p;
+        }
+    }
     let live = memory::live();
     let out_of_memory = |ctx| {
         rt_error(
@@ -178,8 +242,30 @@ pub(crate) extern "C" fn rt_alloc(ctx: *mut Ctx, bytes: u64, span: u32) -> *mut 
     p
 }
 
-/// Frees an object [`rt_alloc`] returned for `bytes`.
-pub(crate) extern "C" fn rt_free(p: *mut u8, bytes: u64) {
+/// Frees an object [`rt_alloc`] returned for `bytes`: a small one onto
+/// the context's free list for its size.
+pub(crate) extern "C" fn rt_free(ctx: *mut Ctx, p: *mut u8, bytes: u64) {
+    let size = bytes.max(8) as usize;
+    if p.is_null() {
+        return;
+    }
+    if let Some(c) = class(size) {
+        // SAFETY: generated code passes its context (as for `rt_alloc`)
+        // and frees each object once, with the size it was allocated
+        // with; the object has at least one word for the link.
+        unsafe {
+            let free = &mut (*ctx).free[c];
+            *(p as *mut *mut u8) = *free;
+            *free = p;
+        }
+        return;
+    }
+    free_block(p, bytes);
+}
+
+/// Returns an object of `bytes` that `rt_alloc` allocated to the system
+/// (and its charge to the budget).
+pub(crate) fn free_block(p: *mut u8, bytes: u64) {
     let size = bytes.max(8) as usize;
     if p.is_null() {
         return;
