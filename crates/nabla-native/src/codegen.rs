@@ -438,6 +438,12 @@ struct FnGen<'a, 'b, 'p> {
     span_arg: Option<ir::Value>,
     /// The functions whose bodies are being inlined here, innermost last.
     inlining: Vec<FunId>,
+    /// Facts for bounds checks, about SSA values (each defined once, so a
+    /// fact holds wherever its values are): the vectors each length was
+    /// loaded from, and the vectors each loop counter is below the length
+    /// of (`build (size v) (fun i -> … v[i] …)` needs no check).
+    lengths: HashMap<ir::Value, Vec<ir::Value>>,
+    below: HashMap<ir::Value, Vec<ir::Value>>,
 }
 
 impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
@@ -467,6 +473,8 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             funcs: HashMap::new(),
             span_arg: None,
             inlining: Vec::new(),
+            lengths: HashMap::new(),
+            below: HashMap::new(),
         };
         match job {
             Job::Fun(f) => g.fun(*f, &params)?,
@@ -961,9 +969,12 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         };
         let (v, owned) = self.borrowed(&args[0])?;
         let i = self.owned_value(&args[1])?[0];
-        let len = self.vec_len(v[0]);
-        let out = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, i, len);
-        self.fail_if(out, ErrorKind::IndexOutOfRange, span, Some((i, len)))?;
+        let in_range = self.below.get(&i).is_some_and(|vs| vs.contains(&v[0]));
+        if !in_range {
+            let len = self.vec_len(v[0]);
+            let out = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, i, len);
+            self.fail_if(out, ErrorKind::IndexOutOfRange, span, Some((i, len)))?;
+        }
         let x = self.load_elem(elem, v[0], i)?;
         if owned {
             self.inc(elem, &x);
@@ -1415,6 +1426,12 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let more = self.b.ins().icmp(IntCC::SignedLessThan, i, n);
         self.b.ins().brif(more, step, &[], exit, &bargs(&acc));
         self.b.switch_to_block(step);
+        // 0 <= i < n: i is below every length n is, or is below.
+        let mut under = self.lengths.get(&n).cloned().unwrap_or_default();
+        under.extend(self.below.get(&n).into_iter().flatten().copied());
+        if !under.is_empty() {
+            self.below.insert(i, under);
+        }
         let acc = body(self, i, &acc)?;
         let next = self.b.ins().iadd_imm_s(i, 1);
         let mut args = vec![next];
@@ -1498,7 +1515,9 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     }
 
     fn vec_len(&mut self, v: ir::Value) -> ir::Value {
-        self.b.ins().load(types::I64, immutable(), v, VEC_LEN)
+        let n = self.b.ins().load(types::I64, immutable(), v, VEC_LEN);
+        self.lengths.insert(n, vec![v]);
+        n
     }
 
     // ---- primitives ----

@@ -256,3 +256,30 @@ fn converted_arguments_are_reused_and_never_changed() {
     }
     assert_eq!(live, 0);
 }
+
+#[test]
+fn indexing_inside_loops_is_still_checked_where_it_can_fail() {
+    // `v[i]` below `size v` is checked once by the loop; these are not.
+    for (src, want) in [
+        (
+            "def main = let v = [1.0, 2.0] in build (size v + 1) (fun i -> v[i])",
+            "index 2 out of range for a vector of length 2",
+        ),
+        (
+            "def main = let v = [1.0, 2.0] in let w = [1.0] in build (size v) (fun i -> w[i] + v[i])",
+            "index 1 out of range for a vector of length 1",
+        ),
+        (
+            "def main = let v = [1.0, 2.0] in sum (build (size v) (fun i -> sum (build (i + 2) (fun j -> v[j]))))",
+            "index 2 out of range for a vector of length 2",
+        ),
+    ] {
+        let (r, _) = run(src, Limits::default());
+        assert_eq!(r, Err(want.to_string()), "{src}");
+    }
+    let (r, _) = run(
+        "def main = let v = [1.0, 2.0, 4.0] in (build (size v) (fun i -> v[i] + sum (build i (fun j -> v[j]))), sum (map (fun x -> x) v))",
+        Limits::default(),
+    );
+    assert_eq!(r, Ok("([1.0, 3.0, 7.0], 7.0)".to_string()));
+}
