@@ -675,11 +675,34 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         Ok(())
     }
 
-    /// Returns an object of `bytes` to the runtime.
+    /// The size in bytes of a vector of `len` elements of `elem`.
+    fn vec_bytes(&mut self, elem: &Type, len: ir::Value) -> ir::Value {
+        let stride = SLOT * layout::width(elem) as i64;
+        let bytes = self.b.ins().imul_imm_s(len, stride);
+        self.b.ins().iadd_imm_s(bytes, VEC_DATA)
+    }
+
+    /// Returns an object of `bytes` to the runtime: a small one onto its
+    /// free list, inline.
     fn free(&mut self, p: ir::Value, bytes: ir::Value) -> R<()> {
+        let (head_addr, small) = self.free_list(bytes);
+        let (push, slow, done) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.ins().brif(small, push, &[], slow, &[]);
+        self.b.switch_to_block(push);
+        let head = self.b.ins().load(PTR, flags(), head_addr, 0);
+        self.b.ins().store(flags(), head, p, 0);
+        self.b.ins().store(flags(), p, head_addr, 0);
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(slow);
         let free = self.cg.import("rt_free", &[PTR, PTR, types::I64], &[])?;
         let free = self.func_ref(free);
         self.b.ins().call(free, &[self.ctx, p, bytes]);
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(done);
         Ok(())
     }
 
@@ -693,9 +716,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 g.dec(&elem, &vals)
             })?;
         }
-        let stride = SLOT * layout::width(elem) as i64;
-        let bytes = self.b.ins().imul_imm_s(len, stride);
-        let bytes = self.b.ins().iadd_imm_s(bytes, VEC_DATA);
+        let bytes = self.vec_bytes(elem, len);
         self.free(v, bytes)?;
         self.b.ins().return_(&[]);
         Ok(())
@@ -911,6 +932,13 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             self.b.ins().brif(n, next, &[], dead, &[]);
             self.b.switch_to_block(dead);
             match &t {
+                // Elements without heap parts: nothing to drop but the
+                // vector itself, inline.
+                Type::Vec(elem) if !layout::has_heap(elem) => {
+                    let len = self.b.ins().load(types::I64, flags(), p, VEC_LEN);
+                    let bytes = self.vec_bytes(elem, len);
+                    self.free(p, bytes)?;
+                }
                 Type::Vec(elem) => {
                     let id = self.cg.vec_drop_id(elem)?;
                     self.call(id, &[self.ctx, p]);
@@ -1334,6 +1362,25 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     }
 
     fn alloc(&mut self, bytes: ir::Value, span: Span) -> R<ir::Value> {
+        // Fast path, inline: pop the free list of the size's class.
+        let (head_addr, small) = self.free_list(bytes);
+        let (pop, slow, done) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.append_block_param(done, PTR);
+        let check_head = self.b.create_block();
+        self.b.ins().brif(small, check_head, &[], slow, &[]);
+        self.b.switch_to_block(check_head);
+        let head = self.b.ins().load(PTR, flags(), head_addr, 0);
+        self.b.ins().brif(head, pop, &[], slow, &[]);
+        self.b.switch_to_block(pop);
+        let next = self.b.ins().load(PTR, flags(), head, 0);
+        self.b.ins().store(flags(), next, head_addr, 0);
+        self.b.ins().jump(done, &bargs(&[head]));
+        // Slow path: the runtime (the system allocator, the budget).
+        self.b.switch_to_block(slow);
         let id = self
             .cg
             .import("rt_alloc", &[PTR, types::I64, types::I32], &[PTR])?;
@@ -1341,14 +1388,28 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let s = self.b.ins().iconst(types::I32, s);
         let r = self.call(id, &[self.ctx, bytes, s]);
         self.check_failed();
-        Ok(r[0])
+        self.b.ins().jump(done, &bargs(&r));
+        self.b.switch_to_block(done);
+        Ok(self.b.block_params(done)[0])
+    }
+
+    /// The address of the free list for objects of `bytes` in the context,
+    /// and whether `bytes` is small enough to have one
+    /// ([`runtime::SMALL`]).
+    fn free_list(&mut self, bytes: ir::Value) -> (ir::Value, ir::Value) {
+        let small =
+            self.b
+                .ins()
+                .icmp_imm_s(IntCC::UnsignedLessThanOrEqual, bytes, runtime::SMALL as i64);
+        // Classes are multiples of 8 bytes: class k's head is at FREE + 8k.
+        let at = self.b.ins().iadd(self.ctx, bytes);
+        let head_addr = self.b.ins().iadd_imm_s(at, i64::from(Ctx::FREE));
+        (head_addr, small)
     }
 
     /// A vector of `n` (≥ 0) elements of `elem`, count 1, elements unset.
     fn alloc_vec(&mut self, elem: &Type, n: ir::Value, span: Span) -> R<ir::Value> {
-        let stride = SLOT * layout::width(elem) as i64;
-        let bytes = self.b.ins().imul_imm_s(n, stride);
-        let bytes = self.b.ins().iadd_imm_s(bytes, VEC_DATA);
+        let bytes = self.vec_bytes(elem, n);
         let v = self.alloc(bytes, span)?;
         let one = self.b.ins().iconst(types::I64, 1);
         self.b.ins().store(flags(), one, v, 0);

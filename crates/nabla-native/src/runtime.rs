@@ -57,6 +57,9 @@ impl Ctx {
     pub(crate) const CALLS_LEFT: i32 = 16;
     pub(crate) const GLOBALS: i32 = 24;
     pub(crate) const MAX_VECTOR_LEN: i32 = 32;
+    /// The free list heads, one 8-byte slot per class: class k's at
+    /// `FREE + 8k` (generated code pops and pushes them inline).
+    pub(crate) const FREE: i32 = std::mem::offset_of!(Ctx, free) as i32;
 }
 
 /// An error raised by generated code: its kind, the index of its position
@@ -172,7 +175,7 @@ const ALIGN: usize = 8;
 /// free lists: programs make and drop many small vectors and closures, and
 /// the system allocator and the budget's accounting would cost more than
 /// the work done with them.
-const SMALL: usize = 256;
+pub(crate) const SMALL: usize = 256;
 
 /// Size classes: one per multiple of [`ALIGN`] up to [`SMALL`].
 pub(crate) const CLASSES: usize = SMALL / ALIGN + 1;
@@ -181,6 +184,9 @@ pub(crate) const CLASSES: usize = SMALL / ALIGN + 1;
 fn class(size: usize) -> Option<usize> {
     (size <= SMALL).then_some(size / ALIGN)
 }
+
+// Generated code finds class k's head at `FREE + size` (size = 8k).
+const _: () = assert!(ALIGN == 8);
 
 impl Drop for Ctx {
     /// Returns the objects on the free lists to the system.
