@@ -13,7 +13,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PYTHON_IMPLS = ["jax", "autograd", "torch"]
-ORDER = ["nabla", "nabla-fwd", "nabla-lang", "manual", "jax", "autograd", "torch"]
+ORDER = ["nabla", "nabla-fwd", "nabla-lang", "nabla-compiled", "manual", "jax", "autograd", "torch"]
+# Implementations that time only a primal (native code until it differentiates):
+# on the nested benchmarks, the hand-derived program, compared with `manual`.
+PRIMAL_ONLY = ("nabla-compiled",)
 FAMILIES = ["gmm", "ba", "lstm", "saddle", "particle"]
 TITLES = {"gmm": "GMM objective + gradient", "ba": "BA residuals + sparse Jacobian",
           "lstm": "LSTM loss + gradient", "saddle": "Nested: saddle", "particle": "Nested: particle"}
@@ -51,9 +54,11 @@ def describe(rec):
     s = rec["status"]
     if s in ("ok", "FAIL") and "max_error" in rec:
         return f"{s} (max error {rec['max_error']:.1e} vs {rec['reference']}, {rec.get('seconds', 0):.2f} s)"
-    if s == "ok" and "derivative_s" in rec:
+    if s == "ok" and rec.get("derivative_s") is not None:
         p = rec.get("primal_s")
         return f"derivative {fmt_time(rec['derivative_s'])}" + (f", primal {fmt_time(p)}" if p else "")
+    if s == "ok" and rec.get("primal_s") is not None:
+        return f"primal {fmt_time(rec['primal_s'])} (no derivative)"
     return f"{s}: {rec.get('why', '')}"
 
 
@@ -264,7 +269,12 @@ def write_markdown(args, info, rust_impls, workloads, checks, times):
         "timed in its own process: calls are repeated until a batch takes ≥ 0.2 s and the minimum over 5 "
         "batches is kept (with --quick, 2; 3 batches when a call takes over 1 s; a single call when it takes over "
         f"{SLOW_S:g} s — in autograd and PyTorch the checked one). JIT/compile time is reported separately and not included "
-        "(for nabla-lang: parsing and type-checking the program, then compiling it, each the minimum over repeated runs).", "",
+        "(for nabla-lang: parsing and type-checking the program, then compiling it to closures; for nabla-compiled: "
+        "parsing and type-checking, then compiling to native code; each the minimum over repeated runs).", "",
+        "*nabla-compiled* (native code) has no derivative yet: its row gives the primal and, in the *vs fastest* "
+        "column, the primal's ratio to the hand-written Rust primal (manual). On the nested benchmarks it runs "
+        "the hand-derived program (`saddle_manual`/`particle_manual` in bench/nabla/nested.nabla: the same algorithm "
+        "as manual, no AD), compared with manual's time.", "",
         "Columns: *primal* = the objective alone on plain floats; *derivative* = objective and gradient "
         "(BA: residuals and the full sparse Jacobian in CSR form); *ratio* = derivative / primal; *vs fastest* = "
         "derivative time / the fastest derivative time for that workload. The nested benchmarks are one "
@@ -297,7 +307,9 @@ def write_markdown(args, info, rust_impls, workloads, checks, times):
             rows = [(i, times.get((wid, i)), checks.get((wid, i))) for i in ORDER
                     if ((wid, i) in times or (wid, i) in checks)
                     and applicable(times.get((wid, i))) and applicable(checks.get((wid, i)))]
-            ok_times = [t["derivative_s"] for _, t, _ in rows if t and t.get("status") == "ok"]
+            ok_times = [t["derivative_s"] for _, t, _ in rows
+                        if t and t.get("status") == "ok" and t.get("derivative_s") is not None]
+            manual = times.get((wid, "manual")) or {}
             fastest = min(ok_times) if ok_times else None
             lines += [f"### {wid}", ""]
             if nested:
@@ -314,16 +326,22 @@ def write_markdown(args, info, rust_impls, workloads, checks, times):
                     blank = "| — " * (2 if nested else 4)
                     lines.append(f"| {imp} | {missing} {blank}| {chk} |")
                     continue
-                d, p = t["derivative_s"], t.get("primal_s")
+                d, p = t.get("derivative_s"), t.get("primal_s")
                 note = f" ({t['note']})" if t.get("note") else ""
-                rel = f"{d / fastest:.1f}×"
+                rel = f"{d / fastest:.1f}×" if d is not None and fastest else "—"
                 comp = fmt_time(t["compile_s"]) if t.get("compile_s") else "—"
                 if "parse_check_s" in t:
                     comp = f"{fmt_time(t['parse_check_s'])} parse+check, {fmt_time(t['lower_s'])} compile"
+                if imp in PRIMAL_ONLY:
+                    # The primal against the hand-written one (nested: its single time).
+                    base = manual.get("derivative_s") if nested else manual.get("primal_s")
+                    rel = f"primal {p / base:.1f}× manual" if p and base else "—"
+                    if nested:
+                        d, note = p, " (hand-derived, no AD)"
                 if nested:
                     lines.append(f"| {imp} | {fmt_time(d)}{note} | {rel} | {comp} | {chk} |")
                 else:
-                    ratio = f"{d / p:.1f}" if p else "—"
+                    ratio = f"{d / p:.1f}" if p and d is not None else "—"
                     lines.append(f"| {imp} | {fmt_time(p)} | {fmt_time(d)}{note} | {ratio} | {rel} | {comp} | {chk} |")
             lines.append("")
     lines += ["![results](results.png)", ""]
@@ -341,7 +359,8 @@ def plot(args, info, workloads, checks, times):
     colors = dict(zip(ORDER, plt.get_cmap("tab10").colors))
     for ax, fam in zip(axes, fams):
         ids = [w["id"] for w in workloads if w["timed"] and family(w["id"]) == fam]
-        impls = [i for i in ORDER if any(((w, i) in times or (w, i) in checks)
+        # Derivative times only: a primal-only implementation has no bar.
+        impls = [i for i in ORDER if i not in PRIMAL_ONLY and any(((w, i) in times or (w, i) in checks)
                                          and applicable(times.get((w, i))) and applicable(checks.get((w, i))) for w in ids)]
         width = 0.8 / max(1, len(impls))
         for j, imp in enumerate(impls):
@@ -349,7 +368,7 @@ def plot(args, info, workloads, checks, times):
                 x = k + (j - (len(impls) - 1) / 2) * width
                 t = times.get((wid, imp))
                 c = checks.get((wid, imp), {})
-                if t and t.get("status") == "ok":
+                if t and t.get("status") == "ok" and t.get("derivative_s") is not None:
                     ax.bar(x, t["derivative_s"], width, color=colors[imp], label=imp if k == 0 else None)
                 elif c.get("status") == "timeout":
                     ax.bar(x, c["limit_s"], width, color=colors[imp], alpha=0.35, hatch="//",

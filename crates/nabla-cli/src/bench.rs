@@ -1,6 +1,7 @@
-//! `nabla bench`: the interpreter against CPython on the same three programs,
-//! and the cost of `grad` against the function itself on four programs, each
-//! measured in the same run.
+//! `nabla bench`: the interpreter and native code against CPython on the
+//! same three programs, and the cost of `grad` against the function itself
+//! on four programs (in the interpreter: native code does not differentiate
+//! yet), each measured in the same run.
 
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
@@ -121,6 +122,29 @@ fn time_nabla(src: &'static str) -> Result<(Duration, String), String> {
     }
 }
 
+/// `main` of `src` compiled to native code and run: the time of parsing,
+/// checking and compiling, and of the run, apart.
+fn time_native(src: &'static str) -> Result<(Duration, Duration, String), String> {
+    let r = nabla_lang::stack::run_with_stack(move || {
+        let mut s = nabla_lang::driver::Session::new();
+        let start = Instant::now();
+        if let Err(ds) = s.load("bench.nabla", src) {
+            return Err(s.render(&ds));
+        }
+        let (prog, entry) = s
+            .typed_program("main")
+            .map_err(|u| format!("native code does not handle {} yet", u.what))?;
+        let native =
+            nabla_native::Native::compile_main(&prog, entry, &nabla_native::Options::default())
+                .map_err(|u| format!("native code does not handle {} yet", u.what))?;
+        let prepared = start.elapsed();
+        let start = Instant::now();
+        let v = native.run().map_err(|e| s.render(&[e.into()]))?;
+        Ok((prepared, start.elapsed(), nabla_lang::pretty::print_value(&v)))
+    });
+    r.unwrap_or_else(|| Err("evaluator thread failed".into()))
+}
+
 fn time_python(src: &str) -> Result<(Duration, String), String> {
     let dir = std::env::temp_dir().join(format!("nabla-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
@@ -144,11 +168,12 @@ fn time_python(src: &str) -> Result<(Duration, String), String> {
     Ok((Duration::from_secs_f64(secs), value.to_string()))
 }
 
-fn best<F: FnMut() -> Result<(Duration, String), String>>(
+/// The fastest of `runs` runs of `f`, with what it returned.
+fn best<T, F: FnMut() -> Result<(Duration, T), String>>(
     runs: usize,
     mut f: F,
-) -> Result<(Duration, String), String> {
-    let mut best: Option<(Duration, String)> = None;
+) -> Result<(Duration, T), String> {
+    let mut best: Option<(Duration, T)> = None;
     for _ in 0..runs {
         let (d, v) = f()?;
         if best.as_ref().is_none_or(|(b, _)| d < *b) {
@@ -162,23 +187,41 @@ fn best<F: FnMut() -> Result<(Duration, String), String>>(
 pub(crate) fn run(quick: bool) -> ExitCode {
     let runs = if quick { 1 } else { 7 };
     println!("best of {runs} run(s) each; times exclude process start-up\n");
-    println!("| program | nabla | CPython | CPython / nabla | result (nabla / python) |");
-    println!("|---|---:|---:|---:|---|");
+    println!(
+        "| program | nabla (interpreter) | nabla (native: run + parse, check, compile) | CPython | CPython / interpreter | CPython / native | result (interpreter / native / python) |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---|");
     let mut failed = false;
     for c in CASES {
         let n = best(runs, || time_nabla(c.nabla));
+        let native = best(runs, || {
+            time_native(c.nabla).map(|(prepared, run, v)| (run, (prepared, v)))
+        });
         let p = best(runs, || time_python(c.python));
-        match (n, p) {
-            (Ok((nd, nv)), Ok((pd, pv))) => println!(
-                "| {} | {:.3} s | {:.3} s | {:.2}x | {nv} / {pv} |",
-                c.name,
-                nd.as_secs_f64(),
-                pd.as_secs_f64(),
-                pd.as_secs_f64() / nd.as_secs_f64()
-            ),
-            (n, p) => {
+        match (n, native, p) {
+            (Ok((nd, nv)), Ok((cd, (compile, cv))), Ok((pd, pv))) => {
+                // Both backends must print the same value.
+                failed |= cv != nv;
+                println!(
+                    "| {} | {:.3} s | {:.4} s + {:.1} ms | {:.3} s | {:.2}x | {:.1}x | {nv} / {cv} / {pv} |",
+                    c.name,
+                    nd.as_secs_f64(),
+                    cd.as_secs_f64(),
+                    compile.as_secs_f64() * 1e3,
+                    pd.as_secs_f64(),
+                    pd.as_secs_f64() / nd.as_secs_f64(),
+                    pd.as_secs_f64() / cd.as_secs_f64(),
+                );
+            }
+            (n, native, p) => {
                 failed = true;
-                println!("| {} | {:?} | {:?} | - | - |", c.name, n.err(), p.err());
+                println!(
+                    "| {} | {:?} | {:?} | {:?} | - | - | - |",
+                    c.name,
+                    n.err(),
+                    native.err(),
+                    p.err()
+                );
             }
         }
     }
