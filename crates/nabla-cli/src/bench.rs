@@ -140,7 +140,11 @@ fn time_native(src: &'static str) -> Result<(Duration, Duration, String), String
         let prepared = start.elapsed();
         let start = Instant::now();
         let v = native.run().map_err(|e| s.render(&[e.into()]))?;
-        Ok((prepared, start.elapsed(), nabla_lang::pretty::print_value(&v)))
+        Ok((
+            prepared,
+            start.elapsed(),
+            nabla_lang::pretty::print_value(&v),
+        ))
     });
     r.unwrap_or_else(|| Err("evaluator thread failed".into()))
 }

@@ -4,6 +4,7 @@
 //! run time, unreadable file), 2 for command-line usage errors.
 
 mod bench;
+mod input;
 mod repl;
 mod timing;
 
@@ -11,7 +12,6 @@ use clap::{Args, Parser, Subcommand};
 use nabla_lang::diagnostic::Diagnostic;
 use nabla_lang::driver::Session;
 use nabla_lang::eval::Limits;
-use nabla_lang::pretty::print_value;
 use nabla_lang::syntax::span::{SourceMap, Span};
 use std::io::Write;
 use std::num::NonZeroU32;
@@ -69,6 +69,16 @@ enum Command {
         /// Print the Cranelift IR of every generated function on stderr.
         #[arg(long)]
         emit_clif: bool,
+        /// `main`'s argument, when `main` is a function: a JSON file (`-`
+        /// reads standard input), a `.csv` (for `Vec Real` or
+        /// `Vec (Vec Real)`) or a NumPy `.npy` of float64 (one or two
+        /// dimensions), decoded by the type `main` takes.
+        #[arg(long, value_name = "FILE")]
+        input: Option<String>,
+        /// How to print `main`'s value: as the language writes it (text) or
+        /// as JSON (json).
+        #[arg(long, value_enum, default_value_t = input::Output::Text)]
+        output: input::Output,
         #[command(flatten)]
         limits: LimitArgs,
     },
@@ -293,6 +303,7 @@ fn compile_native(
     session: &Session,
     limits: Limits,
     emit_clif: bool,
+    with_argument: bool,
 ) -> Result<nabla_native::Native, Diagnostic> {
     let unsupported = |u: nabla_lang::core::lower_typed::Unsupported| {
         Diagnostic::error(
@@ -307,7 +318,20 @@ fn compile_native(
         limits,
         keep_ir: emit_clif,
     };
-    nabla_native::Native::compile_main(&prog, entry, &options).map_err(unsupported)
+    if with_argument {
+        nabla_native::Native::compile(&prog, entry, &options).map_err(unsupported)
+    } else {
+        nabla_native::Native::compile_main(&prog, entry, &options).map_err(unsupported)
+    }
+}
+
+/// What `nabla run` was asked besides the file, the limits and the timing.
+struct RunChoices {
+    backend: BackendChoice,
+    emit_clif: bool,
+    /// The file holding `main`'s argument.
+    input: Option<String>,
+    output: input::Output,
 }
 
 /// `nabla run` on native code, or why it cannot run there (the caller
@@ -316,20 +340,25 @@ fn run_native(
     session: &Session,
     limits: Limits,
     timing: RunTiming,
-    emit_clif: bool,
+    choices: &RunChoices,
+    argument: Option<&nabla_lang::eval::Value>,
     load_time: std::time::Duration,
 ) -> Result<Report, Diagnostic> {
     let start = Instant::now();
-    let native = compile_native(session, limits, emit_clif)?;
+    let native = compile_native(session, limits, choices.emit_clif, argument.is_some())?;
+    let argument: Vec<nabla_lang::eval::Value> = argument.into_iter().cloned().collect();
+    let args = native.args(&argument).map_err(Diagnostic::from)?;
     let preparation = load_time + start.elapsed();
     let mut stderr = String::new();
-    if emit_clif {
+    if choices.emit_clif {
         for (name, ir) in native.ir() {
             stderr.push_str(&format!("; {name}\n{ir}\n"));
         }
     }
     let measured = timing::measure(timing.repeat, || {
-        native.run().map_err(|e| vec![Diagnostic::from(e)])
+        native
+            .call_with(&args)
+            .map_err(|e| vec![Diagnostic::from(e)])
     });
     Ok(match measured {
         Ok(m) => {
@@ -345,11 +374,7 @@ fn run_native(
                     native.compile_time.as_secs_f64() * 1e3
                 ));
             }
-            Report {
-                stdout: format!("{}\n", print_value(&m.value)),
-                stderr,
-                status: 0,
-            }
+            printed(&m.value, choices.output, stderr)
         }
         Err(ds) => {
             stderr.push_str(&session.render(&ds));
@@ -362,13 +387,23 @@ fn run_native(
     })
 }
 
-fn run(
-    file: &str,
-    limits: Limits,
-    timing: RunTiming,
-    choice: BackendChoice,
-    emit_clif: bool,
-) -> Report {
+/// The report of a run that produced `value`.
+fn printed(value: &nabla_lang::eval::Value, output: input::Output, stderr: String) -> Report {
+    match input::print(value, output) {
+        Ok(stdout) => Report {
+            stdout,
+            stderr,
+            status: 0,
+        },
+        Err(e) => Report {
+            stdout: String::new(),
+            stderr: stderr + &e,
+            status: 1,
+        },
+    }
+}
+
+fn run(file: &str, limits: Limits, timing: RunTiming, choices: RunChoices) -> Report {
     let mut session = Session::new();
     session.limits = limits;
     let text = match read_source(file, &mut session.sources) {
@@ -379,11 +414,43 @@ fn run(
     if let Err(ds) = session.load(source_name(file), &text) {
         return Report::failed(session.render(&ds));
     }
+    // `main`'s argument, when it takes one.
+    let parameter = match session.main_parameter() {
+        Ok(p) => p,
+        Err(ds) => return Report::failed(session.render(&ds)),
+    };
+    let mut notes = String::new();
+    let argument = match (&choices.input, &parameter) {
+        (Some(path), Some(ty)) => match input::read(path, ty) {
+            Ok(v) => Some(v),
+            Err(e) => return Report::failed(e),
+        },
+        (Some(_), None) => {
+            return Report::failed(
+                "error: `--input` gives `main` an argument, but `main` takes none\n".into(),
+            );
+        }
+        (None, Some(ty)) => {
+            notes = format!(
+                "note: `main` is a function: give its argument (of type {}) with `--input FILE`\n",
+                nabla_lang::pretty::print_type(ty)
+            );
+            None
+        }
+        (None, None) => None,
+    };
     let mut fallback_note = String::new();
-    if choice != BackendChoice::Interp {
-        match run_native(&session, limits, timing, emit_clif, start.elapsed()) {
+    if choices.backend != BackendChoice::Interp && (parameter.is_none() || argument.is_some()) {
+        match run_native(
+            &session,
+            limits,
+            timing,
+            &choices,
+            argument.as_ref(),
+            start.elapsed(),
+        ) {
             Ok(report) => return report,
-            Err(d) if choice == BackendChoice::Native => {
+            Err(d) if choices.backend == BackendChoice::Native => {
                 return Report::failed(session.render(&[d]));
             }
             Err(d) if timing.verbose => {
@@ -397,14 +464,20 @@ fn run(
     }
     let prepared = session.prepare_main();
     let preparation = start.elapsed();
-    let measured = prepared.and_then(|main| timing::measure(timing.repeat, || main.evaluate()));
+    let measured = prepared.and_then(|main| {
+        timing::measure(timing.repeat, || match &argument {
+            Some(arg) => main.evaluate_with(arg.clone()),
+            None => main.evaluate(),
+        })
+    });
     match measured {
-        Ok(m) => Report {
-            stdout: format!("{}\n", print_value(&m.value)),
-            stderr: fallback_note
+        Ok(m) => printed(
+            &m.value,
+            choices.output,
+            notes
+                + &fallback_note
                 + &timing::report(&m, preparation, Backend::Interpreter, timing.verbose),
-            status: 0,
-        },
+        ),
         Err(ds) => Report::failed(session.render(&ds)),
     }
 }
@@ -531,13 +604,19 @@ fn dispatch(command: Command) -> Report {
             verbose,
             backend,
             emit_clif,
+            input,
+            output,
             limits,
         } => run(
             &file,
             limits.limits(),
             RunTiming { repeat, verbose },
-            backend,
-            emit_clif,
+            RunChoices {
+                backend,
+                emit_clif,
+                input,
+                output,
+            },
         ),
         Command::Check { file } => check(&file),
         Command::Eval { expr, limits } => eval(&expr, limits.limits()),

@@ -1092,3 +1092,131 @@ fn backends_native_auto_and_interp() {
     let clif = run(&["run", "--backend", "native", "--emit-clif", fib]);
     assert!(stderr(&clif).contains("function u0:"), "{}", stderr(&clif));
 }
+
+/// A NumPy .npy file (format 1.0) of float64 with `shape`, as numpy writes it.
+fn npy(descr: &str, shape: &str, data: &[f64]) -> Vec<u8> {
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend((header.len() as u16).to_le_bytes());
+    out.extend(header.as_bytes());
+    for x in data {
+        out.extend(x.to_le_bytes());
+    }
+    out
+}
+
+#[test]
+fn main_takes_its_argument_from_json_csv_or_npy_on_both_backends() {
+    let prog = temp_file(
+        "input_main.nabla",
+        b"def main (rows : Vec (Vec Real)) = (size rows, map (fun r -> sum r) rows)\n",
+    );
+    let prog = prog.to_str().expect("utf-8 path");
+    let json = temp_file("rows.json", b"[[1, 2.5], [3, -4]]");
+    let csv = temp_file("rows.csv", b"a, b\n1, 2.5\n3, -4\n");
+    let npy_file = temp_file("rows.npy", &npy("<f8", "(2, 2)", &[1.0, 2.5, 3.0, -4.0]));
+    for data in [&json, &csv, &npy_file] {
+        let data = data.to_str().expect("utf-8 path");
+        for backend in ["native", "interp"] {
+            let o = run(&["run", "--backend", backend, "--input", data, prog]);
+            assert!(o.status.success(), "{backend} {data}: {}", stderr(&o));
+            assert_eq!(stdout(&o), "(2, [3.5, -1.0])\n", "{backend} {data}");
+            let o = run(&[
+                "run",
+                "--backend",
+                backend,
+                "--input",
+                data,
+                "--output",
+                "json",
+                prog,
+            ]);
+            assert_eq!(stdout(&o), "[2,[3.5,-1.0]]\n", "{backend} {data}");
+        }
+    }
+}
+
+#[test]
+fn bad_input_data_is_a_clear_error_naming_the_place() {
+    let prog = temp_file(
+        "input_bad.nabla",
+        b"def main (p : (Vec (Vec Real), Int)) = size (fst p) + snd p\n",
+    );
+    let prog = prog.to_str().expect("utf-8 path");
+    let cases: [(&str, Vec<u8>, &str); 6] = [
+        (
+            "deep.json",
+            b"[[[1.0], [2.0, \"x\"]], 3]".to_vec(),
+            "at $[0][1][1]: expected a Real, found the string \"x\"",
+        ),
+        (
+            "int.json",
+            b"[[[1.0]], 3.5]".to_vec(),
+            "at $[1]: expected an Int, found 3.5",
+        ),
+        ("malformed.json", b"[[[1.0]], 3".to_vec(), "not valid JSON"),
+        (
+            "short.json",
+            b"[[[1.0]]]".to_vec(),
+            "at $: expected an array of 2",
+        ),
+        (
+            "ragged.csv",
+            b"1, 2\n3\n".to_vec(),
+            "CSV holds a `Vec Real` or a `Vec (Vec Real)`",
+        ),
+        (
+            "f32.npy",
+            npy("<f4", "(2,)", &[]),
+            "expected float64 ('<f8'), found '<f4'",
+        ),
+    ];
+    for (name, contents, fragment) in cases {
+        let data = temp_file(name, &contents);
+        let o = run(&["run", "--input", data.to_str().expect("utf-8 path"), prog]);
+        assert_eq!(o.status.code(), Some(1), "{name}");
+        let err = stderr(&o);
+        assert!(err.starts_with("error: "), "{name}: {err}");
+        assert!(err.contains(fragment), "{name}: {err}");
+        assert!(err.contains(name), "{name}: the file is named: {err}");
+    }
+    // A ragged CSV for a type CSV can hold.
+    let rows = temp_file(
+        "input_rows.nabla",
+        b"def main (rows : Vec (Vec Real)) = size rows\n",
+    );
+    let data = temp_file("ragged2.csv", b"1, 2\n3\n");
+    let o = run(&[
+        "run",
+        "--input",
+        data.to_str().expect("utf-8 path"),
+        rows.to_str().expect("utf-8 path"),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("at line 2: a row of 1 fields, but line 1 has 2"),
+        "{}",
+        stderr(&o)
+    );
+    // --input for a main that takes nothing; a function main without it.
+    let plain = repo().join("examples/fib.nabla");
+    let json = temp_file("unused.json", b"1");
+    let o = run(&[
+        "run",
+        "--input",
+        json.to_str().expect("utf-8 path"),
+        plain.to_str().expect("utf-8 path"),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("but `main` takes none"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&["run", prog]);
+    assert!(stderr(&o).contains("give its argument"), "{}", stderr(&o));
+}

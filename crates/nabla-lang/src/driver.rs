@@ -143,6 +143,21 @@ impl Session {
         lower_typed::lower_typed(&mono, entry)
     }
 
+    /// The type of `main`'s argument, if `main` is a function, as data for
+    /// it must be given (`nabla run --input`): monomorphic, so a
+    /// numeric-generic parameter is an Int unless annotated.
+    pub fn main_parameter(&self) -> Outcome<Option<crate::types::Type>> {
+        let Some(index) = self.defs.iter().position(|d| d.binding.name.name == "main") else {
+            return Ok(None);
+        };
+        let mono = crate::types::monomorphise(&self.defs)
+            .map_err(|es| es.into_iter().map(Diagnostic::from).collect::<Vec<_>>())?;
+        Ok(match mono.def_types.get(index) {
+            Some(crate::types::Type::Fun(a, _)) => Some((**a).clone()),
+            _ => None,
+        })
+    }
+
     /// `(name, type)` of every definition in force, in order.
     pub fn check_all(&self) -> Outcome<Vec<(String, String)>> {
         self.types_of(&self.defs)
@@ -531,6 +546,18 @@ impl PreparedMain {
         self.machine
             .fresh()
             .global(self.index, self.span)
+            .map_err(|e| vec![runtime_diagnostic(self.limits, *e)])
+    }
+
+    /// Evaluates `main`, a function, afresh and applies it to `arg`
+    /// (`nabla run --input`).
+    pub fn evaluate_with(&self, arg: Value) -> Outcome<Value> {
+        let mut machine = self.machine.fresh();
+        let f = machine
+            .global(self.index, self.span)
+            .map_err(|e| vec![runtime_diagnostic(self.limits, *e)])?;
+        machine
+            .apply(f, arg, self.span)
             .map_err(|e| vec![runtime_diagnostic(self.limits, *e)])
     }
 }

@@ -22,6 +22,7 @@
 
 pub mod ad;
 pub mod core;
+pub mod data;
 pub mod diagnostic;
 pub mod driver;
 pub mod eval;

@@ -51,6 +51,7 @@ const MAY_USE: &[(&str, &[&str])] = &[
             "stack",
         ],
     ),
+    ("data", &["eval", "types", "pretty"]),
     ("driver", &["*"]),
 ];
 
