@@ -382,6 +382,160 @@ fn to_json(v: &Value) -> Result<serde_json::Value, String> {
     })
 }
 
+/// Rust data a host passes to a program: `f64` → `Real`, `i64` → `Int`,
+/// `bool` → `Bool`, `()` → `()`, `Vec<T>` and slices → `Vec`, tuples (up
+/// to six) → tuples. So a host never builds a [`Value`] by hand:
+///
+/// ```
+/// use nabla_lang::data::{FromValue, IntoValue};
+/// let v = (vec![1.0, 2.0], vec![vec![3.0]], 7_i64).into_value();
+/// assert_eq!(nabla_lang::pretty::print_value(&v), "([1.0, 2.0], [[3.0]], 7)");
+/// let back = <(Vec<f64>, Vec<Vec<f64>>, i64)>::from_value(&v).unwrap();
+/// assert_eq!(back, (vec![1.0, 2.0], vec![vec![3.0]], 7));
+/// ```
+pub trait IntoValue {
+    /// The nabla value.
+    fn into_value(self) -> Value;
+}
+
+/// Rust data a host reads back from a program's value (the inverse of
+/// [`IntoValue`]); a value of another shape is a [`DataError`] that says
+/// where (`$[1][0]`).
+pub trait FromValue: Sized {
+    /// The Rust data, or where `v` does not have its shape.
+    fn from_value(v: &Value) -> Result<Self, DataError> {
+        Self::from_value_at(v, &mut String::from("$"))
+    }
+
+    /// [`FromValue::from_value`] for the part of a value at `path`.
+    fn from_value_at(v: &Value, path: &mut String) -> Result<Self, DataError>;
+}
+
+fn not_a(what: &str, v: &Value, path: &str) -> DataError {
+    error(path, format!("expected {what}, found {}", v.describe()))
+}
+
+impl IntoValue for f64 {
+    fn into_value(self) -> Value {
+        Value::Real(self)
+    }
+}
+
+impl IntoValue for i64 {
+    fn into_value(self) -> Value {
+        Value::Int(self)
+    }
+}
+
+impl IntoValue for bool {
+    fn into_value(self) -> Value {
+        Value::Bool(self)
+    }
+}
+
+impl IntoValue for () {
+    fn into_value(self) -> Value {
+        Value::Unit
+    }
+}
+
+impl<T: IntoValue> IntoValue for Vec<T> {
+    fn into_value(self) -> Value {
+        // All reals: the contiguous representation.
+        Value::vector(self.into_iter().map(IntoValue::into_value).collect())
+    }
+}
+
+impl<T: IntoValue + Clone> IntoValue for &[T] {
+    fn into_value(self) -> Value {
+        self.to_vec().into_value()
+    }
+}
+
+impl FromValue for f64 {
+    fn from_value_at(v: &Value, path: &mut String) -> Result<Self, DataError> {
+        match v {
+            Value::Real(x) => Ok(*x),
+            _ => Err(not_a("a Real", v, path)),
+        }
+    }
+}
+
+impl FromValue for i64 {
+    fn from_value_at(v: &Value, path: &mut String) -> Result<Self, DataError> {
+        match v {
+            Value::Int(n) => Ok(*n),
+            _ => Err(not_a("an Int", v, path)),
+        }
+    }
+}
+
+impl FromValue for bool {
+    fn from_value_at(v: &Value, path: &mut String) -> Result<Self, DataError> {
+        match v {
+            Value::Bool(b) => Ok(*b),
+            _ => Err(not_a("a Bool", v, path)),
+        }
+    }
+}
+
+impl FromValue for () {
+    fn from_value_at(v: &Value, path: &mut String) -> Result<Self, DataError> {
+        match v {
+            Value::Unit => Ok(()),
+            _ => Err(not_a("()", v, path)),
+        }
+    }
+}
+
+impl<T: FromValue> FromValue for Vec<T> {
+    fn from_value_at(v: &Value, path: &mut String) -> Result<Self, DataError> {
+        match v {
+            Value::RealVec(xs) => xs
+                .iter()
+                .enumerate()
+                .map(|(k, &x)| at_index(path, k, |p| T::from_value_at(&Value::Real(x), p)))
+                .collect(),
+            Value::Vec(items) => items
+                .iter()
+                .enumerate()
+                .map(|(k, x)| at_index(path, k, |p| T::from_value_at(x, p)))
+                .collect(),
+            _ => Err(not_a("a vector", v, path)),
+        }
+    }
+}
+
+macro_rules! tuple_conversions {
+    ($(($($t:ident $k:tt),+)),* $(,)?) => {$(
+        impl<$($t: IntoValue),+> IntoValue for ($($t,)+) {
+            fn into_value(self) -> Value {
+                Value::Tuple(std::rc::Rc::new(vec![$(self.$k.into_value()),+]))
+            }
+        }
+
+        impl<$($t: FromValue),+> FromValue for ($($t,)+) {
+            fn from_value_at(v: &Value, path: &mut String) -> Result<Self, DataError> {
+                const N: usize = [$($k),+].len();
+                match v {
+                    Value::Tuple(items) if items.len() == N => Ok((
+                        $(at_index(path, $k, |p| $t::from_value_at(&items[$k], p))?,)+
+                    )),
+                    _ => Err(not_a(&format!("a tuple of {N}"), v, path)),
+                }
+            }
+        }
+    )*};
+}
+
+tuple_conversions! {
+    (A 0, B 1),
+    (A 0, B 1, C 2),
+    (A 0, B 1, C 2, D 3),
+    (A 0, B 1, C 2, D 3, E 4),
+    (A 0, B 1, C 2, D 3, E 4, F 5),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
