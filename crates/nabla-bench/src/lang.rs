@@ -504,10 +504,10 @@ impl Prepared {
                 Ok(v) => flattened(&v).map(Some),
                 Err(d) => Err(session.render(&d)),
             },
-            Prepared::Native { native, args } => match native.call_with(args) {
-                Ok(v) => flattened(&v).map(Some),
-                Err(e) => Err(e.message),
-            },
+            // The reals straight from native memory, as `flatten` orders them.
+            Prepared::Native { native, args } => {
+                native.call_reals(args).map(Some).map_err(|e| e.message)
+            }
         }
     }
 

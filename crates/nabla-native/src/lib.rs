@@ -206,19 +206,18 @@ impl Native {
                 span: Span::default(),
             });
         }
-        let mut ctx = self.context(std::ptr::null_mut());
         let mut out = Args {
             types: self.params.clone(),
             slots: Vec::new(),
             heap: marshal::Objects::default(),
         };
         for (k, (a, t)) in args.iter().zip(&self.params).enumerate() {
-            marshal::write_value(&mut ctx, t, a, &mut out.slots, &mut out.heap).map_err(
-                |problem| RuntimeError {
+            marshal::write_value(t, a, &mut out.slots, &mut out.heap).map_err(|problem| {
+                RuntimeError {
                     message: format!("argument {} of the entry: {problem}", k + 1),
                     span: Span::default(),
-                },
-            )?;
+                }
+            })?;
         }
         Ok(out)
     }
@@ -239,6 +238,42 @@ impl Native {
     /// [`Native::args`] (of this entry's parameter types), as
     /// [`Native::call`] does.
     pub fn call_with(&self, args: &Args) -> Result<Value, RuntimeError> {
+        self.run_entry(args, |ty, out| {
+            // SAFETY: `run_entry` passes the slots of a live result of `ty`.
+            unsafe { marshal::read_value(ty, out, &mut 0) }
+        })
+    }
+
+    /// As [`Native::call_with`], for a result made of reals, tuples and
+    /// vectors only: its reals in order (tuples left to right, vectors in
+    /// index order), read straight from native memory — no [`Value`]s made,
+    /// for a host that wants the numbers (the benchmark harness).
+    pub fn call_reals(&self, args: &Args) -> Result<Vec<f64>, RuntimeError> {
+        if !marshal::only_reals(&self.ty) {
+            return Err(RuntimeError {
+                message: format!(
+                    "the result, of type {}, holds more than reals",
+                    nabla_lang::pretty::print_type(&self.ty)
+                ),
+                span: Span::default(),
+            });
+        }
+        self.run_entry(args, |ty, out| {
+            let mut reals = Vec::new();
+            // SAFETY: `run_entry` passes the slots of a live result of `ty`.
+            unsafe { marshal::read_reals(ty, out, &mut 0, &mut reals) };
+            reals
+        })
+    }
+
+    /// Runs the entry on `args` and reads the result with `read` (given
+    /// the result type and slots, valid only during the call) before it is
+    /// released.
+    fn run_entry<T>(
+        &self,
+        args: &Args,
+        read: impl FnOnce(&Type, &[u64]) -> T,
+    ) -> Result<T, RuntimeError> {
         if args.types != self.params {
             return Err(RuntimeError {
                 message: "arguments converted for an entry of other parameter types".into(),
@@ -281,10 +316,10 @@ impl Native {
                 message: e.message(&self.global_names),
                 span: self.spans.get(e.span as usize).copied().unwrap_or_default(),
             }),
-            // SAFETY: no error, so `out` holds the entry's value as laid out
-            // by `layout`, its vectors alive (owned by the globals or by
-            // `out` until `release`).
-            None => Ok(unsafe { marshal::read_value(&self.ty, &out, &mut 0) }),
+            // No error: `out` holds the entry's value as laid out by
+            // `layout`, its vectors alive (owned by the globals or by `out`
+            // until `release`).
+            None => Ok(read(&self.ty, &out)),
         };
         // SAFETY: as for `entry`, of signature `extern "C" fn(*mut Ctx,
         // *mut u64)`. After an error, `out` holds zeros (null pointers,

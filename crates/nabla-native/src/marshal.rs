@@ -4,7 +4,7 @@
 //! result).
 
 use crate::layout;
-use crate::runtime::{self, Ctx};
+use crate::runtime;
 use nabla_lang::eval::Value;
 use nabla_lang::pretty::print_type;
 use nabla_lang::types::Type;
@@ -37,10 +37,9 @@ fn mismatch(ty: &Type, v: &Value) -> String {
 }
 
 /// Appends the scalars of `v`, of type `ty`, to `out`; vectors are
-/// allocated with the runtime's allocator (charged to the memory budget),
-/// each with a count of one, and recorded in `heap`.
+/// allocated from the system (charged to the memory budget, outside any
+/// run's chunks), each with a count of one, and recorded in `heap`.
 pub(crate) fn write_value(
-    ctx: &mut Ctx,
     ty: &Type,
     v: &Value,
     out: &mut Vec<u64>,
@@ -53,21 +52,21 @@ pub(crate) fn write_value(
         (Type::Unit | Type::Var(_), Value::Unit) => {}
         (Type::Tuple(ts), Value::Tuple(items)) if ts.len() == items.len() => {
             for (t, x) in ts.iter().zip(items.iter()) {
-                write_value(ctx, t, x, out, heap)?;
+                write_value(t, x, out, heap)?;
             }
         }
         (Type::Sum(a, b), Value::Inl(x)) => {
             out.push(0);
-            write_value(ctx, a, x, out, heap)?;
+            write_value(a, x, out, heap)?;
             out.extend(std::iter::repeat_n(0, layout::width(b)));
         }
         (Type::Sum(a, b), Value::Inr(y)) => {
             out.push(1);
             out.extend(std::iter::repeat_n(0, layout::width(a)));
-            write_value(ctx, b, y, out, heap)?;
+            write_value(b, y, out, heap)?;
         }
         (Type::Vec(elem), Value::RealVec(xs)) if **elem == Type::Real => {
-            let p = alloc_vec(ctx, 1, xs.len(), heap)?;
+            let p = alloc_vec(1, xs.len(), heap)?;
             // SAFETY: `alloc_vec` returned room for `xs.len()` one-slot
             // elements after the header.
             unsafe {
@@ -82,9 +81,9 @@ pub(crate) fn write_value(
             let w = layout::width(elem);
             let mut slots = Vec::with_capacity(items.len() * w);
             for x in items.iter() {
-                write_value(ctx, elem, x, &mut slots, heap)?;
+                write_value(elem, x, &mut slots, heap)?;
             }
-            let p = alloc_vec(ctx, w, items.len(), heap)?;
+            let p = alloc_vec(w, items.len(), heap)?;
             // SAFETY: room for `items.len()` elements of `w` slots each,
             // which is `slots.len()`.
             unsafe { std::ptr::copy_nonoverlapping(slots.as_ptr(), p.add(2), slots.len()) };
@@ -97,21 +96,20 @@ pub(crate) fn write_value(
 
 /// A vector object of `len` elements of `width` slots, its count 1 and
 /// its length set.
-fn alloc_vec(
-    ctx: &mut Ctx,
-    width: usize,
-    len: usize,
-    heap: &mut Objects,
-) -> Result<*mut u64, String> {
+fn alloc_vec(width: usize, len: usize, heap: &mut Objects) -> Result<*mut u64, String> {
     let too_big = || format!("a vector of {len} elements is too large");
     let bytes = len
         .checked_mul(width * layout::SLOT as usize)
         .and_then(|b| b.checked_add(layout::VEC_DATA as usize))
         .ok_or_else(too_big)? as u64;
-    let p = runtime::rt_alloc(ctx, bytes, 0) as *mut u64;
-    if p.is_null() {
-        return Err(ctx.error.take().map_or_else(too_big, |e| e.message(&[])));
-    }
+    let p = runtime::system_alloc(bytes as usize).map_err(|(requested, live)| {
+        nabla_lang::memory::MemoryExhausted {
+            requested: requested as usize,
+            live: live as usize,
+            budget: nabla_lang::memory::budget(),
+        }
+        .to_string()
+    })? as *mut u64;
     heap.objects.push((p as *mut u8, bytes));
     // SAFETY: a fresh allocation of at least the two header slots.
     unsafe {
@@ -173,6 +171,61 @@ pub(crate) unsafe fn read_value(ty: &Type, slots: &[u64], at: &mut usize) -> Val
                 items.push(unsafe { read_value(elem, data, &mut k) });
             }
             Value::values(items)
+        }
+    }
+}
+
+/// True if a value of `ty` is made of reals, tuples and vectors only.
+pub(crate) fn only_reals(ty: &Type) -> bool {
+    match ty {
+        Type::Real => true,
+        Type::Tuple(ts) => ts.iter().all(only_reals),
+        Type::Vec(elem) => only_reals(elem),
+        _ => false,
+    }
+}
+
+/// Appends the reals of the value of type `ty` (for which [`only_reals`]
+/// holds) whose scalars start at `slots[*at]` to `out`, in order.
+///
+/// # Safety
+/// As for [`read_value`].
+pub(crate) unsafe fn read_reals(ty: &Type, slots: &[u64], at: &mut usize, out: &mut Vec<f64>) {
+    match ty {
+        Type::Tuple(ts) => {
+            for t in ts {
+                // SAFETY: the caller's guarantee, component by component.
+                unsafe { read_reals(t, slots, at, out) };
+            }
+        }
+        Type::Vec(elem) => {
+            let p = slots.get(*at).copied().unwrap_or(0) as *const u64;
+            *at += 1;
+            if p.is_null() {
+                return;
+            }
+            // SAFETY: a live vector `[count, length, slots…]` of `length`
+            // elements of `width(elem)` slots each.
+            let (len, data) = unsafe {
+                let len = *p.add(1) as usize;
+                (
+                    len,
+                    std::slice::from_raw_parts(p.add(2), len * layout::width(elem)),
+                )
+            };
+            if **elem == Type::Real {
+                out.extend(data.iter().map(|&b| f64::from_bits(b)));
+                return;
+            }
+            let mut k = 0;
+            for _ in 0..len {
+                // SAFETY: each element is a value of `elem`.
+                unsafe { read_reals(elem, data, &mut k, out) };
+            }
+        }
+        _ => {
+            out.push(f64::from_bits(slots.get(*at).copied().unwrap_or(0)));
+            *at += 1;
         }
     }
 }

@@ -31,6 +31,13 @@ pub(crate) struct Ctx {
     /// Freed small objects kept for reuse, by size class: a list linked
     /// through each object's first word ([`rt_alloc`], [`rt_free`]).
     pub free: [*mut u8; CLASSES],
+    /// Where the next small object is carved from the current chunk, and
+    /// the chunk's end.
+    next: *mut u8,
+    end: *mut u8,
+    /// Every chunk of the run: small objects live in them, and all are
+    /// freed with the context (every object of a run is dropped by its end).
+    chunks: Vec<*mut u8>,
 }
 
 impl Ctx {
@@ -49,6 +56,9 @@ impl Ctx {
             max_vector_len,
             error: None,
             free: [std::ptr::null_mut(); CLASSES],
+            next: std::ptr::null_mut(),
+            end: std::ptr::null_mut(),
+            chunks: Vec::new(),
         }
     }
 
@@ -171,11 +181,14 @@ pub(crate) extern "C" fn rt_error(ctx: *mut Ctx, kind: u32, span: u32, a: i64, b
 /// Alignment of every heap object: its slots are 8-byte words.
 const ALIGN: usize = 8;
 
-/// Objects of up to this many bytes are recycled through the context's
-/// free lists: programs make and drop many small vectors and closures, and
-/// the system allocator and the budget's accounting would cost more than
-/// the work done with them.
+/// Objects of up to this many bytes are carved from chunks of the run and
+/// recycled through the context's free lists: programs make and drop many
+/// small vectors and closures, and the system allocator and the budget's
+/// accounting would cost more than the work done with them.
 pub(crate) const SMALL: usize = 256;
+
+/// Bytes of one chunk (charged to the budget as a whole).
+const CHUNK: usize = 64 << 10;
 
 /// Size classes: one per multiple of [`ALIGN`] up to [`SMALL`].
 pub(crate) const CLASSES: usize = SMALL / ALIGN + 1;
@@ -189,63 +202,75 @@ fn class(size: usize) -> Option<usize> {
 const _: () = assert!(ALIGN == 8);
 
 impl Drop for Ctx {
-    /// Returns the objects on the free lists to the system.
+    /// Returns the run's chunks to the system: every small object lives
+    /// in one, and none outlives the run (the host reads the result before
+    /// `release`; after an error, what was not dropped is garbage).
     fn drop(&mut self) {
-        for (class, head) in self.free.iter_mut().enumerate() {
-            let mut p = std::mem::replace(head, std::ptr::null_mut());
-            while !p.is_null() {
-                // SAFETY: every object on a free list was allocated by
-                // `rt_alloc` with the size of its class, and holds the next
-                // object of the list in its first word (`rt_free`).
-                let next = unsafe { *(p as *mut *mut u8) };
-                free_block(p, (class * ALIGN) as u64);
-                p = next;
-            }
+        for chunk in self.chunks.drain(..) {
+            free_block(chunk, CHUNK as u64);
         }
     }
 }
-
-/// Allocates `bytes` (a multiple of 8, at least 8) charged to the memory
-/// budget; on failure raises "out of memory" and returns null.
+/// Allocates `bytes` (a multiple of 8, at least 8): a small object from
+/// its free list or the run's current chunk, a large one from the system,
+/// charged to the memory budget; on failure raises "out of memory" and
+/// returns null.
 pub(crate) extern "C" fn rt_alloc(ctx: *mut Ctx, bytes: u64, span: u32) -> *mut u8 {
+    // SAFETY: generated code passes the context it was called with, which
+    // the run keeps alive and exclusively lent.
+    let c = unsafe { &mut *ctx };
     let size = bytes.max(8) as usize;
-    if let Some(c) = class(size) {
-        // SAFETY: generated code passes the context it was called with,
-        // which the run keeps alive and exclusively lent.
-        let free = unsafe { &mut (*ctx).free[c] };
-        if !free.is_null() {
-            let p = *free;
-            // SAFETY: an object on the free list holds the next in its
-            // first word (`rt_free`); it stays charged to the budget.
-            *free = unsafe { *(p as *mut *mut u8) };
-            return p;
+    let Some(class) = class(size) else {
+        return system_alloc(size).unwrap_or_else(|(requested, live)| {
+            rt_error(c, ErrorKind::OutOfMemory as u32, span, requested, live);
+            std::ptr::null_mut()
+        });
+    };
+    let head = c.free[class];
+    if !head.is_null() {
+        // SAFETY: an object on the free list holds the next in its first
+        // word (`rt_free`).
+        c.free[class] = unsafe { *(head as *mut *mut u8) };
+        return head;
+    }
+    if (c.end as usize) - (c.next as usize) < size {
+        match system_alloc(CHUNK) {
+            Ok(chunk) => {
+                c.chunks.push(chunk);
+                c.next = chunk;
+                // SAFETY: within (one past the end of) the chunk.
+                c.end = unsafe { chunk.add(CHUNK) };
+            }
+            Err((requested, live)) => {
+                rt_error(c, ErrorKind::OutOfMemory as u32, span, requested, live);
+                return std::ptr::null_mut();
+            }
         }
     }
+    let p = c.next;
+    // SAFETY: `size` bytes fit before `end` (checked above).
+    c.next = unsafe { c.next.add(size) };
+    p
+}
+
+/// `size` bytes (a multiple of 8) from the system, charged to the memory
+/// budget; else the request and the live bytes, for "out of memory".
+pub(crate) fn system_alloc(size: usize) -> Result<*mut u8, (i64, i64)> {
     let live = memory::live();
-    let out_of_memory = |ctx| {
-        rt_error(
-            ctx,
-            ErrorKind::OutOfMemory as u32,
-            span,
-            size as i64,
-            live as i64,
-        );
-        std::ptr::null_mut()
-    };
+    let fail = Err((size as i64, live as i64));
     if size > memory::budget().saturating_sub(live) {
-        return out_of_memory(ctx);
+        return fail;
     }
-    let Ok(layout) = Layout::from_size_align(size, ALIGN) else {
-        return out_of_memory(ctx);
+    let Ok(layout) = Layout::from_size_align(size.max(ALIGN), ALIGN) else {
+        return fail;
     };
     // SAFETY: the layout has a non-zero size.
     let p = unsafe { std::alloc::alloc(layout) };
     if p.is_null() {
-        return out_of_memory(ctx);
-    } else {
-        memory::charge(size);
+        return fail;
     }
-    p
+    memory::charge(size.max(ALIGN));
+    Ok(p)
 }
 
 /// Frees an object [`rt_alloc`] returned for `bytes`: a small one onto
@@ -269,17 +294,17 @@ pub(crate) extern "C" fn rt_free(ctx: *mut Ctx, p: *mut u8, bytes: u64) {
     free_block(p, bytes);
 }
 
-/// Returns an object of `bytes` that `rt_alloc` allocated to the system
-/// (and its charge to the budget).
+/// Returns an object of `bytes` that [`system_alloc`] allocated to the
+/// system (and its charge to the budget).
 pub(crate) fn free_block(p: *mut u8, bytes: u64) {
     let size = bytes.max(8) as usize;
     if p.is_null() {
         return;
     }
     if let Ok(layout) = Layout::from_size_align(size, ALIGN) {
-        // SAFETY: generated code frees each object once, with the size it
-        // was allocated with (vectors store their length; closures their
-        // size is fixed by their function).
+        // SAFETY: each object is freed once, with the size it was
+        // allocated with (vectors store their length; a closure's size is
+        // fixed by its function; chunks have one size).
         unsafe { std::alloc::dealloc(p, layout) };
         memory::release(size);
     }

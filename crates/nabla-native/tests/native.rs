@@ -283,3 +283,36 @@ fn indexing_inside_loops_is_still_checked_where_it_can_fail() {
     );
     assert_eq!(r, Ok("([1.0, 3.0, 7.0], 7.0)".to_string()));
 }
+
+#[test]
+fn a_result_of_reals_is_read_straight_into_numbers() {
+    let (reals, refused, live) = nabla_lang::stack::run_with_stack(|| {
+        let mut s = Session::new();
+        s.load(
+            "test.nabla",
+            "def f (x : Real) = (x, [[x, 2.0 * x], []], build 2 (fun i -> (real i, x)))\n\
+             def g (x : Real) = (x, 1)",
+        )
+        .expect("checks");
+        let compile = |name: &str| {
+            let (prog, entry) = s.typed_program(name).expect("lowers");
+            Native::compile(&prog, entry, &Options::default()).expect("compiles")
+        };
+        let (f, g) = (compile("f"), compile("g"));
+        let before = memory::live();
+        let args = f.args(&[Value::Real(1.5)]).expect("converts");
+        let reals = f.call_reals(&args).expect("runs");
+        let refused = g
+            .call_reals(&g.args(&[Value::Real(1.5)]).expect("converts"))
+            .map_err(|e| e.message);
+        drop(args);
+        (reals, refused, memory::live() - before)
+    })
+    .expect("thread");
+    assert_eq!(reals, [1.5, 1.5, 3.0, 0.0, 1.5, 1.0, 1.5]);
+    assert_eq!(
+        refused,
+        Err("the result, of type (Real, Int), holds more than reals".to_string())
+    );
+    assert_eq!(live, 0);
+}
