@@ -419,6 +419,62 @@ fn type_name(t: &Type, out: &mut String) {
     }
 }
 
+/// What a loop's inlined body indexes with values from outside the loop,
+/// in evaluation order: `v[j]`, `v[j][k]`, `v[0]`, where `v` and `j` are
+/// among `outside` (the body's captures) or literals, each looked at
+/// before anything else in the body that could fail — so evaluating them
+/// once before the loop (when it runs) raises the same first error as the
+/// interpreter's first iteration. The walk stops at the first other step
+/// that could fail (an Int operation, a call, an allocation) or that is
+/// conditional (`if`, `match`).
+fn hoistable<'e>(body: &'e Expr, outside: &[Local]) -> Vec<&'e Expr> {
+    fn walk<'e>(e: &'e Expr, outside: &[Local], out: &mut Vec<&'e Expr>) -> bool {
+        let from_outside = |x: &Expr, out: &[&Expr]| match &x.kind {
+            ExprKind::Local(l) => outside.contains(l),
+            ExprKind::Lit(_) => true,
+            _ => out.iter().any(|c| std::ptr::eq(*c, x)),
+        };
+        match &e.kind {
+            ExprKind::Local(_) | ExprKind::Lit(_) => true,
+            ExprKind::Prim(Prim::Index, args) => {
+                if from_outside(&args[0], out) && from_outside(&args[1], out) {
+                    out.push(e);
+                    return true;
+                }
+                // An index that could fail and stays in the loop: stop.
+                for a in args {
+                    if !walk(a, outside, out) {
+                        break;
+                    }
+                }
+                false
+            }
+            ExprKind::Prim(p, args) if cannot_fail(*p, args) => {
+                args.iter().all(|a| walk(a, outside, out))
+            }
+            ExprKind::Tuple(xs) => xs.iter().all(|x| walk(x, outside, out)),
+            ExprKind::Proj(x, _) | ExprKind::Inl(x) | ExprKind::Inr(x) => walk(x, outside, out),
+            ExprKind::Let(_, a, b) => walk(a, outside, out) && walk(b, outside, out),
+            _ => false,
+        }
+    }
+    let mut out = Vec::new();
+    walk(body, outside, &mut out);
+    out
+}
+
+/// True if the primitive applied to `args` cannot raise an error: real
+/// arithmetic and functions, comparisons, `size`, projections.
+fn cannot_fail(p: Prim, args: &[Expr]) -> bool {
+    use Prim::*;
+    let on_reals = args.first().is_some_and(|a| a.ty == Type::Real);
+    match p {
+        Add | Sub | Mul | Div | Neg | Pow => on_reals,
+        Lt | Le | Gt | Ge | Eq | Ne | Not | Size | Fst | Snd | ToReal | Min | Max => true,
+        _ => p.info().real.is_some(),
+    }
+}
+
 /// Generating one function's body.
 struct FnGen<'a, 'b, 'p> {
     cg: &'a mut Codegen<'p>,
@@ -444,6 +500,11 @@ struct FnGen<'a, 'b, 'p> {
     /// of (`build (size v) (fun i -> … v[i] …)` needs no check).
     lengths: HashMap<ir::Value, Vec<ir::Value>>,
     below: HashMap<ir::Value, Vec<ir::Value>>,
+    /// Inside a loop: the elements its inlined body indexes with values
+    /// from outside it, evaluated once before it (by the expression's
+    /// address), and the lengths of those that are vectors, loaded there.
+    hoisted: HashMap<*const Expr, Vals>,
+    known_len: HashMap<ir::Value, ir::Value>,
 }
 
 impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
@@ -475,6 +536,8 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             inlining: Vec::new(),
             lengths: HashMap::new(),
             below: HashMap::new(),
+            hoisted: HashMap::new(),
+            known_len: HashMap::new(),
         };
         match job {
             Job::Fun(f) => g.fun(*f, &params)?,
@@ -711,7 +774,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let len = self.b.ins().load(types::I64, flags(), v, VEC_LEN);
         if layout::has_heap(elem) {
             let elem = elem.clone();
-            self.each_index(len, |g, i| {
+            self.each_index(len, None, |g, i| {
                 let vals = g.load_elem(&elem, v, i)?;
                 g.dec(&elem, &vals)
             })?;
@@ -961,6 +1024,9 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     /// The value of `e` and whether it is owned (else borrowed from a local
     /// or global that outlives its use).
     fn borrowed(&mut self, e: &Expr) -> R<(Vals, bool)> {
+        if let Some(vals) = self.hoisted.get(&(e as *const Expr)) {
+            return Ok((vals.clone(), false));
+        }
         match &e.kind {
             ExprKind::Local(l) => Ok((self.local(*l, e.span)?, false)),
             ExprKind::Global(g) => Ok((self.global_value(*g, e.span)?, false)),
@@ -999,7 +1065,10 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let i = self.owned_value(&args[1])?[0];
         let in_range = self.below.get(&i).is_some_and(|vs| vs.contains(&v[0]));
         if !in_range {
-            let len = self.vec_len(v[0]);
+            let len = match self.known_len.get(&v[0]) {
+                Some(&len) => len,
+                None => self.vec_len(v[0]),
+            };
             let out = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, i, len);
             self.fail_if(out, ErrorKind::IndexOutOfRange, span, Some((i, len)))?;
         }
@@ -1048,7 +1117,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let (n, acc) = match &v.kind {
             ExprKind::Prim(Prim::Build, args) => {
                 let n = self.build_size(&args[0], span)?;
-                let acc = self.fold_index(n, &[init], |g, i, acc| {
+                let acc = self.fold_index(n, &[init], Some(&args[1]), |g, i, acc| {
                     let x = g.call_fn_arg(&args[1], &[i], span)?;
                     add(g, acc, x)
                 })?;
@@ -1061,7 +1130,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 let a = (**a).clone();
                 let (u, owned) = self.borrowed(&args[1])?;
                 let n = self.vec_len(u[0]);
-                let acc = self.fold_index(n, &[init], |g, i, acc| {
+                let acc = self.fold_index(n, &[init], Some(&args[0]), |g, i, acc| {
                     let x = g.load_elem(&a, u[0], i)?;
                     g.inc(&a, &x);
                     let y = g.call_fn_arg(&args[0], &x, span)?;
@@ -1074,7 +1143,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 let (u, owned) = self.borrowed(v)?;
                 let n = self.vec_len(u[0]);
                 let elem = if real { Type::Real } else { Type::Int };
-                let acc = self.fold_index(n, &[init], |g, i, acc| {
+                let acc = self.fold_index(n, &[init], None, |g, i, acc| {
                     let x = g.load_elem(&elem, u[0], i)?;
                     add(g, acc, x)
                 })?;
@@ -1120,6 +1189,10 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     /// Compiles `e`; `None` if control left the function (a tail call).
     fn expr(&mut self, e: &Expr, tail: bool) -> R<Option<Vals>> {
         let span = e.span;
+        if let Some(vals) = self.hoisted.get(&(e as *const Expr)).cloned() {
+            self.inc(&e.ty, &vals);
+            return Ok(Some(vals));
+        }
         let vals = match &e.kind {
             ExprKind::Local(_) | ExprKind::Global(_) | ExprKind::Proj(..) => {
                 let (vals, owned) = self.borrowed(e)?;
@@ -1452,9 +1525,10 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     fn each_index(
         &mut self,
         n: ir::Value,
+        fun_arg: Option<&Expr>,
         mut body: impl FnMut(&mut Self, ir::Value) -> R<()>,
     ) -> R<()> {
-        self.fold_index(n, &[], |g, i, _| {
+        self.fold_index(n, &[], fun_arg, |g, i, _| {
             body(g, i)?;
             Ok(Vec::new())
         })
@@ -1462,10 +1536,13 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     }
 
     /// `for i in 0..n { acc = body(i, acc) }`, returning `acc`.
+    /// When the body is the inlined `fun_arg`, what it indexes with values
+    /// from outside the loop is evaluated once, before it ([`hoistable`]).
     fn fold_index(
         &mut self,
         n: ir::Value,
         init: &[ir::Value],
+        fun_arg: Option<&Expr>,
         mut body: impl FnMut(&mut Self, ir::Value, &[ir::Value]) -> R<Vals>,
     ) -> R<Vals> {
         let header = self.b.create_block();
@@ -1477,6 +1554,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             self.b.append_block_param(header, t);
             self.b.append_block_param(exit, t);
         }
+        let hoisted = self.hoist_before_loop(n, init, fun_arg, exit)?;
         let zero = self.b.ins().iconst(types::I64, 0);
         let mut args = vec![zero];
         args.extend_from_slice(init);
@@ -1499,7 +1577,56 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         args.extend(acc);
         self.b.ins().jump(header, &bargs(&args));
         self.b.switch_to_block(exit);
+        // What was evaluated before the loop does not dominate its exit.
+        for e in hoisted {
+            if let Some(vals) = self.hoisted.remove(&e) {
+                self.known_len.remove(&vals[0]);
+            }
+        }
         Ok(self.b.block_params(exit).to_vec())
+    }
+
+    /// Evaluates before a loop what its inlined body `fun_arg` indexes with
+    /// values from outside ([`hoistable`]), when the loop runs at all (the
+    /// interpreter evaluates them in the first iteration, before anything
+    /// else that could fail): a zero-trip loop jumps to `exit` with `init`.
+    /// Returns the expressions hoisted.
+    fn hoist_before_loop(
+        &mut self,
+        n: ir::Value,
+        init: &[ir::Value],
+        fun_arg: Option<&Expr>,
+        exit: ir::Block,
+    ) -> R<Vec<*const Expr>> {
+        let Some(ExprKind::Closure(f)) = fun_arg.map(|e| &e.kind) else {
+            return Ok(Vec::new());
+        };
+        if !self.may_inline(*f) {
+            return Ok(Vec::new());
+        }
+        let fun = self.cg.prog.fun(*f);
+        let candidates = hoistable(&fun.body, &fun.captures);
+        if candidates.is_empty() {
+            return Ok(Vec::new());
+        }
+        let pre = self.b.create_block();
+        let runs = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, n, 0);
+        self.b.ins().brif(runs, pre, &[], exit, &bargs(init));
+        self.b.switch_to_block(pre);
+        let mut keys = Vec::new();
+        for e in candidates {
+            let (vals, owned) = self.borrowed(e)?;
+            if owned {
+                return Err(internal("a hoisted element that is not borrowed", e.span));
+            }
+            if matches!(e.ty, Type::Vec(_)) {
+                let len = self.vec_len(vals[0]);
+                self.known_len.insert(vals[0], len);
+            }
+            self.hoisted.insert(e as *const Expr, vals);
+            keys.push(e as *const Expr);
+        }
+        Ok(keys)
     }
 
     /// Calls the known function of a `build`/`map`/`fold` argument, or
@@ -1606,7 +1733,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 let n = self.build_size(&args[0], span)?;
                 let v = self.alloc_vec(elem, n, span)?;
                 let elem = (**elem).clone();
-                self.each_index(n, |g, i| {
+                self.each_index(n, Some(&args[1]), |g, i| {
                     let x = g.call_fn_arg(&args[1], &[i], span)?;
                     g.store_elem(&elem, v, i, &x);
                     Ok(())
@@ -1621,7 +1748,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 let n = self.vec_len(v[0]);
                 let out = self.alloc_vec(b, n, span)?;
                 let (a, b) = ((**a).clone(), (**b).clone());
-                self.each_index(n, |g, i| {
+                self.each_index(n, Some(&args[0]), |g, i| {
                     let x = g.load_elem(&a, v[0], i)?;
                     g.inc(&a, &x);
                     let y = g.call_fn_arg(&args[0], &x, span)?;
@@ -1639,7 +1766,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 let (v, owned) = self.borrowed(&args[2])?;
                 let n = self.vec_len(v[0]);
                 let a = (**a).clone();
-                let r = self.fold_index(n, &init, |g, i, acc| {
+                let r = self.fold_index(n, &init, Some(&args[0]), |g, i, acc| {
                     let x = g.load_elem(&a, v[0], i)?;
                     g.inc(&a, &x);
                     let mut call_args = acc.to_vec();
@@ -1662,7 +1789,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 self.fail_if(differ, ErrorKind::ZipLengths, span, Some((n, m)))?;
                 let out = self.alloc_vec(pair, n, span)?;
                 let (a, b, pair) = ((**a).clone(), (**b).clone(), (**pair).clone());
-                self.each_index(n, |g, i| {
+                self.each_index(n, None, |g, i| {
                     let mut x = g.load_elem(&a, u[0], i)?;
                     g.inc(&a, &x);
                     let y = g.load_elem(&b, w[0], i)?;

@@ -316,3 +316,44 @@ fn a_result_of_reals_is_read_straight_into_numbers() {
     );
     assert_eq!(live, 0);
 }
+
+#[test]
+fn indexing_hoisted_out_of_loops_fails_as_the_first_iteration_would() {
+    // Each expected result is the interpreter's.
+    let cases = [
+        // A loop that does not run evaluates nothing.
+        (
+            "def main = let v = [1.0] in let j = 5 in build 0 (fun i -> v[j])",
+            Ok("[]"),
+        ),
+        // An earlier error of the first iteration comes first.
+        (
+            "def main = let v = [1.0] in let j = 5 in build 2 (fun i -> let a = 10 / (i - i) in v[j] + real a)",
+            Err("integer division by zero"),
+        ),
+        (
+            "def main = let v = [1.0] in let j = 3 in build 2 (fun i -> v[j] + real i)",
+            Err("index 3 out of range for a vector of length 1"),
+        ),
+        // Under a condition: not evaluated at all.
+        (
+            "def main = let v = [1.0] in let j = 3 in build 2 (fun i -> if i > 5 then v[j] else 0.0)",
+            Ok("[0.0, 0.0]"),
+        ),
+        (
+            "def main = let m = [[1.0, 2.0], [3.0]] in let j = 1 in sum (build 2 (fun i -> m[j][i]))",
+            Err("index 1 out of range for a vector of length 1"),
+        ),
+        (
+            "def main = let m = [[1.0, 2.0], [3.0]] in let j = 0 in (sum (build 2 (fun i -> m[j][i] * m[0][1])), map (fun x -> m[j]) [1, 2])",
+            Ok("(6.0, [[1.0, 2.0], [1.0, 2.0]])"),
+        ),
+    ];
+    for (src, want) in cases {
+        let (r, live) = run(src, Limits::default());
+        assert_eq!(r, want.map(str::to_string).map_err(str::to_string), "{src}");
+        if want.is_ok() {
+            assert_eq!(live, 0, "{src}");
+        }
+    }
+}
