@@ -82,6 +82,45 @@ where
     (value, gradient)
 }
 
+/// Reverse mode, for a function that also returns auxiliary data: `f` returns its
+/// value and something else — predictions, a breakdown of a loss, a count — which
+/// is returned beside the value and the gradient, from the same single evaluation
+/// (JAX's `value_and_grad(f, has_aux=True)`).
+///
+/// The auxiliary data cannot hold this trace's values (its type does not mention the
+/// lifetime `'t`); return their primal values (`y.primal()`), which are numbers of
+/// the level the operator was called at.
+///
+/// ```
+/// use nabla::{Scalar, value_and_grad_with_aux};
+/// // A loss Σ (w·xᵢ − yᵢ)² that also reports its residuals.
+/// let data = [(1.0, 2.0), (2.0, 3.0)];
+/// let ((loss, residuals), g) = value_and_grad_with_aux(
+///     |w| {
+///         let r: Vec<_> = data.iter().map(|&(x, y)| w[0] * x - y).collect();
+///         let loss = r.iter().map(|&r| r * r).sum();
+///         (loss, r.iter().map(|r| r.primal()).collect::<Vec<f64>>())
+///     },
+///     &[1.0],
+/// );
+/// assert_eq!(residuals, vec![-1.0, -1.0]);
+/// assert_eq!(loss, 2.0);
+/// assert_eq!(g, vec![2.0 * (-1.0 * 1.0 + -1.0 * 2.0)]);
+/// ```
+pub fn value_and_grad_with_aux<S, A, F>(f: F, x: &[S]) -> ((S, A), Vec<S>)
+where
+    S: Scalar,
+    F: for<'t> FnOnce(&[Reverse<'t, S>]) -> (Reverse<'t, S>, A),
+{
+    let ((value, delta, aux), entries) = record(x, |inputs| {
+        let (y, aux) = f(inputs);
+        (y.primal(), y.delta(), aux)
+    });
+    let gradient = pull_back(&entries, x.len(), [(delta, S::one())]);
+    pool::give(entries);
+    ((value, aux), gradient)
+}
+
 /// Reverse mode: the value and gradient of a sum Σₜ f(x, t) over `terms`, recording
 /// and sweeping one term at a time.
 ///
@@ -470,6 +509,69 @@ where
     } else {
         jacobian_reverse(|v| f.eval(v), x)
     }
+}
+
+/// The Jacobian of a function given as two closures, one per mode — `forward` over
+/// dual numbers, `reverse` over reverse-mode values — by forward mode when there are
+/// no more inputs than outputs and by reverse mode otherwise, as [`jacobian`].
+///
+/// The two closures must compute the same function; [`jacobian!`](crate::jacobian!)
+/// writes one closure twice so that they do. `forward` is evaluated once more, at
+/// constant inputs, to count the outputs.
+///
+/// ```
+/// use nabla::{Scalar, jacobian_with};
+/// let j = jacobian_with(
+///     |v| vec![v[0] * v[1], v[0].sin()],
+///     |v| vec![v[0] * v[1], v[0].sin()],
+///     &[2.0, 3.0],
+/// );
+/// assert_eq!(j, vec![vec![3.0, 2.0], vec![2.0_f64.cos(), 0.0]]);
+/// ```
+pub fn jacobian_with<S, F, G>(forward: F, reverse: G, x: &[S]) -> Vec<Vec<S>>
+where
+    S: Scalar,
+    F: Fn(&[Dual<S>]) -> Vec<Dual<S>>,
+    G: for<'t> FnOnce(&[Reverse<'t, S>]) -> Vec<Reverse<'t, S>>,
+{
+    let constants: Vec<Dual<S>> = x.iter().map(|&p| Dual::constant(p)).collect();
+    let outputs = forward(&constants).len();
+    if x.len() <= outputs {
+        jacobian_forward(forward, x)
+    } else {
+        jacobian_reverse(reverse, x)
+    }
+}
+
+/// The Jacobian of a closure, by whichever mode suits its shape, as [`jacobian`]:
+/// `jacobian!(|v| …, x)`.
+///
+/// A Rust closure has one argument type, so one closure cannot run in both modes.
+/// The macro writes the closure twice, and each copy is type-checked at its own
+/// mode's scalar type ([`jacobian_with`]). Values the closure captures from an
+/// enclosing differentiation enter it through [`lift`](crate::lift), which adapts
+/// to either mode. The argument must be a closure expression: a generic `fn` is
+/// passed as `|v| f(v)` (reverse mode needs a closure, see `docs/library.md`).
+///
+/// ```
+/// use nabla::{Scalar, grad, jacobian, lift};
+/// let j = jacobian!(|v| vec![v[0] * v[1].cos(), v[0] * v[1].sin()], &[2.0, 0.0]);
+/// assert_eq!(j, vec![vec![1.0, 0.0], vec![0.0, 2.0]]);
+///
+/// // Nested, with a captured value of the enclosing level: d/da det J of
+/// // (x, y) ↦ (a·x·y, x + y) at (1, 2) is d/da [a·y − a·x] = y − x = 1.
+/// let g = grad(|a| {
+///     let j = jacobian!(|v| vec![lift(a[0]) * v[0] * v[1], v[0] + v[1]],
+///                       &[a[0] / a[0], a[0] * 2.0 / a[0]]);
+///     j[0][0] * j[1][1] - j[0][1] * j[1][0]
+/// }, &[3.0]);
+/// assert_eq!(g, vec![1.0]);
+/// ```
+#[macro_export]
+macro_rules! jacobian {
+    ($f:expr, $x:expr $(,)?) => {
+        $crate::jacobian_with($f, $f, $x)
+    };
 }
 
 /// The Hessian-vector product H·v of a real-valued `f` at `x`, forward over reverse:

@@ -54,11 +54,18 @@ mod trace;
 #[doc(hidden)]
 pub use trace::Entry;
 
+/// The examples of `docs/library.md`, run as doctests so that the guide stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/library.md")]
+struct LibraryGuide;
+
 pub use api::{
     Pullback, VectorFunction, derivative, grad, grad_forward, hessian, hvp, jacobian,
-    jacobian_forward, jacobian_reverse, jvp, value_and_grad, value_and_grad_sum, vjp,
+    jacobian_forward, jacobian_reverse, jacobian_with, jvp, value_and_grad, value_and_grad_sum,
+    value_and_grad_with_aux, vjp,
 };
 pub use forward::Dual;
+pub use ops::{LeftOperand, Lifted, Operand, lift};
 pub use primitive::{Binary, BinaryPrimitive, Number, Unary, UnaryPrimitive};
 pub use reverse::Reverse;
 pub use scalar::{Lift, Scalar};

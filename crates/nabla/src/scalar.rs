@@ -5,6 +5,7 @@ use std::iter::{Product, Sum};
 use std::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Neg, Sub, SubAssign};
 
 use crate::primitive::{Binary, BinaryPrimitive, Unary, UnaryPrimitive};
+use crate::{Dual, Reverse};
 
 /// A real number that may carry derivative information.
 ///
@@ -19,8 +20,9 @@ use crate::primitive::{Binary, BinaryPrimitive, Unary, UnaryPrimitive};
 /// # Constants in generic code
 /// Concrete types accept `f64` on either side (`2.0 * x`, `x * 2.0`). In code generic
 /// over `S: Scalar`, Rust cannot see the `f64 * S` implementation through the bound
-/// (rust-lang/rust#20671), so write the constant on the right (`x * 2.0`) or lift it
-/// with `S::from(2.0)`.
+/// (rust-lang/rust#20671), so write the constant on the right (`x * 2.0`), lift it
+/// with `S::from(2.0)`, or state the bound `where f64: LeftOperand<S>` (see
+/// [`LeftOperand`](crate::LeftOperand)).
 ///
 /// # Example
 /// ```
@@ -40,6 +42,12 @@ use crate::primitive::{Binary, BinaryPrimitive, Unary, UnaryPrimitive};
 /// assert_eq!(grad(|x| rosenbrock(x), &[1.0, 1.0]), vec![0.0, 0.0]);
 /// assert_eq!(grad(|x| rosenbrock(x), &[0.0, 0.0]), vec![-2.0, 0.0]);
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a nabla scalar",
+    label = "expected `f64`, `Dual<S>` or `Reverse<'_, S>` for a scalar `S`",
+    note = "the differentiation operators take slices of scalars (`&[f64]`) and give the \
+            closure slices of `Dual` or `Reverse` values; integers must be written as floats"
+)]
 pub trait Scalar:
     Copy
     + fmt::Debug
@@ -158,6 +166,29 @@ pub trait Scalar:
     #[inline(always)]
     fn shift(self, c: f64) -> Self {
         self + Self::from(c)
+    }
+
+    /// The same value with no derivative at any level: a constant, as if it had been
+    /// computed from `f64`s (JAX's `stop_gradient`).
+    ///
+    /// Derivatives do not flow through it, in any mode or nesting, so it is how a
+    /// value that depends on the inputs is treated as fixed: a target in a
+    /// semi-gradient method, a normaliser held constant, a straight-through
+    /// estimator (`x + (round(x) − x).stop_gradient()` has value `round(x)` and
+    /// derivative 1).
+    ///
+    /// ```
+    /// use nabla::{Scalar, derivative, grad};
+    /// // d/dx [x · sg(x)] = sg(x) = 3, not 2x = 6
+    /// assert_eq!(derivative(|x| x * x.stop_gradient(), 3.0), 3.0);
+    /// assert_eq!(grad(|x| x[0] * x[0].stop_gradient(), &[3.0]), vec![3.0]);
+    /// // straight-through rounding
+    /// let st = |x: f64| derivative(|x| x + (x.round() - x).stop_gradient(), x);
+    /// assert_eq!(st(0.7), 1.0);
+    /// ```
+    #[inline(always)]
+    fn stop_gradient(self) -> Self {
+        Self::from(self.value())
     }
 
     /// The constant 0.
@@ -364,13 +395,15 @@ impl Scalar for f64 {
     }
 }
 
-/// A scalar type built on the level `S` — `S` itself, [`Dual<S>`](crate::Dual) or
-/// [`Reverse<'_, S>`](crate::Reverse) — into which values of `S` lift as constants.
+/// A scalar type built on the level `S` — `S` itself, one level over it
+/// ([`Dual<S>`](crate::Dual), [`Reverse<'_, S>`](crate::Reverse)) or two (`Dual<Dual<S>>`,
+/// `Reverse<'_, Dual<S>>`, …) — into which values of `S` lift as constants.
 ///
 /// Code that must run in whichever mode an operator picks, and that uses values
 /// captured from the level it was called at, lifts them with `T::lift`: the lifted
 /// value carries no perturbation of the new level, which is what keeps nested
-/// derivatives from being confused. See [`VectorFunction`](crate::VectorFunction).
+/// derivatives from being confused. See [`VectorFunction`](crate::VectorFunction);
+/// where the type is not named, [`lift`](crate::lift) does the same.
 ///
 /// ```
 /// use nabla::{Dual, Lift, Scalar};
@@ -379,7 +412,17 @@ impl Scalar for f64 {
 /// }
 /// assert_eq!(scaled(2.0, 3.0), 6.0);
 /// assert_eq!(scaled(2.0, Dual::new(3.0, 1.0)).tangent(), 2.0);
+/// let two_levels: Dual<Dual<f64>> = scaled(2.0, Dual::new(Dual::new(3.0, 1.0), Dual::from(1.0)));
+/// assert_eq!(two_levels.tangent().tangent(), 0.0);
+/// assert_eq!(two_levels.tangent().primal(), 2.0);
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not built on `{S}`: a value of `{S}` cannot be lifted into it",
+    note = "`lift` reaches at most two levels inward; lift in steps (`Dual::constant`, \
+            `Reverse::constant`) for deeper ones",
+    note = "two `lift(…)` values do not combine with each other: combine each with a value \
+            of the inner level (`z * lift(x) * lift(y)`, not `lift(x) * lift(y) * z`)"
+)]
 pub trait Lift<S: Scalar>: Scalar {
     /// `value` as a constant of this level.
     fn lift(value: S) -> Self;
@@ -390,4 +433,23 @@ impl<S: Scalar> Lift<S> for S {
     fn lift(value: S) -> S {
         value
     }
+}
+
+/// Two levels over `S`, in each combination of modes: a constant of the inner level
+/// made from a constant of the middle one.
+macro_rules! lift_two_levels {
+    ($([$($lifetimes:lifetime),*] $ty:ty, $middle:ty;)*) => {$(
+        impl<$($lifetimes,)* S: Scalar> Lift<S> for $ty {
+            #[inline(always)]
+            fn lift(value: S) -> Self {
+                <$ty>::constant(<$middle as Lift<S>>::lift(value))
+            }
+        }
+    )*};
+}
+lift_two_levels! {
+    [] Dual<Dual<S>>, Dual<S>;
+    ['t] Dual<Reverse<'t, S>>, Reverse<'t, S>;
+    ['u] Reverse<'u, Dual<S>>, Dual<S>;
+    ['u, 't] Reverse<'u, Reverse<'t, S>>, Reverse<'t, S>;
 }
