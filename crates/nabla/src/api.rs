@@ -7,7 +7,7 @@
 //! `fn f<S: Scalar>(x: &[S]) -> S` is passed as `|x| f(x)`.
 
 use crate::trace::{self, DeltaId, Entry, Trace};
-use crate::{Dual, Lift, Number, Reverse, Scalar, pool};
+use crate::{Dual, Lift, Number, Precision, Real, Reverse, Scalar, pool};
 
 /// The derivative of a function of one real, by forward mode.
 ///
@@ -16,9 +16,10 @@ use crate::{Dual, Lift, Number, Reverse, Scalar, pool};
 /// assert_eq!(derivative(|x| x * x * x, 2.0), 12.0);
 /// assert_eq!(derivative(|x| x.sin(), 0.0), 1.0);
 /// ```
-pub fn derivative<S, F>(f: F, x: S) -> S
+pub fn derivative<S, F, R>(f: F, x: S) -> S
 where
-    S: Scalar,
+    R: Real,
+    S: Scalar<R>,
     F: FnOnce(Dual<S>) -> Dual<S>,
 {
     f(Dual::new(x, S::one())).tangent()
@@ -37,9 +38,10 @@ where
 ///
 /// # Panics
 /// If the tangent `dx` does not have the length of `x`.
-pub fn jvp<S, F>(f: F, x: &[S], dx: &[S]) -> (Vec<S>, Vec<S>)
+pub fn jvp<S, F, R>(f: F, x: &[S], dx: &[S]) -> (Vec<S>, Vec<S>)
 where
-    S: Scalar,
+    R: Real,
+    S: Scalar<R>,
     F: FnOnce(&[Dual<S>]) -> Vec<Dual<S>>,
 {
     assert_eq!(
@@ -68,9 +70,10 @@ where
 /// assert_eq!(v, 3.0);
 /// assert_eq!(g, vec![1.0, 3.0]);
 /// ```
-pub fn value_and_grad<S, F>(f: F, x: &[S]) -> (S, Vec<S>)
+pub fn value_and_grad<S, F, R>(f: F, x: &[S]) -> (S, Vec<S>)
 where
-    S: Scalar,
+    R: Real,
+    S: Scalar<R>,
     F: for<'t> FnOnce(&[Reverse<'t, S>]) -> Reverse<'t, S>,
 {
     let ((value, delta), entries) = record(x, |inputs| {
@@ -107,9 +110,10 @@ where
 /// assert_eq!(loss, 2.0);
 /// assert_eq!(g, vec![2.0 * (-1.0 * 1.0 + -1.0 * 2.0)]);
 /// ```
-pub fn value_and_grad_with_aux<S, A, F>(f: F, x: &[S]) -> ((S, A), Vec<S>)
+pub fn value_and_grad_with_aux<S, A, F, R>(f: F, x: &[S]) -> ((S, A), Vec<S>)
 where
-    S: Scalar,
+    R: Real,
+    S: Scalar<R>,
     F: for<'t> FnOnce(&[Reverse<'t, S>]) -> (Reverse<'t, S>, A),
 {
     let ((value, delta, aux), entries) = record(x, |inputs| {
@@ -171,9 +175,10 @@ where
 ///     [(), ()],
 /// );
 /// ```
-pub fn value_and_grad_sum<S, F, I>(mut f: F, x: &[S], terms: I) -> (S, Vec<S>)
+pub fn value_and_grad_sum<S, F, I, R>(mut f: F, x: &[S], terms: I) -> (S, Vec<S>)
 where
-    S: Scalar,
+    R: Real,
+    S: Scalar<R>,
     I: IntoIterator,
     F: for<'t> FnMut(&[Reverse<'t, S>], I::Item) -> Reverse<'t, S>,
 {
@@ -217,9 +222,10 @@ where
 /// let g = grad(|v| v[0] * v[0] * 2.0 + v[0] * v[1] * 3.0 + v[1] * v[1] * 4.0, &[3.0, 4.0]);
 /// assert_eq!(g, vec![24.0, 41.0]);
 /// ```
-pub fn grad<S, F>(f: F, x: &[S]) -> Vec<S>
+pub fn grad<S, F, R>(f: F, x: &[S]) -> Vec<S>
 where
-    S: Scalar,
+    R: Real,
+    S: Scalar<R>,
     F: for<'t> FnOnce(&[Reverse<'t, S>]) -> Reverse<'t, S>,
 {
     value_and_grad(f, x).1
@@ -236,9 +242,10 @@ where
 /// assert_eq!(pullback.apply(&[1.0, 0.0]), vec![5.0, 2.0]);
 /// assert_eq!(pullback.apply(&[0.0, 1.0]), vec![1.0, 1.0]);
 /// ```
-pub fn vjp<S, F>(f: F, x: &[S]) -> (Vec<S>, Pullback<S>)
+pub fn vjp<S, F, R>(f: F, x: &[S]) -> (Vec<S>, Pullback<S>)
 where
-    S: Scalar,
+    R: Real,
+    S: Scalar<R>,
     F: for<'t> FnOnce(&[Reverse<'t, S>]) -> Vec<Reverse<'t, S>>,
 {
     let ((values, outputs), entries) = record(x, |inputs| {
@@ -259,9 +266,10 @@ where
 /// returns what `f` returned and the recorded entries. What `f` returns cannot
 /// mention the trace's values (the lifetime `'t` is `f`'s own), so the trace can be
 /// taken apart afterwards.
-fn record<S, T>(x: &[S], f: impl for<'t> FnOnce(&[Reverse<'t, S>]) -> T) -> (T, Vec<Entry<S>>)
+fn record<S, T, R>(x: &[S], f: impl for<'t> FnOnce(&[Reverse<'t, S>]) -> T) -> (T, Vec<Entry<S>>)
 where
-    S: Scalar,
+    R: Real,
+    S: Scalar<R>,
 {
     let trace = Trace::new(x.len());
     let mut inputs = pool::take(x.len());
@@ -284,7 +292,7 @@ fn run<X: ?Sized, T>(f: impl FnOnce(&X) -> T, x: &X) -> T {
 /// One backward sweep over `entries`, seeded with each output Delta (`Scale c (Var
 /// id)` as `(c, id)`, or `None` for `Zero`) times its cotangent: the cotangents of
 /// the `inputs` input variables.
-fn pull_back<S: Scalar>(
+fn pull_back<R: Real, S: Scalar<R>>(
     entries: &[Entry<S>],
     inputs: usize,
     seeds: impl IntoIterator<Item = (Option<(S, DeltaId)>, S)>,
@@ -299,7 +307,7 @@ fn pull_back<S: Scalar>(
     pool::into_prefix(adjoints, inputs)
 }
 
-impl<S: Scalar> Drop for Pullback<S> {
+impl<S> Drop for Pullback<S> {
     fn drop(&mut self) {
         pool::give(std::mem::take(&mut self.entries));
     }
@@ -308,7 +316,7 @@ impl<S: Scalar> Drop for Pullback<S> {
 /// The backward half of [`vjp`]: the recorded Delta trace of one evaluation, ready
 /// to be evaluated backwards for any output cotangent.
 #[derive(Debug)]
-pub struct Pullback<S: Scalar> {
+pub struct Pullback<S> {
     entries: Vec<Entry<S>>,
     /// Input variables occupy ids `0..inputs`; `entries[k]` is the `Let` of id
     /// `inputs + k`.
@@ -317,7 +325,7 @@ pub struct Pullback<S: Scalar> {
     outputs: Vec<Option<(S, DeltaId)>>,
 }
 
-impl<S: Scalar> Pullback<S> {
+impl<R: Real, S: Scalar<R> + Precision<Real = R>> Pullback<S> {
     /// The input cotangent ctᵀJ for the output cotangent `ct` (one per output).
     ///
     /// # Panics
@@ -371,9 +379,10 @@ impl<S: Scalar> Pullback<S> {
 ///                      &[3.0, 4.0]);
 /// assert_eq!(g, vec![24.0, 41.0]);
 /// ```
-pub fn grad_forward<S, F>(f: F, x: &[S]) -> Vec<S>
+pub fn grad_forward<S, F, R>(f: F, x: &[S]) -> Vec<S>
 where
-    S: Scalar,
+    R: Real,
+    S: Scalar<R>,
     F: Fn(&[Dual<S>]) -> Dual<S>,
 {
     along_each_input(x, |inputs| f(inputs).tangent())
@@ -382,7 +391,10 @@ where
 /// `column(inputs)` with `inputs` the dual numbers of `x` whose tangent is one at
 /// input `i` and zero elsewhere, for each `i`: the forward-mode passes of a gradient
 /// or Jacobian, sharing one vector of inputs.
-fn along_each_input<S: Scalar, T>(x: &[S], mut column: impl FnMut(&[Dual<S>]) -> T) -> Vec<T> {
+fn along_each_input<R: Real, S: Scalar<R>, T>(
+    x: &[S],
+    mut column: impl FnMut(&[Dual<S>]) -> T,
+) -> Vec<T> {
     let mut inputs = pool::take(x.len());
     inputs.extend(x.iter().map(|&p| Dual::constant(p)));
     let columns = (0..x.len())
@@ -406,9 +418,10 @@ fn along_each_input<S: Scalar, T>(x: &[S], mut column: impl FnMut(&[Dual<S>]) ->
 /// let j = jacobian_forward(|v| vec![v[0] * v[1], v[0].sin()], &[2.0, 3.0]);
 /// assert_eq!(j, vec![vec![3.0, 2.0], vec![2.0_f64.cos(), 0.0]]);
 /// ```
-pub fn jacobian_forward<S, F>(f: F, x: &[S]) -> Vec<Vec<S>>
+pub fn jacobian_forward<S, F, R>(f: F, x: &[S]) -> Vec<Vec<S>>
 where
-    S: Scalar,
+    R: Real,
+    S: Scalar<R>,
     F: Fn(&[Dual<S>]) -> Vec<Dual<S>>,
 {
     let columns: Vec<Vec<S>> = along_each_input(x, |inputs| {
@@ -428,9 +441,10 @@ where
 /// let j = jacobian_reverse(|v| vec![v[0] * v[1], v[0].sin()], &[2.0, 3.0]);
 /// assert_eq!(j, vec![vec![3.0, 2.0], vec![2.0_f64.cos(), 0.0]]);
 /// ```
-pub fn jacobian_reverse<S, F>(f: F, x: &[S]) -> Vec<Vec<S>>
+pub fn jacobian_reverse<S, F, R>(f: F, x: &[S]) -> Vec<Vec<S>>
 where
-    S: Scalar,
+    R: Real,
+    S: Scalar<R>,
     F: for<'t> FnOnce(&[Reverse<'t, S>]) -> Vec<Reverse<'t, S>>,
 {
     let (values, pullback) = vjp(f, x);
@@ -462,9 +476,9 @@ where
 /// }
 /// assert_eq!(Polar.eval(&[2.0, 0.0]), vec![2.0, 0.0]);
 /// ```
-pub trait VectorFunction<S: Scalar> {
+pub trait VectorFunction<S: Scalar<R>, R: Real = f64> {
     /// The function's value at `x`.
-    fn eval<T: Lift<S>>(&self, x: &[T]) -> Vec<T>;
+    fn eval<T: Lift<S, R>>(&self, x: &[T]) -> Vec<T>;
 }
 
 /// The Jacobian of `f` at `x` (row `i` is the gradient of output `i`), by forward
@@ -496,10 +510,11 @@ pub trait VectorFunction<S: Scalar> {
 /// }, &[3.0]);
 /// assert_eq!(g, vec![1.0]);
 /// ```
-pub fn jacobian<S, F>(f: &F, x: &[S]) -> Vec<Vec<S>>
+pub fn jacobian<S, F, R>(f: &F, x: &[S]) -> Vec<Vec<S>>
 where
-    S: Scalar,
-    F: VectorFunction<S> + ?Sized,
+    R: Real,
+    S: Scalar<R>,
+    F: VectorFunction<S, R> + ?Sized,
 {
     // One primal evaluation tells the number of outputs; it costs less than the
     // passes it lets us avoid.
@@ -528,9 +543,10 @@ where
 /// );
 /// assert_eq!(j, vec![vec![3.0, 2.0], vec![2.0_f64.cos(), 0.0]]);
 /// ```
-pub fn jacobian_with<S, F, G>(forward: F, reverse: G, x: &[S]) -> Vec<Vec<S>>
+pub fn jacobian_with<S, F, G, R>(forward: F, reverse: G, x: &[S]) -> Vec<Vec<S>>
 where
-    S: Scalar,
+    R: Real,
+    S: Scalar<R>,
     F: Fn(&[Dual<S>]) -> Vec<Dual<S>>,
     G: for<'t> FnOnce(&[Reverse<'t, S>]) -> Vec<Reverse<'t, S>>,
 {
@@ -588,9 +604,10 @@ macro_rules! jacobian {
 ///
 /// # Panics
 /// If the direction `v` does not have the length of `x`.
-pub fn hvp<S, F>(f: F, x: &[S], v: &[S]) -> Vec<S>
+pub fn hvp<S, F, R>(f: F, x: &[S], v: &[S]) -> Vec<S>
 where
-    S: Scalar,
+    R: Real,
+    S: Scalar<R>,
     F: for<'t> FnOnce(&[Reverse<'t, Dual<S>>]) -> Reverse<'t, Dual<S>>,
 {
     assert_eq!(
@@ -615,9 +632,10 @@ where
 /// let h = hessian(|v| v[0] * v[0] * 2.0 + v[0] * v[1] * 3.0 + v[1] * v[1] * 4.0, &[3.0, 4.0]);
 /// assert_eq!(h, vec![vec![4.0, 3.0], vec![3.0, 8.0]]);
 /// ```
-pub fn hessian<S, F>(f: F, x: &[S]) -> Vec<Vec<S>>
+pub fn hessian<S, F, R>(f: F, x: &[S]) -> Vec<Vec<S>>
 where
-    S: Scalar,
+    R: Real,
+    S: Scalar<R>,
     F: for<'t> Fn(&[Reverse<'t, Dual<S>>]) -> Reverse<'t, Dual<S>>,
 {
     let mut direction = vec![S::zero(); x.len()];

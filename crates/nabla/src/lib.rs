@@ -12,6 +12,8 @@
 //!   operation appends one flattened `Let`-bound Delta to a growable array, which is
 //!   evaluated backwards once. Time and memory are linear in the number of
 //!   operations, however much the computation shares.
+//! - **Two precisions**: every scalar type is built on `f64` or on `f32`
+//!   ([`Scalar<f32>`](Scalar), [`Real`]); `S: Scalar` means `f64`.
 //! - **One derivative table** ([`primitive`]) holds every primitive's value and
 //!   partial derivatives; both modes derive their rules from it, and a user adds a
 //!   primitive by giving its value and derivative ([`UnaryPrimitive`],
@@ -34,10 +36,13 @@
 //! is 1 whatever x is — and a system that confused the two perturbations would say 2:
 //!
 //! ```
-//! use nabla::{Dual, Scalar, derivative};
-//! let d = derivative(|x| x * derivative(|y| Dual::constant(x) + y, Dual::from(1.0)), 1.0);
+//! use nabla::{Dual, Scalar, derivative, lift};
+//! let d = derivative(|x| x * derivative(|y| lift(x) + y, Dual::from(1.0)), 1.0);
 //! assert_eq!(d, 1.0);
 //! ```
+//!
+//! The outer `x` enters the inner derivative through [`lift`], as a constant of the
+//! inner level; without it, `x + y` mixes two levels and does not compile.
 //!
 //! See `docs/library.md` in the repository for the design and the conventions at
 //! non-differentiable points.
@@ -47,6 +52,7 @@ mod forward;
 mod ops;
 mod pool;
 pub mod primitive;
+mod real;
 mod reverse;
 mod scalar;
 mod trace;
@@ -67,5 +73,6 @@ pub use api::{
 pub use forward::Dual;
 pub use ops::{LeftOperand, Lifted, Operand, lift};
 pub use primitive::{Binary, BinaryPrimitive, Number, Unary, UnaryPrimitive};
+pub use real::{Precision, Real};
 pub use reverse::Reverse;
 pub use scalar::{Lift, Scalar};

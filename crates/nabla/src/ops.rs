@@ -7,10 +7,11 @@
 
 use std::ops::{Add, Div, Mul, Sub};
 
-use crate::{Binary, Lift, Scalar};
+use crate::{Binary, Lift, Precision, Real, Scalar};
 
 /// What may stand on the right of `T`'s `+ − × ÷` (and `+= −= ×= ÷=`): a `T`, a
-/// constant `f64`, or a value of an enclosing level wrapped by [`lift`].
+/// constant of its precision (`f64`, or `f32` for a `Scalar<f32>`), or a value of an
+/// enclosing level wrapped by [`lift`].
 ///
 /// Values of two different levels of differentiation — a `Reverse<'_, f64>`
 /// captured from an outer `grad` and the `Reverse<'_, Reverse<'_, f64>>` of an inner
@@ -41,7 +42,8 @@ use crate::{Binary, Lift, Scalar};
 /// The trait is sealed: its implementations are the library's.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not an operand of `{T}` arithmetic",
-    label = "expected a `{T}`, an `f64` constant, or `nabla::lift(x)` of an outer level's value",
+    label = "expected a `{T}`, a constant of its precision (`f64`, `f32`), or \
+             `nabla::lift(x)` of an outer level's value",
     note = "a value captured from an enclosing differentiation is a constant at this level: \
             write `nabla::lift(x)` (or `Dual::constant(x)` / `Reverse::constant(x)`)",
     note = "integer constants must be written as floats: `x * 2.0`, not `x * 2`"
@@ -58,27 +60,12 @@ pub(crate) mod sealed {
     pub trait Sealed {}
 }
 
-/// The same level: the table's rule for `op`.
-macro_rules! same_level_operand {
-    ([$($generics:tt)*] $ty:ty) => {
-        impl<$($generics)*> $crate::ops::sealed::Sealed for $ty {}
-
-        impl<$($generics)*> $crate::Operand<$ty> for $ty {
-            #[inline(always)]
-            fn combine(self, left: $ty, op: $crate::Binary) -> $ty {
-                $crate::Scalar::binary(left, op, self)
-            }
-        }
-    };
-}
-pub(crate) use same_level_operand;
-
-impl sealed::Sealed for f64 {}
+impl<R: Real> sealed::Sealed for R {}
 
 /// A constant. Sums and products with it are shifts and scalings, which record
 /// nothing in reverse mode and leave a tangent alone or scale it (IEEE arithmetic
 /// makes `x − c` exactly `x + (−c)`); a quotient lifts it.
-impl<T: Scalar> Operand<T> for f64 {
+impl<R: Real, T: Scalar<R>> Operand<T> for R {
     #[inline(always)]
     fn combine(self, left: T, op: Binary) -> T {
         match op {
@@ -127,13 +114,18 @@ impl<S> Lifted<S> {
 /// assert!((d[0] - 4.0 * (1.0 + 2.0_f64.ln())).abs() < 1e-12);
 /// ```
 #[inline(always)]
-pub fn lift<S: Scalar>(value: S) -> Lifted<S> {
+pub fn lift<S: Precision>(value: S) -> Lifted<S> {
     Lifted(value)
 }
 
 impl<S> sealed::Sealed for Lifted<S> {}
 
-impl<S: Scalar, T: Lift<S>> Operand<T> for Lifted<S> {
+impl<R, S, T> Operand<T> for Lifted<S>
+where
+    R: Real,
+    S: Scalar<R> + Precision<Real = R>,
+    T: Lift<S, R>,
+{
     #[inline(always)]
     fn combine(self, left: T, op: Binary) -> T {
         left.binary(op, T::lift(self.0))
@@ -142,7 +134,12 @@ impl<S: Scalar, T: Lift<S>> Operand<T> for Lifted<S> {
 
 macro_rules! lifted_on_the_left {
     ($($Op:ident, $op:ident, $Variant:ident;)*) => {$(
-        impl<S: Scalar, T: Lift<S>> $Op<T> for Lifted<S> {
+        impl<R, S, T> $Op<T> for Lifted<S>
+        where
+            R: Real,
+            S: Scalar<R> + Precision<Real = R>,
+            T: Lift<S, R>,
+        {
             type Output = T;
             #[inline(always)]
             fn $op(self, right: T) -> T {
@@ -158,7 +155,8 @@ lifted_on_the_left! {
     Div, div, Div;
 }
 
-/// `f64` on the left of `S`'s `+ − × ÷`, as a bound generic code can state.
+/// A constant on the left of `S`'s `+ − × ÷`, as a bound generic code can state:
+/// `where f64: LeftOperand<S>` (or `f32` for a `Scalar<f32>`).
 ///
 /// Concrete types accept `2.0 * x`. In code generic over `S: Scalar` it does not
 /// compile ("cannot multiply `{float}` by `S`"): the implementations exist for
@@ -194,34 +192,50 @@ impl<S, L> LeftOperand<S> for L where
 }
 
 /// Implements the arithmetic, comparison, summation and formatting traits that
-/// [`Scalar`](crate::Scalar) requires, for a type whose [`Scalar::apply_binary`]
-/// and [`Scalar::value`] are already defined: any [`Operand`] on the right, `f64` on
+/// [`Scalar`](crate::Scalar) requires, for a type `$ty` over an inner scalar `S`
+/// (with the lifetimes `$lt`) whose [`Scalar::apply_binary`] and [`Scalar::value`]
+/// are already defined: any [`Operand`] on the right, a constant of its precision on
 /// the left.
 macro_rules! scalar_ops {
-    ([$($generics:tt)*] $ty:ty) => {
-        $crate::ops::same_level_operand!([$($generics)*] $ty);
-        $crate::ops::scalar_ops!(@binary [$($generics)*] $ty, Add, add, AddAssign, add_assign, Add);
-        $crate::ops::scalar_ops!(@binary [$($generics)*] $ty, Sub, sub, SubAssign, sub_assign, Sub);
-        $crate::ops::scalar_ops!(@binary [$($generics)*] $ty, Mul, mul, MulAssign, mul_assign, Mul);
-        $crate::ops::scalar_ops!(@binary [$($generics)*] $ty, Div, div, DivAssign, div_assign, Div);
+    ([$($lt:lifetime),*] $ty:ty) => {
+        $crate::ops::scalar_ops!(@generic [$($lt,)* R: $crate::Real, S: $crate::Scalar<R> + $crate::Precision<Real = R>] $ty);
+        $crate::ops::scalar_ops!(@left [$($lt),*] $ty, f64);
+        $crate::ops::scalar_ops!(@left [$($lt),*] $ty, f32);
+    };
+
+    (@generic [$($generics:tt)*] $ty:ty) => {
+        impl<$($generics)*> $crate::ops::sealed::Sealed for $ty {}
+
+        /// The same level: the table's rule for the operator.
+        impl<$($generics)*> $crate::Operand<$ty> for $ty {
+            #[inline(always)]
+            fn combine(self, left: $ty, op: $crate::Binary) -> $ty {
+                $crate::Scalar::binary(left, op, self)
+            }
+        }
+
+        $crate::ops::scalar_ops!(@binary [$($generics)*] $ty, Add, add, AddAssign, add_assign);
+        $crate::ops::scalar_ops!(@binary [$($generics)*] $ty, Sub, sub, SubAssign, sub_assign);
+        $crate::ops::scalar_ops!(@binary [$($generics)*] $ty, Mul, mul, MulAssign, mul_assign);
+        $crate::ops::scalar_ops!(@binary [$($generics)*] $ty, Div, div, DivAssign, div_assign);
 
         impl<$($generics)*> ::std::ops::Neg for $ty {
             type Output = Self;
             #[inline(always)]
             fn neg(self) -> Self {
-                $crate::Scalar::scale(self, -1.0)
+                $crate::Scalar::scale(self, -R::ONE)
             }
         }
 
         impl<$($generics)*> ::std::iter::Sum for $ty {
             fn sum<I: Iterator<Item = Self>>(iter: I) -> Self {
-                iter.fold(<Self as $crate::Scalar>::zero(), |acc, x| acc + x)
+                iter.fold(<Self as $crate::Scalar<R>>::zero(), |acc, x| acc + x)
             }
         }
 
         impl<$($generics)*> ::std::iter::Product for $ty {
             fn product<I: Iterator<Item = Self>>(iter: I) -> Self {
-                iter.fold(<Self as $crate::Scalar>::one(), |acc, x| acc * x)
+                iter.fold(<Self as $crate::Scalar<R>>::one(), |acc, x| acc * x)
             }
         }
 
@@ -232,9 +246,9 @@ macro_rules! scalar_ops {
             }
         }
 
-        impl<$($generics)*> PartialEq<f64> for $ty {
+        impl<$($generics)*> PartialEq<R> for $ty {
             #[inline(always)]
-            fn eq(&self, other: &f64) -> bool {
+            fn eq(&self, other: &R) -> bool {
                 $crate::Scalar::value(*self) == *other
             }
         }
@@ -246,26 +260,26 @@ macro_rules! scalar_ops {
             }
         }
 
-        impl<$($generics)*> PartialOrd<f64> for $ty {
+        impl<$($generics)*> PartialOrd<R> for $ty {
             #[inline(always)]
-            fn partial_cmp(&self, other: &f64) -> Option<::std::cmp::Ordering> {
+            fn partial_cmp(&self, other: &R) -> Option<::std::cmp::Ordering> {
                 $crate::Scalar::value(*self).partial_cmp(other)
             }
         }
 
         /// A value of an enclosing level, as a constant of this one: what lets
         /// `lift(x)` be passed to `powf`, `atan2`, `hypot`, `min` and `max`.
-        impl<$($generics)*, Outer: $crate::Scalar> From<$crate::Lifted<Outer>> for $ty
+        impl<$($generics)*, Outer: $crate::Scalar<R>> From<$crate::Lifted<Outer>> for $ty
         where
-            $ty: $crate::Lift<Outer>,
+            $ty: $crate::Lift<Outer, R>,
         {
             #[inline(always)]
             fn from(value: $crate::Lifted<Outer>) -> Self {
-                <$ty as $crate::Lift<Outer>>::lift(value.into_inner())
+                <$ty as $crate::Lift<Outer, R>>::lift(value.into_inner())
             }
         }
 
-        /// Shows the primal value, like the `f64` it stands for.
+        /// Shows the primal value, like the `f64` or `f32` it stands for.
         impl<$($generics)*> ::std::fmt::Display for $ty {
             fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
                 ::std::fmt::Display::fmt(&$crate::Scalar::value(*self), f)
@@ -273,27 +287,38 @@ macro_rules! scalar_ops {
         }
     };
 
-    (@binary [$($generics:tt)*] $ty:ty, $Op:ident, $op:ident, $OpAssign:ident, $op_assign:ident, $Variant:ident) => {
+    (@binary [$($generics:tt)*] $ty:ty, $Op:ident, $op:ident, $OpAssign:ident, $op_assign:ident) => {
         impl<$($generics)*, Right: $crate::Operand<$ty>> ::std::ops::$Op<Right> for $ty {
             type Output = Self;
             #[inline(always)]
             fn $op(self, right: Right) -> Self {
-                right.combine(self, $crate::Binary::$Variant)
-            }
-        }
-
-        impl<$($generics)*> ::std::ops::$Op<$ty> for f64 {
-            type Output = $ty;
-            #[inline(always)]
-            fn $op(self, right: $ty) -> $ty {
-                $crate::ops::scalar_ops!(@constant_left $Variant, self, right)
+                right.combine(self, $crate::Binary::$Op)
             }
         }
 
         impl<$($generics)*, Right: $crate::Operand<$ty>> ::std::ops::$OpAssign<Right> for $ty {
             #[inline(always)]
             fn $op_assign(&mut self, right: Right) {
-                *self = right.combine(*self, $crate::Binary::$Variant);
+                *self = right.combine(*self, $crate::Binary::$Op);
+            }
+        }
+    };
+
+    // A constant of precision `$r` on the left, one impl per precision (a generic
+    // one would be an impl of a foreign trait for an uncovered type parameter).
+    (@left [$($lt:lifetime),*] $ty:ty, $r:ty) => {
+        $crate::ops::scalar_ops!(@left_op [$($lt),*] $ty, $r, Add, add);
+        $crate::ops::scalar_ops!(@left_op [$($lt),*] $ty, $r, Sub, sub);
+        $crate::ops::scalar_ops!(@left_op [$($lt),*] $ty, $r, Mul, mul);
+        $crate::ops::scalar_ops!(@left_op [$($lt),*] $ty, $r, Div, div);
+    };
+
+    (@left_op [$($lt:lifetime),*] $ty:ty, $r:ty, $Op:ident, $op:ident) => {
+        impl<$($lt,)* S: $crate::Scalar<$r>> ::std::ops::$Op<$ty> for $r {
+            type Output = $ty;
+            #[inline(always)]
+            fn $op(self, right: $ty) -> $ty {
+                $crate::ops::scalar_ops!(@constant_left $Op, self, right)
             }
         }
     };
@@ -302,11 +327,11 @@ macro_rules! scalar_ops {
     // (−x) + c, exactly); a quotient lifts the constant.
     (@constant_left Add, $c:expr, $x:expr) => { $crate::Scalar::shift($x, $c) };
     (@constant_left Sub, $c:expr, $x:expr) => {
-        $crate::Scalar::shift($crate::Scalar::scale($x, -1.0), $c)
+        $crate::Scalar::shift(-$x, $c)
     };
     (@constant_left Mul, $c:expr, $x:expr) => { $crate::Scalar::scale($x, $c) };
-    (@constant_left $Variant:ident, $c:expr, $x:expr) => {
-        $crate::Scalar::binary(From::from($c), $crate::Binary::$Variant, $x)
+    (@constant_left $Op:ident, $c:expr, $x:expr) => {
+        $crate::Scalar::binary(From::from($c), $crate::Binary::$Op, $x)
     };
 }
 

@@ -5,7 +5,7 @@ use std::iter::{Product, Sum};
 use std::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Neg, Sub, SubAssign};
 
 use crate::primitive::{Binary, BinaryPrimitive, Unary, UnaryPrimitive};
-use crate::{Dual, Reverse};
+use crate::{Dual, Precision, Real, Reverse};
 
 /// A real number that may carry derivative information.
 ///
@@ -13,6 +13,22 @@ use crate::{Dual, Reverse};
 /// [`Reverse<'_, S>`](crate::Reverse) (reverse mode), each generic over an inner
 /// `Scalar` so that modes nest to any depth. Write a function once over `S: Scalar`
 /// and evaluate or differentiate it with any of them.
+///
+/// # Precision
+/// The parameter `R` is the primitive type at the bottom of the tower, `f64` unless
+/// said otherwise: `S: Scalar` is `S: Scalar<f64>`, whose constants are `f64`s. The
+/// same types built on `f32` — `f32`, `Dual<f32>`, `Reverse<'_, f32>`, … — are
+/// `Scalar<f32>`, whose constants, [`value`](Scalar::value) and comparisons are
+/// `f32`; their reverse-mode traces take 16 bytes an entry instead of 24. A function
+/// for both precisions is generic over [`R: Real`](Real) as well (see [`Real`]).
+///
+/// ```
+/// use nabla::{Scalar, grad};
+/// fn loss<S: Scalar<f32>>(w: &[S]) -> S {
+///     (w[0] * 2.0 - 1.0) * (w[0] * 2.0 - 1.0) + w[1].exp()
+/// }
+/// assert_eq!(grad(|w| loss(w), &[1.0_f32, 0.0]), vec![4.0_f32, 1.0]);
+/// ```
 ///
 /// Comparisons (`<`, `==`, …) look at the primal values only, so code may branch on
 /// them; the derivative is then the derivative of the branch taken.
@@ -44,28 +60,31 @@ use crate::{Dual, Reverse};
 /// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a nabla scalar",
-    label = "expected `f64`, `Dual<S>` or `Reverse<'_, S>` for a scalar `S`",
-    note = "the differentiation operators take slices of scalars (`&[f64]`) and give the \
-            closure slices of `Dual` or `Reverse` values; integers must be written as floats"
+    label = "expected `{R}`, `Dual<S>` or `Reverse<'_, S>` for a scalar `S` built on `{R}`",
+    note = "the differentiation operators take slices of scalars (`&[f64]`, `&[f32]`) and \
+            give the closure slices of `Dual` or `Reverse` values; integers must be written \
+            as floats",
+    note = "a scalar built on `f32` is a `Scalar<f32>`: `S: Scalar` means `S: Scalar<f64>`"
 )]
-pub trait Scalar:
-    Copy
+pub trait Scalar<R: Real = f64>:
+    Precision<Real = R>
+    + Copy
     + fmt::Debug
     + fmt::Display
-    + From<f64>
+    + From<R>
     + PartialEq
     + PartialOrd
-    + PartialEq<f64>
-    + PartialOrd<f64>
+    + PartialEq<R>
+    + PartialOrd<R>
     + Neg<Output = Self>
     + Add<Output = Self>
     + Sub<Output = Self>
     + Mul<Output = Self>
     + Div<Output = Self>
-    + Add<f64, Output = Self>
-    + Sub<f64, Output = Self>
-    + Mul<f64, Output = Self>
-    + Div<f64, Output = Self>
+    + Add<R, Output = Self>
+    + Sub<R, Output = Self>
+    + Mul<R, Output = Self>
+    + Div<R, Output = Self>
     + AddAssign
     + SubAssign
     + MulAssign
@@ -80,7 +99,7 @@ pub trait Scalar:
     /// let x = Dual::new(Dual::new(3.0, 1.0), Dual::new(1.0, 0.0));
     /// assert_eq!(x.value(), 3.0);
     /// ```
-    fn value(self) -> f64;
+    fn value(self) -> R;
 
     /// True if this number and all its perturbations are exactly zero.
     ///
@@ -99,11 +118,11 @@ pub trait Scalar:
     ///
     /// This is how every elementary function is implemented, and how a user adds
     /// one of their own: see [`UnaryPrimitive`].
-    fn apply_unary<P: UnaryPrimitive + ?Sized>(self, primitive: &P) -> Self;
+    fn apply_unary<P: UnaryPrimitive<R> + ?Sized>(self, primitive: &P) -> Self;
 
     /// Applies a two-argument primitive given by its value and partial derivatives.
     /// See [`BinaryPrimitive`].
-    fn apply_binary<P: BinaryPrimitive + ?Sized>(self, other: Self, primitive: &P) -> Self;
+    fn apply_binary<P: BinaryPrimitive<R> + ?Sized>(self, other: Self, primitive: &P) -> Self;
 
     /// Applies a built-in primitive of the derivative table.
     ///
@@ -151,7 +170,7 @@ pub trait Scalar:
     /// assert_eq!((x.primal(), x.tangent()), (6.0, 2.0));
     /// ```
     #[inline(always)]
-    fn scale(self, c: f64) -> Self {
+    fn scale(self, c: R) -> Self {
         self * Self::from(c)
     }
 
@@ -164,7 +183,7 @@ pub trait Scalar:
     /// assert_eq!((x.primal(), x.tangent()), (5.0, 1.0));
     /// ```
     #[inline(always)]
-    fn shift(self, c: f64) -> Self {
+    fn shift(self, c: R) -> Self {
         self + Self::from(c)
     }
 
@@ -194,13 +213,13 @@ pub trait Scalar:
     /// The constant 0.
     #[inline(always)]
     fn zero() -> Self {
-        Self::from(0.0)
+        Self::from(R::ZERO)
     }
 
     /// The constant 1.
     #[inline(always)]
     fn one() -> Self {
-        Self::from(1.0)
+        Self::from(R::ONE)
     }
 
     /// 1/x
@@ -352,52 +371,61 @@ pub trait Scalar:
     }
 }
 
-/// Plain reals: the value column of the derivative table, and the bottom of every
-/// tower of nested modes.
-impl Scalar for f64 {
-    #[inline(always)]
-    fn value(self) -> f64 {
-        self
-    }
-    #[inline(always)]
-    fn is_zero(self) -> bool {
-        self == 0.0
-    }
-    #[inline(always)]
-    fn apply_unary<P: UnaryPrimitive + ?Sized>(self, primitive: &P) -> f64 {
-        primitive.value(self)
-    }
-    #[inline(always)]
-    fn apply_binary<P: BinaryPrimitive + ?Sized>(self, other: f64, primitive: &P) -> f64 {
-        primitive.value(self, other)
-    }
-    // The built-ins bottom out here, in the table's value column (the generic
-    // `value` of a built-in calls back into `unary`, so f64 must not forward it).
-    #[inline(always)]
-    fn unary(self, op: Unary) -> f64 {
-        op.eval(self)
-    }
-    #[inline(always)]
-    fn binary(self, op: Binary, other: f64) -> f64 {
-        op.eval(self, other)
-    }
-    #[inline(always)]
-    fn accumulate(&mut self, term: f64) {
-        *self += term;
-    }
-    #[inline(always)]
-    fn scale(self, c: f64) -> f64 {
-        self * c
-    }
-    #[inline(always)]
-    fn shift(self, c: f64) -> f64 {
-        self + c
-    }
+/// Plain reals, `f64` and `f32`: the value column of the derivative table, and the
+/// bottom of every tower of nested modes.
+macro_rules! plain_real {
+    ($t:ident) => {
+        impl Scalar<$t> for $t {
+            #[inline(always)]
+            fn value(self) -> $t {
+                self
+            }
+            #[inline(always)]
+            fn is_zero(self) -> bool {
+                self == 0.0
+            }
+            #[inline(always)]
+            fn apply_unary<P: UnaryPrimitive<$t> + ?Sized>(self, primitive: &P) -> $t {
+                primitive.value(self)
+            }
+            #[inline(always)]
+            fn apply_binary<P: BinaryPrimitive<$t> + ?Sized>(self, other: $t, primitive: &P) -> $t {
+                primitive.value(self, other)
+            }
+            // The built-ins bottom out here, in the table's value column (the generic
+            // `value` of a built-in calls back into `unary`, so a plain real must not
+            // forward it).
+            #[inline(always)]
+            fn unary(self, op: Unary) -> $t {
+                op.eval(self)
+            }
+            #[inline(always)]
+            fn binary(self, op: Binary, other: $t) -> $t {
+                op.eval(self, other)
+            }
+            #[inline(always)]
+            fn accumulate(&mut self, term: $t) {
+                *self += term;
+            }
+            #[inline(always)]
+            fn scale(self, c: $t) -> $t {
+                self * c
+            }
+            #[inline(always)]
+            fn shift(self, c: $t) -> $t {
+                self + c
+            }
+        }
+    };
 }
+
+plain_real!(f64);
+plain_real!(f32);
 
 /// A scalar type built on the level `S` — `S` itself, one level over it
 /// ([`Dual<S>`](crate::Dual), [`Reverse<'_, S>`](crate::Reverse)) or two (`Dual<Dual<S>>`,
-/// `Reverse<'_, Dual<S>>`, …) — into which values of `S` lift as constants.
+/// `Reverse<'_, Dual<S>>`, …) — into which values of `S` lift as constants. `R` is
+/// the precision of both (`f64` unless said otherwise).
 ///
 /// Code that must run in whichever mode an operator picks, and that uses values
 /// captured from the level it was called at, lifts them with `T::lift`: the lifted
@@ -423,12 +451,12 @@ impl Scalar for f64 {
     note = "two `lift(…)` values do not combine with each other: combine each with a value \
             of the inner level (`z * lift(x) * lift(y)`, not `lift(x) * lift(y) * z`)"
 )]
-pub trait Lift<S: Scalar>: Scalar {
+pub trait Lift<S: Scalar<R>, R: Real = f64>: Scalar<R> {
     /// `value` as a constant of this level.
     fn lift(value: S) -> Self;
 }
 
-impl<S: Scalar> Lift<S> for S {
+impl<R: Real, S: Scalar<R>> Lift<S, R> for S {
     #[inline(always)]
     fn lift(value: S) -> S {
         value
@@ -439,10 +467,10 @@ impl<S: Scalar> Lift<S> for S {
 /// made from a constant of the middle one.
 macro_rules! lift_two_levels {
     ($([$($lifetimes:lifetime),*] $ty:ty, $middle:ty;)*) => {$(
-        impl<$($lifetimes,)* S: Scalar> Lift<S> for $ty {
+        impl<$($lifetimes,)* R: Real, S: Scalar<R>> Lift<S, R> for $ty {
             #[inline(always)]
             fn lift(value: S) -> Self {
-                <$ty>::constant(<$middle as Lift<S>>::lift(value))
+                <$ty>::constant(<$middle as Lift<S, R>>::lift(value))
             }
         }
     )*};
