@@ -14,6 +14,9 @@
 //!   operations, however much the computation shares.
 //! - **Two precisions**: every scalar type is built on `f64` or on `f32`
 //!   ([`Scalar<f32>`](Scalar), [`Real`]); `S: Scalar` means `f64`.
+//! - **num-traits** (feature `num-traits`): `Dual` and `Reverse` implement
+//!   `num_traits::Float` at every nesting, so code written against `Float`
+//!   differentiates.
 //! - **One derivative table** ([`primitive`]) holds every primitive's value and
 //!   partial derivatives; both modes derive their rules from it, and a user adds a
 //!   primitive by giving its value and derivative ([`UnaryPrimitive`],
@@ -49,6 +52,8 @@
 
 mod api;
 mod forward;
+#[cfg(feature = "num-traits")]
+mod num_traits_impls;
 mod ops;
 mod pool;
 pub mod primitive;

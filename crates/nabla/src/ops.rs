@@ -5,11 +5,11 @@
 //! Every arithmetic operator goes through the derivative table
 //! ([`Binary`](crate::Binary)); comparisons look at primal values only.
 
-use std::ops::{Add, Div, Mul, Sub};
+use std::ops::{Add, Div, Mul, Rem, Sub};
 
 use crate::{Binary, Lift, Precision, Real, Scalar};
 
-/// What may stand on the right of `T`'s `+ − × ÷` (and `+= −= ×= ÷=`): a `T`, a
+/// What may stand on the right of `T`'s `+ − × ÷ %` (and `+= −= ×= ÷= %=`): a `T`, a
 /// constant of its precision (`f64`, or `f32` for a `Scalar<f32>`), or a value of an
 /// enclosing level wrapped by [`lift`].
 ///
@@ -50,7 +50,8 @@ use crate::{Binary, Lift, Precision, Real, Scalar};
 )]
 pub trait Operand<T>: sealed::Sealed {
     /// `left ⊕ self` for `op` one of [`Binary::Add`], [`Binary::Sub`],
-    /// [`Binary::Mul`], [`Binary::Div`]: what `left + self` and so on mean.
+    /// [`Binary::Mul`], [`Binary::Div`], [`Binary::Rem`]: what `left + self` and so
+    /// on mean.
     #[doc(hidden)]
     fn combine(self, left: T, op: Binary) -> T;
 }
@@ -153,6 +154,7 @@ lifted_on_the_left! {
     Sub, sub, Sub;
     Mul, mul, Mul;
     Div, div, Div;
+    Rem, rem, Rem;
 }
 
 /// A constant on the left of `S`'s `+ − × ÷`, as a bound generic code can state:
@@ -218,6 +220,7 @@ macro_rules! scalar_ops {
         $crate::ops::scalar_ops!(@binary [$($generics)*] $ty, Sub, sub, SubAssign, sub_assign);
         $crate::ops::scalar_ops!(@binary [$($generics)*] $ty, Mul, mul, MulAssign, mul_assign);
         $crate::ops::scalar_ops!(@binary [$($generics)*] $ty, Div, div, DivAssign, div_assign);
+        $crate::ops::scalar_ops!(@binary [$($generics)*] $ty, Rem, rem, RemAssign, rem_assign);
 
         impl<$($generics)*> ::std::ops::Neg for $ty {
             type Output = Self;
@@ -311,6 +314,7 @@ macro_rules! scalar_ops {
         $crate::ops::scalar_ops!(@left_op [$($lt),*] $ty, $r, Sub, sub);
         $crate::ops::scalar_ops!(@left_op [$($lt),*] $ty, $r, Mul, mul);
         $crate::ops::scalar_ops!(@left_op [$($lt),*] $ty, $r, Div, div);
+        $crate::ops::scalar_ops!(@left_op [$($lt),*] $ty, $r, Rem, rem);
     };
 
     (@left_op [$($lt:lifetime),*] $ty:ty, $r:ty, $Op:ident, $op:ident) => {

@@ -25,7 +25,10 @@
 //!   negative base never produces the NaN of `ln x`;
 //! - `powi(x, 0)` has derivative 0 everywhere, including at x = 0;
 //! - `atan2` and `hypot` have partial derivatives 0 at the origin;
-//! - `floor`, `ceil`, `round`, `trunc` have derivative 0 everywhere;
+//! - `floor`, `ceil`, `round`, `trunc`, `signum` have derivative 0 everywhere;
+//! - `x % y` (Rust's truncated remainder) has partials 1 and −trunc(x / y), also at
+//!   its jumps (where x / y is an integer: the derivative of the branch taken);
+//! - `acosh` at 1 has derivative +∞, like `sqrt` at 0;
 //! - `min`/`max` (see [`Scalar::min`]) take the derivative of the argument they return;
 //!   on a tie they return (and differentiate) the first argument.
 
@@ -257,6 +260,15 @@ pub enum Unary {
     Ln,
     Log1p,
     ExpM1,
+    /// 2ˣ
+    Exp2,
+    /// log₂ x
+    Log2,
+    /// log₁₀ x
+    Log10,
+    Asinh,
+    Acosh,
+    Atanh,
     Sqrt,
     Cbrt,
     Abs,
@@ -264,6 +276,8 @@ pub enum Unary {
     Ceil,
     Round,
     Trunc,
+    /// The sign, as `f64::signum`: 1 for +0 and positive x, −1 for −0 and negative x.
+    Signum,
     /// Integer power xⁿ.
     Powi(i32),
 }
@@ -311,6 +325,13 @@ impl Unary {
             Unary::Ln => recip(x),
             Unary::Log1p => recip(x + R::ONE),
             Unary::ExpM1 => v + R::ONE,
+            Unary::Exp2 => v * R::from_f64(std::f64::consts::LN_2),
+            Unary::Log2 => recip(x * R::from_f64(std::f64::consts::LN_2)),
+            Unary::Log10 => recip(x * R::from_f64(std::f64::consts::LN_10)),
+            Unary::Asinh => recip(sqrt(x.clone() * x + R::ONE)),
+            // √((x − 1)(x + 1)) rather than √(x² − 1): no cancellation near 1.
+            Unary::Acosh => recip(sqrt((x.clone() - R::ONE) * (x + R::ONE))),
+            Unary::Atanh => recip(one() - x.clone() * x),
             Unary::Sqrt => recip(v * two),
             Unary::Cbrt => recip(v.clone() * v * R::from_f64(3.0)),
             Unary::Abs => {
@@ -322,7 +343,7 @@ impl Unary {
                     zero()
                 }
             }
-            Unary::Floor | Unary::Ceil | Unary::Round | Unary::Trunc => zero(),
+            Unary::Floor | Unary::Ceil | Unary::Round | Unary::Trunc | Unary::Signum => zero(),
             Unary::Powi(0) => zero(),
             Unary::Powi(n) => powi(x, n - 1) * R::from_i32(n),
         }
@@ -361,6 +382,8 @@ pub enum Binary {
     Atan2,
     /// √(x² + y²)
     Hypot,
+    /// The remainder x − trunc(x / y)·y, as Rust's `%` on floats.
+    Rem,
 }
 
 impl Binary {
@@ -402,6 +425,7 @@ impl Binary {
                     x / v
                 }
             }
+            Binary::Rem => N::constant(R::ONE),
         }
     }
 
@@ -432,6 +456,8 @@ impl Binary {
                     y / v
                 }
             }
+            // −trunc(x / y): piecewise constant, so its own derivative is zero.
+            Binary::Rem => -(x / y).apply(Unary::Trunc),
         }
     }
 }
@@ -478,6 +504,12 @@ macro_rules! value_column {
                     Unary::Ln => x.ln(),
                     Unary::Log1p => x.ln_1p(),
                     Unary::ExpM1 => x.exp_m1(),
+                    Unary::Exp2 => x.exp2(),
+                    Unary::Log2 => x.log2(),
+                    Unary::Log10 => x.log10(),
+                    Unary::Asinh => x.asinh(),
+                    Unary::Acosh => x.acosh(),
+                    Unary::Atanh => x.atanh(),
                     Unary::Sqrt => x.sqrt(),
                     Unary::Cbrt => x.cbrt(),
                     Unary::Abs => x.abs(),
@@ -485,6 +517,7 @@ macro_rules! value_column {
                     Unary::Ceil => x.ceil(),
                     Unary::Round => x.round(),
                     Unary::Trunc => x.trunc(),
+                    Unary::Signum => x.signum(),
                     Unary::Powi(n) => x.powi(n),
                 }
             }
@@ -500,6 +533,7 @@ macro_rules! value_column {
                     Binary::Powf => x.powf(y),
                     Binary::Atan2 => x.atan2(y),
                     Binary::Hypot => x.hypot(y),
+                    Binary::Rem => x % y,
                 }
             }
         }

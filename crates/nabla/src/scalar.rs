@@ -2,7 +2,9 @@
 
 use std::fmt;
 use std::iter::{Product, Sum};
-use std::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Neg, Sub, SubAssign};
+use std::ops::{
+    Add, AddAssign, Div, DivAssign, Mul, MulAssign, Neg, Rem, RemAssign, Sub, SubAssign,
+};
 
 use crate::primitive::{Binary, BinaryPrimitive, Unary, UnaryPrimitive};
 use crate::{Dual, Precision, Real, Reverse};
@@ -85,10 +87,13 @@ pub trait Scalar<R: Real = f64>:
     + Sub<R, Output = Self>
     + Mul<R, Output = Self>
     + Div<R, Output = Self>
+    + Rem<Output = Self>
+    + Rem<R, Output = Self>
     + AddAssign
     + SubAssign
     + MulAssign
     + DivAssign
+    + RemAssign
     + Sum
     + Product
 {
@@ -292,6 +297,36 @@ pub trait Scalar<R: Real = f64>:
     fn exp_m1(self) -> Self {
         self.unary(Unary::ExpM1)
     }
+    /// 2ˣ
+    #[inline(always)]
+    fn exp2(self) -> Self {
+        self.unary(Unary::Exp2)
+    }
+    /// Base-2 logarithm.
+    #[inline(always)]
+    fn log2(self) -> Self {
+        self.unary(Unary::Log2)
+    }
+    /// Base-10 logarithm.
+    #[inline(always)]
+    fn log10(self) -> Self {
+        self.unary(Unary::Log10)
+    }
+    /// Inverse hyperbolic sine.
+    #[inline(always)]
+    fn asinh(self) -> Self {
+        self.unary(Unary::Asinh)
+    }
+    /// Inverse hyperbolic cosine; its derivative at 1 is +∞.
+    #[inline(always)]
+    fn acosh(self) -> Self {
+        self.unary(Unary::Acosh)
+    }
+    /// Inverse hyperbolic tangent.
+    #[inline(always)]
+    fn atanh(self) -> Self {
+        self.unary(Unary::Atanh)
+    }
     /// Square root; its derivative at 0 is +∞.
     #[inline(always)]
     fn sqrt(self) -> Self {
@@ -326,6 +361,11 @@ pub trait Scalar<R: Real = f64>:
     #[inline(always)]
     fn trunc(self) -> Self {
         self.unary(Unary::Trunc)
+    }
+    /// The sign as `f64::signum` does it: ±1, or NaN (derivative 0).
+    #[inline(always)]
+    fn signum(self) -> Self {
+        self.unary(Unary::Signum)
     }
     /// Integer power xⁿ.
     #[inline(always)]
