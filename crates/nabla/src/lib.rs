@@ -17,6 +17,10 @@
 //! - **num-traits** (feature `num-traits`): `Dual` and `Reverse` implement
 //!   `num_traits::Float` at every nesting, so code written against `Float`
 //!   differentiates.
+//! - **nalgebra** (feature `nalgebra`): the forward-mode types implement simba's
+//!   `RealField`, so nalgebra matrix code (products, `lu`, `cholesky`, `norm`,
+//!   `try_inverse`) differentiates in forward mode to any order. (Reverse mode
+//!   cannot: simba requires `'static + Send + Sync`; see `docs/library.md`.)
 //! - **One derivative table** ([`primitive`]) holds every primitive's value and
 //!   partial derivatives; both modes derive their rules from it, and a user adds a
 //!   primitive by giving its value and derivative ([`UnaryPrimitive`],
@@ -52,6 +56,8 @@
 
 mod api;
 mod forward;
+#[cfg(feature = "nalgebra")]
+mod nalgebra_impls;
 #[cfg(feature = "num-traits")]
 mod num_traits_impls;
 mod ops;

@@ -1,5 +1,5 @@
 //! `num_traits::Float` — and what it requires: `Num`, `Zero`, `One`, `NumCast`,
-//! `ToPrimitive` — with `FromPrimitive` and `FloatConst`, for [`Dual`] and
+//! `ToPrimitive` — with `FromPrimitive`, `Signed` and `FloatConst`, for [`Dual`] and
 //! [`Reverse`] at every nesting and both precisions (feature `num-traits`).
 //!
 //! Numeric code written against `num_traits::Float` then differentiates like code
@@ -110,6 +110,38 @@ macro_rules! num_traits_impls {
             }
         }
 
+        impl<$($generics)*> ::num_traits::Signed for $ty {
+            #[inline]
+            fn abs(&self) -> Self {
+                Scalar::abs(*self)
+            }
+            /// `self − other` if that is positive, else 0 (C's `fdim`).
+            #[inline]
+            fn abs_sub(&self, other: &Self) -> Self {
+                if *self <= *other {
+                    <Self as Scalar<R>>::zero()
+                } else {
+                    *self - *other
+                }
+            }
+            /// ±1 by the sign of the primal (±1 for ±0, NaN for NaN, as for floats),
+            /// with derivative 0.
+            #[inline]
+            fn signum(&self) -> Self {
+                Scalar::signum(*self)
+            }
+            /// The primal's sign bit is clear (true for +0), as for floats.
+            #[inline]
+            fn is_positive(&self) -> bool {
+                Float::is_sign_positive(Scalar::value(*self))
+            }
+            /// The primal's sign bit is set (true for −0), as for floats.
+            #[inline]
+            fn is_negative(&self) -> bool {
+                Float::is_sign_negative(Scalar::value(*self))
+            }
+        }
+
         $crate::num_traits_impls::num_traits_impls!(@float_const [$($generics)*] $ty:
             E FRAC_1_PI FRAC_1_SQRT_2 FRAC_2_PI FRAC_2_SQRT_PI FRAC_PI_2 FRAC_PI_3 FRAC_PI_4
             FRAC_PI_6 FRAC_PI_8 LN_10 LN_2 LOG10_E LOG2_E PI SQRT_2 TAU LOG10_2 LOG2_10);
@@ -193,11 +225,7 @@ macro_rules! num_traits_impls {
             #[inline]
             #[allow(deprecated)]
             fn abs_sub(self, other: Self) -> Self {
-                if self <= other {
-                    <Self as Scalar<R>>::zero()
-                } else {
-                    self - other
-                }
+                ::num_traits::Signed::abs_sub(&self, &other)
             }
             #[inline]
             fn hypot(self, other: Self) -> Self {
