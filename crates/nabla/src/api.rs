@@ -460,7 +460,7 @@ where
 }
 
 /// A vector function written once for every scalar type built on the level `S` it
-/// is evaluated at, so that [`jacobian`] can run it in whichever mode suits its
+/// is evaluated at, so that [`jacobian`](fn@jacobian) can run it in whichever mode suits its
 /// shape. (A Rust closure has one argument type, so it cannot run in both modes; a
 /// type with a generic method can.) Values the function captured from level `S`
 /// enter the computation through [`Lift::lift`].
@@ -528,7 +528,7 @@ where
 
 /// The Jacobian of a function given as two closures, one per mode — `forward` over
 /// dual numbers, `reverse` over reverse-mode values — by forward mode when there are
-/// no more inputs than outputs and by reverse mode otherwise, as [`jacobian`].
+/// no more inputs than outputs and by reverse mode otherwise, as [`jacobian`](fn@jacobian).
 ///
 /// The two closures must compute the same function; [`jacobian!`](crate::jacobian!)
 /// writes one closure twice so that they do. `forward` is evaluated once more, at
@@ -559,7 +559,7 @@ where
     }
 }
 
-/// The Jacobian of a closure, by whichever mode suits its shape, as [`jacobian`]:
+/// The Jacobian of a closure, by whichever mode suits its shape, as [`jacobian`](fn@jacobian):
 /// `jacobian!(|v| …, x)`.
 ///
 /// A Rust closure has one argument type, so one closure cannot run in both modes.

@@ -2,10 +2,11 @@
 //!
 //! Write a numeric function once, generic over [`Scalar`]; evaluate it on `f64`, or
 //! differentiate it with any of the operators — [`derivative`], [`grad`],
-//! [`value_and_grad`], [`value_and_grad_sum`], [`grad_forward`], [`jvp`], [`vjp`],
-//! [`jacobian`], [`hessian`], [`hvp`] — which nest freely: every operator can be
-//! called inside another's closure, to any depth, in any combination of modes,
-//! without perturbation confusion.
+//! [`value_and_grad`], [`value_and_grad_with_aux`], [`value_and_grad_sum`],
+//! [`grad_forward`], [`jvp`], [`vjp`], [`jacobian`](fn@jacobian) (and
+//! [`jacobian!`] for closures), [`hessian`], [`hvp`] — which nest freely: every
+//! operator can be called inside another's closure, to any depth, in any
+//! combination of modes, without perturbation confusion.
 //!
 //! - **Forward mode** is dual numbers ([`Dual`]; Krawiec et al. 2022, Figure 3).
 //! - **Reverse mode** is the Delta trace of Krawiec et al. §5.3 ([`Reverse`]): each
