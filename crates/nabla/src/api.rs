@@ -7,7 +7,7 @@
 //! `fn f<S: Scalar>(x: &[S]) -> S` is passed as `|x| f(x)`.
 
 use crate::trace::{self, DeltaId, Entry, Trace};
-use crate::{Dual, Lift, Number, Reverse, Scalar, pool};
+use crate::{Dual, Lift, Number, Precision, Real, Reverse, Scalar, pool};
 
 /// The derivative of a function of one real, by forward mode.
 ///
@@ -16,9 +16,10 @@ use crate::{Dual, Lift, Number, Reverse, Scalar, pool};
 /// assert_eq!(derivative(|x| x * x * x, 2.0), 12.0);
 /// assert_eq!(derivative(|x| x.sin(), 0.0), 1.0);
 /// ```
-pub fn derivative<S, F>(f: F, x: S) -> S
+pub fn derivative<S, F, R>(f: F, x: S) -> S
 where
-    S: Scalar,
+    R: Real,
+    S: Scalar<R>,
     F: FnOnce(Dual<S>) -> Dual<S>,
 {
     f(Dual::new(x, S::one())).tangent()
@@ -37,9 +38,10 @@ where
 ///
 /// # Panics
 /// If the tangent `dx` does not have the length of `x`.
-pub fn jvp<S, F>(f: F, x: &[S], dx: &[S]) -> (Vec<S>, Vec<S>)
+pub fn jvp<S, F, R>(f: F, x: &[S], dx: &[S]) -> (Vec<S>, Vec<S>)
 where
-    S: Scalar,
+    R: Real,
+    S: Scalar<R>,
     F: FnOnce(&[Dual<S>]) -> Vec<Dual<S>>,
 {
     assert_eq!(
@@ -68,9 +70,10 @@ where
 /// assert_eq!(v, 3.0);
 /// assert_eq!(g, vec![1.0, 3.0]);
 /// ```
-pub fn value_and_grad<S, F>(f: F, x: &[S]) -> (S, Vec<S>)
+pub fn value_and_grad<S, F, R>(f: F, x: &[S]) -> (S, Vec<S>)
 where
-    S: Scalar,
+    R: Real,
+    S: Scalar<R>,
     F: for<'t> FnOnce(&[Reverse<'t, S>]) -> Reverse<'t, S>,
 {
     let ((value, delta), entries) = record(x, |inputs| {
@@ -80,6 +83,46 @@ where
     let gradient = pull_back(&entries, x.len(), [(delta, S::one())]);
     pool::give(entries);
     (value, gradient)
+}
+
+/// Reverse mode, for a function that also returns auxiliary data: `f` returns its
+/// value and something else — predictions, a breakdown of a loss, a count — which
+/// is returned beside the value and the gradient, from the same single evaluation
+/// (JAX's `value_and_grad(f, has_aux=True)`).
+///
+/// The auxiliary data cannot hold this trace's values (its type does not mention the
+/// lifetime `'t`); return their primal values (`y.primal()`), which are numbers of
+/// the level the operator was called at.
+///
+/// ```
+/// use nabla::{Scalar, value_and_grad_with_aux};
+/// // A loss Σ (w·xᵢ − yᵢ)² that also reports its residuals.
+/// let data = [(1.0, 2.0), (2.0, 3.0)];
+/// let ((loss, residuals), g) = value_and_grad_with_aux(
+///     |w| {
+///         let r: Vec<_> = data.iter().map(|&(x, y)| w[0] * x - y).collect();
+///         let loss = r.iter().map(|&r| r * r).sum();
+///         (loss, r.iter().map(|r| r.primal()).collect::<Vec<f64>>())
+///     },
+///     &[1.0],
+/// );
+/// assert_eq!(residuals, vec![-1.0, -1.0]);
+/// assert_eq!(loss, 2.0);
+/// assert_eq!(g, vec![2.0 * (-1.0 * 1.0 + -1.0 * 2.0)]);
+/// ```
+pub fn value_and_grad_with_aux<S, A, F, R>(f: F, x: &[S]) -> ((S, A), Vec<S>)
+where
+    R: Real,
+    S: Scalar<R>,
+    F: for<'t> FnOnce(&[Reverse<'t, S>]) -> (Reverse<'t, S>, A),
+{
+    let ((value, delta, aux), entries) = record(x, |inputs| {
+        let (y, aux) = f(inputs);
+        (y.primal(), y.delta(), aux)
+    });
+    let gradient = pull_back(&entries, x.len(), [(delta, S::one())]);
+    pool::give(entries);
+    ((value, aux), gradient)
 }
 
 /// Reverse mode: the value and gradient of a sum Σₜ f(x, t) over `terms`, recording
@@ -132,9 +175,10 @@ where
 ///     [(), ()],
 /// );
 /// ```
-pub fn value_and_grad_sum<S, F, I>(mut f: F, x: &[S], terms: I) -> (S, Vec<S>)
+pub fn value_and_grad_sum<S, F, I, R>(mut f: F, x: &[S], terms: I) -> (S, Vec<S>)
 where
-    S: Scalar,
+    R: Real,
+    S: Scalar<R>,
     I: IntoIterator,
     F: for<'t> FnMut(&[Reverse<'t, S>], I::Item) -> Reverse<'t, S>,
 {
@@ -178,9 +222,10 @@ where
 /// let g = grad(|v| v[0] * v[0] * 2.0 + v[0] * v[1] * 3.0 + v[1] * v[1] * 4.0, &[3.0, 4.0]);
 /// assert_eq!(g, vec![24.0, 41.0]);
 /// ```
-pub fn grad<S, F>(f: F, x: &[S]) -> Vec<S>
+pub fn grad<S, F, R>(f: F, x: &[S]) -> Vec<S>
 where
-    S: Scalar,
+    R: Real,
+    S: Scalar<R>,
     F: for<'t> FnOnce(&[Reverse<'t, S>]) -> Reverse<'t, S>,
 {
     value_and_grad(f, x).1
@@ -197,9 +242,10 @@ where
 /// assert_eq!(pullback.apply(&[1.0, 0.0]), vec![5.0, 2.0]);
 /// assert_eq!(pullback.apply(&[0.0, 1.0]), vec![1.0, 1.0]);
 /// ```
-pub fn vjp<S, F>(f: F, x: &[S]) -> (Vec<S>, Pullback<S>)
+pub fn vjp<S, F, R>(f: F, x: &[S]) -> (Vec<S>, Pullback<S>)
 where
-    S: Scalar,
+    R: Real,
+    S: Scalar<R>,
     F: for<'t> FnOnce(&[Reverse<'t, S>]) -> Vec<Reverse<'t, S>>,
 {
     let ((values, outputs), entries) = record(x, |inputs| {
@@ -220,9 +266,10 @@ where
 /// returns what `f` returned and the recorded entries. What `f` returns cannot
 /// mention the trace's values (the lifetime `'t` is `f`'s own), so the trace can be
 /// taken apart afterwards.
-fn record<S, T>(x: &[S], f: impl for<'t> FnOnce(&[Reverse<'t, S>]) -> T) -> (T, Vec<Entry<S>>)
+fn record<S, T, R>(x: &[S], f: impl for<'t> FnOnce(&[Reverse<'t, S>]) -> T) -> (T, Vec<Entry<S>>)
 where
-    S: Scalar,
+    R: Real,
+    S: Scalar<R>,
 {
     let trace = Trace::new(x.len());
     let mut inputs = pool::take(x.len());
@@ -245,7 +292,7 @@ fn run<X: ?Sized, T>(f: impl FnOnce(&X) -> T, x: &X) -> T {
 /// One backward sweep over `entries`, seeded with each output Delta (`Scale c (Var
 /// id)` as `(c, id)`, or `None` for `Zero`) times its cotangent: the cotangents of
 /// the `inputs` input variables.
-fn pull_back<S: Scalar>(
+fn pull_back<R: Real, S: Scalar<R>>(
     entries: &[Entry<S>],
     inputs: usize,
     seeds: impl IntoIterator<Item = (Option<(S, DeltaId)>, S)>,
@@ -260,7 +307,7 @@ fn pull_back<S: Scalar>(
     pool::into_prefix(adjoints, inputs)
 }
 
-impl<S: Scalar> Drop for Pullback<S> {
+impl<S> Drop for Pullback<S> {
     fn drop(&mut self) {
         pool::give(std::mem::take(&mut self.entries));
     }
@@ -269,7 +316,7 @@ impl<S: Scalar> Drop for Pullback<S> {
 /// The backward half of [`vjp`]: the recorded Delta trace of one evaluation, ready
 /// to be evaluated backwards for any output cotangent.
 #[derive(Debug)]
-pub struct Pullback<S: Scalar> {
+pub struct Pullback<S> {
     entries: Vec<Entry<S>>,
     /// Input variables occupy ids `0..inputs`; `entries[k]` is the `Let` of id
     /// `inputs + k`.
@@ -278,7 +325,7 @@ pub struct Pullback<S: Scalar> {
     outputs: Vec<Option<(S, DeltaId)>>,
 }
 
-impl<S: Scalar> Pullback<S> {
+impl<R: Real, S: Scalar<R> + Precision<Real = R>> Pullback<S> {
     /// The input cotangent ctᵀJ for the output cotangent `ct` (one per output).
     ///
     /// # Panics
@@ -332,9 +379,10 @@ impl<S: Scalar> Pullback<S> {
 ///                      &[3.0, 4.0]);
 /// assert_eq!(g, vec![24.0, 41.0]);
 /// ```
-pub fn grad_forward<S, F>(f: F, x: &[S]) -> Vec<S>
+pub fn grad_forward<S, F, R>(f: F, x: &[S]) -> Vec<S>
 where
-    S: Scalar,
+    R: Real,
+    S: Scalar<R>,
     F: Fn(&[Dual<S>]) -> Dual<S>,
 {
     along_each_input(x, |inputs| f(inputs).tangent())
@@ -343,7 +391,10 @@ where
 /// `column(inputs)` with `inputs` the dual numbers of `x` whose tangent is one at
 /// input `i` and zero elsewhere, for each `i`: the forward-mode passes of a gradient
 /// or Jacobian, sharing one vector of inputs.
-fn along_each_input<S: Scalar, T>(x: &[S], mut column: impl FnMut(&[Dual<S>]) -> T) -> Vec<T> {
+fn along_each_input<R: Real, S: Scalar<R>, T>(
+    x: &[S],
+    mut column: impl FnMut(&[Dual<S>]) -> T,
+) -> Vec<T> {
     let mut inputs = pool::take(x.len());
     inputs.extend(x.iter().map(|&p| Dual::constant(p)));
     let columns = (0..x.len())
@@ -367,9 +418,10 @@ fn along_each_input<S: Scalar, T>(x: &[S], mut column: impl FnMut(&[Dual<S>]) ->
 /// let j = jacobian_forward(|v| vec![v[0] * v[1], v[0].sin()], &[2.0, 3.0]);
 /// assert_eq!(j, vec![vec![3.0, 2.0], vec![2.0_f64.cos(), 0.0]]);
 /// ```
-pub fn jacobian_forward<S, F>(f: F, x: &[S]) -> Vec<Vec<S>>
+pub fn jacobian_forward<S, F, R>(f: F, x: &[S]) -> Vec<Vec<S>>
 where
-    S: Scalar,
+    R: Real,
+    S: Scalar<R>,
     F: Fn(&[Dual<S>]) -> Vec<Dual<S>>,
 {
     let columns: Vec<Vec<S>> = along_each_input(x, |inputs| {
@@ -389,9 +441,10 @@ where
 /// let j = jacobian_reverse(|v| vec![v[0] * v[1], v[0].sin()], &[2.0, 3.0]);
 /// assert_eq!(j, vec![vec![3.0, 2.0], vec![2.0_f64.cos(), 0.0]]);
 /// ```
-pub fn jacobian_reverse<S, F>(f: F, x: &[S]) -> Vec<Vec<S>>
+pub fn jacobian_reverse<S, F, R>(f: F, x: &[S]) -> Vec<Vec<S>>
 where
-    S: Scalar,
+    R: Real,
+    S: Scalar<R>,
     F: for<'t> FnOnce(&[Reverse<'t, S>]) -> Vec<Reverse<'t, S>>,
 {
     let (values, pullback) = vjp(f, x);
@@ -407,7 +460,7 @@ where
 }
 
 /// A vector function written once for every scalar type built on the level `S` it
-/// is evaluated at, so that [`jacobian`] can run it in whichever mode suits its
+/// is evaluated at, so that [`jacobian`](fn@jacobian) can run it in whichever mode suits its
 /// shape. (A Rust closure has one argument type, so it cannot run in both modes; a
 /// type with a generic method can.) Values the function captured from level `S`
 /// enter the computation through [`Lift::lift`].
@@ -423,9 +476,9 @@ where
 /// }
 /// assert_eq!(Polar.eval(&[2.0, 0.0]), vec![2.0, 0.0]);
 /// ```
-pub trait VectorFunction<S: Scalar> {
+pub trait VectorFunction<S: Scalar<R>, R: Real = f64> {
     /// The function's value at `x`.
-    fn eval<T: Lift<S>>(&self, x: &[T]) -> Vec<T>;
+    fn eval<T: Lift<S, R>>(&self, x: &[T]) -> Vec<T>;
 }
 
 /// The Jacobian of `f` at `x` (row `i` is the gradient of output `i`), by forward
@@ -457,10 +510,11 @@ pub trait VectorFunction<S: Scalar> {
 /// }, &[3.0]);
 /// assert_eq!(g, vec![1.0]);
 /// ```
-pub fn jacobian<S, F>(f: &F, x: &[S]) -> Vec<Vec<S>>
+pub fn jacobian<S, F, R>(f: &F, x: &[S]) -> Vec<Vec<S>>
 where
-    S: Scalar,
-    F: VectorFunction<S> + ?Sized,
+    R: Real,
+    S: Scalar<R>,
+    F: VectorFunction<S, R> + ?Sized,
 {
     // One primal evaluation tells the number of outputs; it costs less than the
     // passes it lets us avoid.
@@ -470,6 +524,70 @@ where
     } else {
         jacobian_reverse(|v| f.eval(v), x)
     }
+}
+
+/// The Jacobian of a function given as two closures, one per mode — `forward` over
+/// dual numbers, `reverse` over reverse-mode values — by forward mode when there are
+/// no more inputs than outputs and by reverse mode otherwise, as [`jacobian`](fn@jacobian).
+///
+/// The two closures must compute the same function; [`jacobian!`](crate::jacobian!)
+/// writes one closure twice so that they do. `forward` is evaluated once more, at
+/// constant inputs, to count the outputs.
+///
+/// ```
+/// use nabla::{Scalar, jacobian_with};
+/// let j = jacobian_with(
+///     |v| vec![v[0] * v[1], v[0].sin()],
+///     |v| vec![v[0] * v[1], v[0].sin()],
+///     &[2.0, 3.0],
+/// );
+/// assert_eq!(j, vec![vec![3.0, 2.0], vec![2.0_f64.cos(), 0.0]]);
+/// ```
+pub fn jacobian_with<S, F, G, R>(forward: F, reverse: G, x: &[S]) -> Vec<Vec<S>>
+where
+    R: Real,
+    S: Scalar<R>,
+    F: Fn(&[Dual<S>]) -> Vec<Dual<S>>,
+    G: for<'t> FnOnce(&[Reverse<'t, S>]) -> Vec<Reverse<'t, S>>,
+{
+    let constants: Vec<Dual<S>> = x.iter().map(|&p| Dual::constant(p)).collect();
+    let outputs = forward(&constants).len();
+    if x.len() <= outputs {
+        jacobian_forward(forward, x)
+    } else {
+        jacobian_reverse(reverse, x)
+    }
+}
+
+/// The Jacobian of a closure, by whichever mode suits its shape, as [`jacobian`](fn@jacobian):
+/// `jacobian!(|v| …, x)`.
+///
+/// A Rust closure has one argument type, so one closure cannot run in both modes.
+/// The macro writes the closure twice, and each copy is type-checked at its own
+/// mode's scalar type ([`jacobian_with`]). Values the closure captures from an
+/// enclosing differentiation enter it through [`lift`](crate::lift), which adapts
+/// to either mode. The argument must be a closure expression: a generic `fn` is
+/// passed as `|v| f(v)` (reverse mode needs a closure, see `docs/library.md`).
+///
+/// ```
+/// use nabla::{Scalar, grad, jacobian, lift};
+/// let j = jacobian!(|v| vec![v[0] * v[1].cos(), v[0] * v[1].sin()], &[2.0, 0.0]);
+/// assert_eq!(j, vec![vec![1.0, 0.0], vec![0.0, 2.0]]);
+///
+/// // Nested, with a captured value of the enclosing level: d/da det J of
+/// // (x, y) ↦ (a·x·y, x + y) at (1, 2) is d/da [a·y − a·x] = y − x = 1.
+/// let g = grad(|a| {
+///     let j = jacobian!(|v| vec![lift(a[0]) * v[0] * v[1], v[0] + v[1]],
+///                       &[a[0] / a[0], a[0] * 2.0 / a[0]]);
+///     j[0][0] * j[1][1] - j[0][1] * j[1][0]
+/// }, &[3.0]);
+/// assert_eq!(g, vec![1.0]);
+/// ```
+#[macro_export]
+macro_rules! jacobian {
+    ($f:expr, $x:expr $(,)?) => {
+        $crate::jacobian_with($f, $f, $x)
+    };
 }
 
 /// The Hessian-vector product H·v of a real-valued `f` at `x`, forward over reverse:
@@ -486,9 +604,10 @@ where
 ///
 /// # Panics
 /// If the direction `v` does not have the length of `x`.
-pub fn hvp<S, F>(f: F, x: &[S], v: &[S]) -> Vec<S>
+pub fn hvp<S, F, R>(f: F, x: &[S], v: &[S]) -> Vec<S>
 where
-    S: Scalar,
+    R: Real,
+    S: Scalar<R>,
     F: for<'t> FnOnce(&[Reverse<'t, Dual<S>>]) -> Reverse<'t, Dual<S>>,
 {
     assert_eq!(
@@ -513,9 +632,10 @@ where
 /// let h = hessian(|v| v[0] * v[0] * 2.0 + v[0] * v[1] * 3.0 + v[1] * v[1] * 4.0, &[3.0, 4.0]);
 /// assert_eq!(h, vec![vec![4.0, 3.0], vec![3.0, 8.0]]);
 /// ```
-pub fn hessian<S, F>(f: F, x: &[S]) -> Vec<Vec<S>>
+pub fn hessian<S, F, R>(f: F, x: &[S]) -> Vec<Vec<S>>
 where
-    S: Scalar,
+    R: Real,
+    S: Scalar<R>,
     F: for<'t> Fn(&[Reverse<'t, Dual<S>>]) -> Reverse<'t, Dual<S>>,
 {
     let mut direction = vec![S::zero(); x.len()];

@@ -2,15 +2,16 @@
 //! Real ↦ Real × Real), generic over the inner scalar so that levels nest.
 
 use crate::primitive::{BinaryPrimitive, Number, UnaryPrimitive};
-use crate::{Lift, Scalar};
+use crate::{Lift, Precision, Real, Scalar};
 
 /// A dual number: a primal value and a tangent (directional derivative).
 ///
-/// `Dual<S>` is a [`Scalar`] whenever `S` is, so `Dual<Dual<f64>>` carries second
-/// derivatives, `Dual<Reverse<'_, f64>>` is forward over reverse, and so on. Each
+/// `Dual<S>` is a [`Scalar`] whenever `S` is, of the same precision, so
+/// `Dual<Dual<f64>>` carries second derivatives, `Dual<Reverse<'_, f64>>` is forward
+/// over reverse, `Dual<f32>` is forward mode in single precision, and so on. Each
 /// nesting level is a distinct type, so perturbations of different levels cannot be
 /// confused: a value from an outer level enters an inner one only through an explicit
-/// [`Dual::constant`].
+/// [`Dual::constant`] (or [`lift`](crate::lift)).
 ///
 /// # Example
 /// ```
@@ -27,7 +28,7 @@ pub struct Dual<S> {
     tangent: S,
 }
 
-impl<S: Scalar> Dual<S> {
+impl<R: Real, S: Scalar<R> + Precision<Real = R>> Dual<S> {
     /// A dual number with the given primal and tangent.
     #[inline(always)]
     pub fn new(primal: S, tangent: S) -> Self {
@@ -63,23 +64,27 @@ impl<S: Scalar> Dual<S> {
     }
 }
 
-impl<S: Scalar> Lift<S> for Dual<S> {
+impl<R: Real, S: Scalar<R>> Lift<S, R> for Dual<S> {
     #[inline(always)]
     fn lift(value: S) -> Self {
         Dual::constant(value)
     }
 }
 
-impl<S: Scalar> From<f64> for Dual<S> {
+impl<R: Real, S: Scalar<R>> From<R> for Dual<S> {
     #[inline(always)]
-    fn from(x: f64) -> Self {
+    fn from(x: R) -> Self {
         Dual::constant(S::from(x))
     }
 }
 
-impl<S: Scalar> Scalar for Dual<S> {
+impl<S: Precision> Precision for Dual<S> {
+    type Real = S::Real;
+}
+
+impl<R: Real, S: Scalar<R>> Scalar<R> for Dual<S> {
     #[inline(always)]
-    fn value(self) -> f64 {
+    fn value(self) -> R {
         self.primal.value()
     }
 
@@ -92,10 +97,10 @@ impl<S: Scalar> Scalar for Dual<S> {
     /// a zero δx stays zero even if `c` is infinite ([`Number::chain`]). A finite
     /// constant needs no test of δx: then `c · 0` is exactly zero.
     #[inline(always)]
-    fn scale(self, c: f64) -> Self {
+    fn scale(self, c: R) -> Self {
         Dual {
             primal: self.primal.scale(c),
-            tangent: if c == 0.0 || (!c.is_finite() && self.tangent.is_zero()) {
+            tangent: if c == R::ZERO || (!c.is_finite() && self.tangent.is_zero()) {
                 S::zero()
             } else {
                 self.tangent.scale(c)
@@ -107,7 +112,7 @@ impl<S: Scalar> Scalar for Dual<S> {
     /// [`Number::chain`]. A zero tangent stays zero without forming f'(x), which
     /// may be NaN at a point the tangent does not reach.
     #[inline(always)]
-    fn apply_unary<P: UnaryPrimitive + ?Sized>(self, primitive: &P) -> Self {
+    fn apply_unary<P: UnaryPrimitive<R> + ?Sized>(self, primitive: &P) -> Self {
         let primal = primitive.value(self.primal);
         let tangent = if self.tangent.is_zero() {
             S::zero()
@@ -122,7 +127,7 @@ impl<S: Scalar> Scalar for Dual<S> {
     /// (f(x, y), ∂ₓf · dx + ∂ᵧf · dy), the products taken with [`Number::chain`],
     /// forming each partial only for a non-zero tangent.
     #[inline(always)]
-    fn apply_binary<P: BinaryPrimitive + ?Sized>(self, other: Self, primitive: &P) -> Self {
+    fn apply_binary<P: BinaryPrimitive<R> + ?Sized>(self, other: Self, primitive: &P) -> Self {
         let (x, y) = (self.primal, other.primal);
         let primal = primitive.value(x, y);
         let (dx, dy) = (self.tangent, other.tangent);
@@ -139,4 +144,4 @@ impl<S: Scalar> Scalar for Dual<S> {
     }
 }
 
-crate::ops::scalar_ops!([S: Scalar] Dual<S>);
+crate::ops::scalar_ops!([] Dual<S>);

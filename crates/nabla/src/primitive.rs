@@ -1,14 +1,15 @@
 //! The derivative table: every primitive's value and partial derivatives, stated once.
 //!
 //! This is the library's single home of derivative knowledge, in the spirit of
-//! Krawiec et al. Figure 14: each entry gives a value column (on `f64`) and a
-//! derivative column written *generically* over [`Scalar`], so the derivative is
+//! Krawiec et al. Figure 14: each entry gives a value column (on `f64` and `f32`,
+//! the standard library's functions) and a derivative column written
+//! *generically* over [`Scalar`] of either precision, so the derivative is
 //! itself differentiable and every mode at every nesting level derives its rule from
 //! the same entry:
 //!
 //! - forward mode ([`Dual`](crate::Dual)): tangent = Σ tangentᵢ · partialᵢ;
 //! - reverse mode ([`Reverse`](crate::Reverse)): one trace entry with weights partialᵢ;
-//! - plain `f64`: the value column only.
+//! - plain `f64` and `f32`: the value column only.
 //!
 //! User-defined primitives implement the same two traits, [`UnaryPrimitive`] and
 //! [`BinaryPrimitive`] (the value-plus-pullback of ad-delcont's `op1`/`op2`: for a
@@ -24,20 +25,24 @@
 //!   negative base never produces the NaN of `ln x`;
 //! - `powi(x, 0)` has derivative 0 everywhere, including at x = 0;
 //! - `atan2` and `hypot` have partial derivatives 0 at the origin;
-//! - `floor`, `ceil`, `round`, `trunc` have derivative 0 everywhere;
+//! - `floor`, `ceil`, `round`, `trunc`, `signum` have derivative 0 everywhere;
+//! - `x % y` (Rust's truncated remainder) has partials 1 and −trunc(x / y), also at
+//!   its jumps (where x / y is an integer: the derivative of the branch taken);
+//! - `acosh` at 1 has derivative +∞, like `sqrt` at 0;
 //! - `min`/`max` (see [`Scalar::min`]) take the derivative of the argument they return;
 //!   on a tie they return (and differentiate) the first argument.
 
 use std::ops::{Add, Div, Mul, Neg, Sub};
 
-use crate::Scalar;
+use crate::{Real, Scalar};
 
 /// The arithmetic the derivative column of the table is written in.
 ///
-/// Every [`Scalar`] is a `Number`. The trait exists so that number types which are
-/// not `Copy` — such as the nabla language interpreter's dynamically nested reals —
-/// evaluate the very same derivative rules instead of restating them. A `Number` is
-/// cloned where a rule uses a value twice (free for `Copy` types).
+/// Every [`Scalar<R>`](Scalar) is a `Number<R>`. The trait exists so that number
+/// types which are not `Copy` — such as the nabla language interpreter's dynamically
+/// nested reals — evaluate the very same derivative rules instead of restating them.
+/// A `Number` is cloned where a rule uses a value twice (free for `Copy` types). `R`
+/// is the precision of its constants, `f64` unless said otherwise.
 ///
 /// ```
 /// use nabla::{Number, Unary};
@@ -48,21 +53,21 @@ use crate::Scalar;
 /// }
 /// assert_eq!(slope(0.0), 1.0);
 /// ```
-pub trait Number:
+pub trait Number<R: Real = f64>:
     Clone
     + Neg<Output = Self>
     + Add<Output = Self>
     + Sub<Output = Self>
     + Mul<Output = Self>
     + Div<Output = Self>
-    + Add<f64, Output = Self>
-    + Sub<f64, Output = Self>
-    + Mul<f64, Output = Self>
-    + PartialEq<f64>
-    + PartialOrd<f64>
+    + Add<R, Output = Self>
+    + Sub<R, Output = Self>
+    + Mul<R, Output = Self>
+    + PartialEq<R>
+    + PartialOrd<R>
 {
     /// The constant `c` (no perturbation).
-    fn constant(c: f64) -> Self;
+    fn constant(c: R) -> Self;
     /// The built-in one-argument primitive `op` applied to `self`.
     fn apply(self, op: Unary) -> Self;
     /// The built-in two-argument primitive `op` applied to `self` and `other`.
@@ -85,9 +90,9 @@ pub trait Number:
     fn chain(self, d: Self) -> Self;
 }
 
-impl<S: Scalar> Number for S {
+impl<R: Real, S: Scalar<R>> Number<R> for S {
     #[inline(always)]
-    fn constant(c: f64) -> S {
+    fn constant(c: R) -> S {
         S::from(c)
     }
     #[inline(always)]
@@ -112,39 +117,39 @@ impl<S: Scalar> Number for S {
 
 // The table's vocabulary, so that its rules read as formulas.
 #[inline(always)]
-fn recip<N: Number>(x: N) -> N {
+fn recip<R: Real, N: Number<R>>(x: N) -> N {
     x.apply(Unary::Recip)
 }
 #[inline(always)]
-fn sqrt<N: Number>(x: N) -> N {
+fn sqrt<R: Real, N: Number<R>>(x: N) -> N {
     x.apply(Unary::Sqrt)
 }
 #[inline(always)]
-fn sin<N: Number>(x: N) -> N {
+fn sin<R: Real, N: Number<R>>(x: N) -> N {
     x.apply(Unary::Sin)
 }
 #[inline(always)]
-fn cos<N: Number>(x: N) -> N {
+fn cos<R: Real, N: Number<R>>(x: N) -> N {
     x.apply(Unary::Cos)
 }
 #[inline(always)]
-fn sinh<N: Number>(x: N) -> N {
+fn sinh<R: Real, N: Number<R>>(x: N) -> N {
     x.apply(Unary::Sinh)
 }
 #[inline(always)]
-fn cosh<N: Number>(x: N) -> N {
+fn cosh<R: Real, N: Number<R>>(x: N) -> N {
     x.apply(Unary::Cosh)
 }
 #[inline(always)]
-fn ln<N: Number>(x: N) -> N {
+fn ln<R: Real, N: Number<R>>(x: N) -> N {
     x.apply(Unary::Ln)
 }
 #[inline(always)]
-fn powi<N: Number>(x: N, n: i32) -> N {
+fn powi<R: Real, N: Number<R>>(x: N, n: i32) -> N {
     x.apply(Unary::Powi(n))
 }
 #[inline(always)]
-fn powf<N: Number>(x: N, y: N) -> N {
+fn powf<R: Real, N: Number<R>>(x: N, y: N) -> N {
     x.apply2(Binary::Powf, y)
 }
 
@@ -155,6 +160,9 @@ fn powf<N: Number>(x: N, y: N) -> N {
 /// is itself differentiated when derivatives are nested. Write them with
 /// [`Scalar`] operations only; a derivative computed on `f64` and converted back would
 /// be correct to first order only.
+///
+/// `R` is the precision the primitive is implemented at (`f64` unless said
+/// otherwise); implement `UnaryPrimitive<R>` for every `R: Real` to have it at both.
 ///
 /// # Example
 /// The logistic function σ(x) = 1/(1+e⁻ˣ) with σ' = σ(1−σ), computed from the value:
@@ -177,11 +185,11 @@ fn powf<N: Number>(x: N, y: N) -> N {
 /// let d2 = derivative(|x| derivative(|y| y.apply_unary(&Sigmoid), x), 0.0);
 /// assert_eq!(d2, 0.0);
 /// ```
-pub trait UnaryPrimitive {
+pub trait UnaryPrimitive<R: Real = f64> {
     /// The value f(x).
-    fn value<S: Scalar>(&self, x: S) -> S;
+    fn value<S: Scalar<R>>(&self, x: S) -> S;
     /// The derivative f'(x), given x and the already computed value f(x).
-    fn derivative<S: Scalar>(&self, x: S, value: S) -> S;
+    fn derivative<S: Scalar<R>>(&self, x: S, value: S) -> S;
 
     /// True if the derivative is a polynomial in x, hence finite wherever x is. Forward
     /// mode may then multiply a zero tangent by it without checking, which keeps
@@ -196,7 +204,8 @@ pub trait UnaryPrimitive {
 ///
 /// Each partial is only evaluated when the corresponding argument carries a
 /// perturbation, so a partial that would be NaN for a constant argument (like
-/// ∂/∂y xʸ = xʸ ln x for negative x) is never formed.
+/// ∂/∂y xʸ = xʸ ln x for negative x) is never formed. `R` is the precision, as for
+/// [`UnaryPrimitive`].
 ///
 /// # Example
 /// ```
@@ -213,13 +222,13 @@ pub trait UnaryPrimitive {
 /// let g = grad(|p| p[0].apply_binary(p[1], &XExpY), &[2.0, 0.0]);
 /// assert_eq!(g, vec![1.0, 2.0]);
 /// ```
-pub trait BinaryPrimitive {
+pub trait BinaryPrimitive<R: Real = f64> {
     /// The value f(x, y).
-    fn value<S: Scalar>(&self, x: S, y: S) -> S;
+    fn value<S: Scalar<R>>(&self, x: S, y: S) -> S;
     /// ∂f/∂x at (x, y), given the value v = f(x, y).
-    fn partial_x<S: Scalar>(&self, x: S, y: S, v: S) -> S;
+    fn partial_x<S: Scalar<R>>(&self, x: S, y: S, v: S) -> S;
     /// ∂f/∂y at (x, y), given the value v = f(x, y).
-    fn partial_y<S: Scalar>(&self, x: S, y: S, v: S) -> S;
+    fn partial_y<S: Scalar<R>>(&self, x: S, y: S, v: S) -> S;
 
     /// True if both partials are polynomials in (x, y), hence finite wherever x and
     /// y are; see [`UnaryPrimitive::has_polynomial_derivative`]. Default `false`.
@@ -251,6 +260,15 @@ pub enum Unary {
     Ln,
     Log1p,
     ExpM1,
+    /// 2ˣ
+    Exp2,
+    /// log₂ x
+    Log2,
+    /// log₁₀ x
+    Log10,
+    Asinh,
+    Acosh,
+    Atanh,
     Sqrt,
     Cbrt,
     Abs,
@@ -258,48 +276,28 @@ pub enum Unary {
     Ceil,
     Round,
     Trunc,
+    /// The sign, as `f64::signum`: 1 for +0 and positive x, −1 for −0 and negative x.
+    Signum,
     /// Integer power xⁿ.
     Powi(i32),
 }
 
 impl Unary {
-    /// The value column of the table: the primitive on plain `f64`.
+    /// The value column of the table: the primitive on a plain real, `f64` or `f32`
+    /// (the standard library's function).
     ///
     /// ```
     /// use nabla::Unary;
     /// assert_eq!(Unary::Powi(3).eval(2.0), 8.0);
+    /// assert_eq!(Unary::Powi(3).eval(2.0_f32), 8.0_f32);
     /// ```
     #[inline]
-    pub fn eval(self, x: f64) -> f64 {
-        match self {
-            Unary::Neg => -x,
-            Unary::Recip => 1.0 / x,
-            Unary::Sin => x.sin(),
-            Unary::Cos => x.cos(),
-            Unary::Tan => x.tan(),
-            Unary::Asin => x.asin(),
-            Unary::Acos => x.acos(),
-            Unary::Atan => x.atan(),
-            Unary::Sinh => x.sinh(),
-            Unary::Cosh => x.cosh(),
-            Unary::Tanh => x.tanh(),
-            Unary::Exp => x.exp(),
-            Unary::Ln => x.ln(),
-            Unary::Log1p => x.ln_1p(),
-            Unary::ExpM1 => x.exp_m1(),
-            Unary::Sqrt => x.sqrt(),
-            Unary::Cbrt => x.cbrt(),
-            Unary::Abs => x.abs(),
-            Unary::Floor => x.floor(),
-            Unary::Ceil => x.ceil(),
-            Unary::Round => x.round(),
-            Unary::Trunc => x.trunc(),
-            Unary::Powi(n) => x.powi(n),
-        }
+    pub fn eval<R: Real>(self, x: R) -> R {
+        x.eval_unary(self)
     }
 
     /// The derivative column: f'(x) given x and v = f(x), at any [`Number`] type
-    /// (every [`Scalar`] is one).
+    /// (every [`Scalar`] is one) of any precision `R`.
     ///
     /// ```
     /// use nabla::Unary;
@@ -307,49 +305,58 @@ impl Unary {
     /// assert_eq!(Unary::Sin.derivative(0.0_f64, 0.0), 1.0);
     /// ```
     #[inline]
-    pub fn derivative<N: Number>(self, x: N, v: N) -> N {
-        let one = || N::constant(1.0);
+    pub fn derivative<R: Real, N: Number<R>>(self, x: N, v: N) -> N {
+        let one = || N::constant(R::ONE);
+        let zero = || N::constant(R::ZERO);
+        let two = R::from_f64(2.0);
         match self {
             Unary::Neg => -one(),
             Unary::Recip => -(v.clone() * v),
             Unary::Sin => cos(x),
             Unary::Cos => -sin(x),
-            Unary::Tan => v.clone() * v + 1.0,
+            Unary::Tan => v.clone() * v + R::ONE,
             Unary::Asin => recip(sqrt(one() - x.clone() * x)),
             Unary::Acos => -recip(sqrt(one() - x.clone() * x)),
-            Unary::Atan => recip(x.clone() * x + 1.0),
+            Unary::Atan => recip(x.clone() * x + R::ONE),
             Unary::Sinh => cosh(x),
             Unary::Cosh => sinh(x),
             Unary::Tanh => one() - v.clone() * v,
             Unary::Exp => v,
             Unary::Ln => recip(x),
-            Unary::Log1p => recip(x + 1.0),
-            Unary::ExpM1 => v + 1.0,
-            Unary::Sqrt => recip(v * 2.0),
-            Unary::Cbrt => recip(v.clone() * v * 3.0),
+            Unary::Log1p => recip(x + R::ONE),
+            Unary::ExpM1 => v + R::ONE,
+            Unary::Exp2 => v * R::from_f64(std::f64::consts::LN_2),
+            Unary::Log2 => recip(x * R::from_f64(std::f64::consts::LN_2)),
+            Unary::Log10 => recip(x * R::from_f64(std::f64::consts::LN_10)),
+            Unary::Asinh => recip(sqrt(x.clone() * x + R::ONE)),
+            // √((x − 1)(x + 1)) rather than √(x² − 1): no cancellation near 1.
+            Unary::Acosh => recip(sqrt((x.clone() - R::ONE) * (x + R::ONE))),
+            Unary::Atanh => recip(one() - x.clone() * x),
+            Unary::Sqrt => recip(v * two),
+            Unary::Cbrt => recip(v.clone() * v * R::from_f64(3.0)),
             Unary::Abs => {
-                if x > 0.0 {
+                if x > R::ZERO {
                     one()
-                } else if x < 0.0 {
+                } else if x < R::ZERO {
                     -one()
                 } else {
-                    N::constant(0.0)
+                    zero()
                 }
             }
-            Unary::Floor | Unary::Ceil | Unary::Round | Unary::Trunc => N::constant(0.0),
-            Unary::Powi(0) => N::constant(0.0),
-            Unary::Powi(n) => powi(x, n - 1) * f64::from(n),
+            Unary::Floor | Unary::Ceil | Unary::Round | Unary::Trunc | Unary::Signum => zero(),
+            Unary::Powi(0) => zero(),
+            Unary::Powi(n) => powi(x, n - 1) * R::from_i32(n),
         }
     }
 }
 
-impl UnaryPrimitive for Unary {
+impl<R: Real> UnaryPrimitive<R> for Unary {
     #[inline(always)]
-    fn value<S: Scalar>(&self, x: S) -> S {
+    fn value<S: Scalar<R>>(&self, x: S) -> S {
         x.unary(*self)
     }
     #[inline]
-    fn derivative<S: Scalar>(&self, x: S, value: S) -> S {
+    fn derivative<S: Scalar<R>>(&self, x: S, value: S) -> S {
         Unary::derivative(*self, x, value)
     }
     #[inline(always)]
@@ -375,101 +382,97 @@ pub enum Binary {
     Atan2,
     /// √(x² + y²)
     Hypot,
+    /// The remainder x − trunc(x / y)·y, as Rust's `%` on floats.
+    Rem,
 }
 
 impl Binary {
-    /// The value column of the table: the primitive on plain `f64`.
+    /// The value column of the table: the primitive on plain reals, `f64` or `f32`.
     ///
     /// ```
     /// use nabla::Binary;
     /// assert_eq!(Binary::Hypot.eval(3.0, 4.0), 5.0);
+    /// assert_eq!(Binary::Hypot.eval(3.0_f32, 4.0), 5.0_f32);
     /// ```
     #[inline]
-    pub fn eval(self, x: f64, y: f64) -> f64 {
-        match self {
-            Binary::Add => x + y,
-            Binary::Sub => x - y,
-            Binary::Mul => x * y,
-            Binary::Div => x / y,
-            Binary::Powf => x.powf(y),
-            Binary::Atan2 => x.atan2(y),
-            Binary::Hypot => x.hypot(y),
-        }
+    pub fn eval<R: Real>(self, x: R, y: R) -> R {
+        x.eval_binary(self, y)
     }
 
-    /// ∂f/∂x at (x, y) given v = f(x, y), at any [`Number`] type.
+    /// ∂f/∂x at (x, y) given v = f(x, y), at any [`Number`] type of any precision.
     #[inline]
-    pub fn partial_x<N: Number>(self, x: N, y: N, v: N) -> N {
+    pub fn partial_x<R: Real, N: Number<R>>(self, x: N, y: N, v: N) -> N {
+        let zero = || N::constant(R::ZERO);
         match self {
-            Binary::Add | Binary::Sub => N::constant(1.0),
+            Binary::Add | Binary::Sub => N::constant(R::ONE),
             Binary::Mul => y,
             Binary::Div => recip(y),
             Binary::Powf => {
-                if y == 0.0 {
-                    N::constant(0.0)
+                if y == R::ZERO {
+                    zero()
                 } else {
-                    y.clone() * powf(x, y - 1.0)
+                    y.clone() * powf(x, y - R::ONE)
                 }
             }
             Binary::Atan2 => {
                 let r2 = x.clone() * x + y.clone() * y.clone();
-                if r2 == 0.0 { N::constant(0.0) } else { y / r2 }
+                if r2 == R::ZERO { zero() } else { y / r2 }
             }
             Binary::Hypot => {
-                if v == 0.0 {
-                    N::constant(0.0)
+                if v == R::ZERO {
+                    zero()
                 } else {
                     x / v
                 }
             }
+            Binary::Rem => N::constant(R::ONE),
         }
     }
 
-    /// ∂f/∂y at (x, y) given v = f(x, y), at any [`Number`] type.
+    /// ∂f/∂y at (x, y) given v = f(x, y), at any [`Number`] type of any precision.
     #[inline]
-    pub fn partial_y<N: Number>(self, x: N, y: N, v: N) -> N {
+    pub fn partial_y<R: Real, N: Number<R>>(self, x: N, y: N, v: N) -> N {
+        let zero = || N::constant(R::ZERO);
         match self {
-            Binary::Add => N::constant(1.0),
-            Binary::Sub => -N::constant(1.0),
+            Binary::Add => N::constant(R::ONE),
+            Binary::Sub => -N::constant(R::ONE),
             Binary::Mul => x,
             Binary::Div => -(v / y),
             Binary::Powf => {
-                if x == 0.0 {
-                    N::constant(0.0)
+                if x == R::ZERO {
+                    zero()
                 } else {
                     v * ln(x)
                 }
             }
             Binary::Atan2 => {
                 let r2 = x.clone() * x.clone() + y.clone() * y;
-                if r2 == 0.0 {
-                    N::constant(0.0)
-                } else {
-                    -(x / r2)
-                }
+                if r2 == R::ZERO { zero() } else { -(x / r2) }
             }
             Binary::Hypot => {
-                if v == 0.0 {
-                    N::constant(0.0)
+                if v == R::ZERO {
+                    zero()
                 } else {
                     y / v
                 }
             }
+            // −trunc(x / y): piecewise constant, so its own derivative is zero.
+            Binary::Rem => -(x / y).apply(Unary::Trunc),
         }
     }
 }
 
-impl BinaryPrimitive for Binary {
+impl<R: Real> BinaryPrimitive<R> for Binary {
     #[inline(always)]
-    fn value<S: Scalar>(&self, x: S, y: S) -> S {
+    fn value<S: Scalar<R>>(&self, x: S, y: S) -> S {
         x.binary(*self, y)
     }
     #[inline]
-    fn partial_x<S: Scalar>(&self, x: S, y: S, v: S) -> S {
+    fn partial_x<S: Scalar<R>>(&self, x: S, y: S, v: S) -> S {
         Binary::partial_x(*self, x, y, v)
     }
     #[inline]
-    fn partial_y<S: Scalar>(&self, x: S, y: S, v: S) -> S {
+    fn partial_y<S: Scalar<R>>(&self, x: S, y: S, v: S) -> S {
         Binary::partial_y(*self, x, y, v)
     }
     #[inline(always)]
@@ -477,3 +480,65 @@ impl BinaryPrimitive for Binary {
         matches!(self, Binary::Add | Binary::Sub | Binary::Mul)
     }
 }
+
+/// The value column, at each precision: the standard library's functions.
+macro_rules! value_column {
+    ($t:ident) => {
+        impl crate::real::sealed::Sealed for $t {
+            #[inline]
+            fn eval_unary(self, op: Unary) -> $t {
+                let x = self;
+                match op {
+                    Unary::Neg => -x,
+                    Unary::Recip => 1.0 / x,
+                    Unary::Sin => x.sin(),
+                    Unary::Cos => x.cos(),
+                    Unary::Tan => x.tan(),
+                    Unary::Asin => x.asin(),
+                    Unary::Acos => x.acos(),
+                    Unary::Atan => x.atan(),
+                    Unary::Sinh => x.sinh(),
+                    Unary::Cosh => x.cosh(),
+                    Unary::Tanh => x.tanh(),
+                    Unary::Exp => x.exp(),
+                    Unary::Ln => x.ln(),
+                    Unary::Log1p => x.ln_1p(),
+                    Unary::ExpM1 => x.exp_m1(),
+                    Unary::Exp2 => x.exp2(),
+                    Unary::Log2 => x.log2(),
+                    Unary::Log10 => x.log10(),
+                    Unary::Asinh => x.asinh(),
+                    Unary::Acosh => x.acosh(),
+                    Unary::Atanh => x.atanh(),
+                    Unary::Sqrt => x.sqrt(),
+                    Unary::Cbrt => x.cbrt(),
+                    Unary::Abs => x.abs(),
+                    Unary::Floor => x.floor(),
+                    Unary::Ceil => x.ceil(),
+                    Unary::Round => x.round(),
+                    Unary::Trunc => x.trunc(),
+                    Unary::Signum => x.signum(),
+                    Unary::Powi(n) => x.powi(n),
+                }
+            }
+
+            #[inline]
+            fn eval_binary(self, op: Binary, y: $t) -> $t {
+                let x = self;
+                match op {
+                    Binary::Add => x + y,
+                    Binary::Sub => x - y,
+                    Binary::Mul => x * y,
+                    Binary::Div => x / y,
+                    Binary::Powf => x.powf(y),
+                    Binary::Atan2 => x.atan2(y),
+                    Binary::Hypot => x.hypot(y),
+                    Binary::Rem => x % y,
+                }
+            }
+        }
+    };
+}
+
+value_column!(f64);
+value_column!(f32);

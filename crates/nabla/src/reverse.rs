@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 
 use crate::primitive::{BinaryPrimitive, Number, UnaryPrimitive};
 use crate::trace::{DeltaId, Trace};
-use crate::{Lift, Scalar};
+use crate::{Lift, Precision, Real, Scalar};
 
 /// A reverse-mode real: a primal value and its Delta, `Scale c (Var id)` or `Zero`.
 ///
@@ -55,7 +55,7 @@ use crate::{Lift, Scalar};
 /// with constants, `x + x` — folds into the coefficient `c` (see the module `trace`
 /// for the Delta algebra this uses).
 #[derive(Clone, Copy, Debug)]
-pub struct Reverse<'t, S: Scalar> {
+pub struct Reverse<'t, S> {
     primal: S,
     /// The Delta is `Scale coefficient (Var id)` when `trace` is set, `Zero` otherwise.
     coefficient: S,
@@ -64,7 +64,7 @@ pub struct Reverse<'t, S: Scalar> {
     brand: PhantomData<fn(&'t ()) -> &'t ()>,
 }
 
-impl<'t, S: Scalar> Reverse<'t, S> {
+impl<'t, R: Real, S: Scalar<R> + Precision<Real = R>> Reverse<'t, S> {
     /// A constant (Delta `Zero`). Use it to bring a value of the enclosing level,
     /// for example one captured by a closure, into this level.
     ///
@@ -143,7 +143,7 @@ impl<'t, S: Scalar> Reverse<'t, S> {
 /// be finite (`partial_is_finite`: the partials of a polynomial), since then the
 /// product is exactly zero anyway; the caller has tested the partial.
 #[inline(always)]
-fn times_coefficient<S: Scalar>(partial: S, c: S, partial_is_finite: bool) -> S {
+fn times_coefficient<R: Real, S: Scalar<R>>(partial: S, c: S, partial_is_finite: bool) -> S {
     if !partial_is_finite && c.is_zero() {
         S::zero()
     } else {
@@ -151,23 +151,27 @@ fn times_coefficient<S: Scalar>(partial: S, c: S, partial_is_finite: bool) -> S 
     }
 }
 
-impl<S: Scalar> Lift<S> for Reverse<'_, S> {
+impl<R: Real, S: Scalar<R>> Lift<S, R> for Reverse<'_, S> {
     #[inline(always)]
     fn lift(value: S) -> Self {
         Reverse::constant(value)
     }
 }
 
-impl<S: Scalar> From<f64> for Reverse<'_, S> {
+impl<R: Real, S: Scalar<R>> From<R> for Reverse<'_, S> {
     #[inline(always)]
-    fn from(x: f64) -> Self {
+    fn from(x: R) -> Self {
         Reverse::constant(S::from(x))
     }
 }
 
-impl<S: Scalar> Scalar for Reverse<'_, S> {
+impl<S: Precision> Precision for Reverse<'_, S> {
+    type Real = S::Real;
+}
+
+impl<R: Real, S: Scalar<R>> Scalar<R> for Reverse<'_, S> {
     #[inline(always)]
-    fn value(self) -> f64 {
+    fn value(self) -> R {
         self.primal.value()
     }
 
@@ -178,7 +182,7 @@ impl<S: Scalar> Scalar for Reverse<'_, S> {
 
     /// `Scale c δx`: a new coefficient, no entry.
     #[inline(always)]
-    fn scale(self, c: f64) -> Self {
+    fn scale(self, c: R) -> Self {
         let primal = self.primal.scale(c);
         match self.trace {
             None => Reverse::constant(primal),
@@ -189,7 +193,7 @@ impl<S: Scalar> Scalar for Reverse<'_, S> {
 
     /// x + c has x's Delta (`Add δx Zero = δx`): no entry.
     #[inline(always)]
-    fn shift(self, c: f64) -> Self {
+    fn shift(self, c: R) -> Self {
         Reverse {
             primal: self.primal.shift(c),
             ..self
@@ -198,7 +202,7 @@ impl<S: Scalar> Scalar for Reverse<'_, S> {
 
     /// Figure 9's rule for a primitive of one argument: (f x, Scale (f' x) δx).
     #[inline(always)]
-    fn apply_unary<P: UnaryPrimitive + ?Sized>(self, primitive: &P) -> Self {
+    fn apply_unary<P: UnaryPrimitive<R> + ?Sized>(self, primitive: &P) -> Self {
         let primal = primitive.value(self.primal);
         match self.trace {
             None => Reverse::constant(primal),
@@ -214,7 +218,7 @@ impl<S: Scalar> Scalar for Reverse<'_, S> {
     /// (f(x, y), Add (Scale ∂ₓf δx) (Scale ∂ᵧf δy)). A constant argument contributes
     /// no term, and its partial derivative is never formed.
     #[inline(always)]
-    fn apply_binary<P: BinaryPrimitive + ?Sized>(self, other: Self, primitive: &P) -> Self {
+    fn apply_binary<P: BinaryPrimitive<R> + ?Sized>(self, other: Self, primitive: &P) -> Self {
         let (x, y) = (self.primal, other.primal);
         let primal = primitive.value(x, y);
         match (self.trace, other.trace) {
@@ -262,4 +266,4 @@ impl<S: Scalar> Scalar for Reverse<'_, S> {
     }
 }
 
-crate::ops::scalar_ops!(['t, S: Scalar] Reverse<'t, S>);
+crate::ops::scalar_ops!(['t] Reverse<'t, S>);

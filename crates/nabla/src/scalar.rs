@@ -2,9 +2,12 @@
 
 use std::fmt;
 use std::iter::{Product, Sum};
-use std::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Neg, Sub, SubAssign};
+use std::ops::{
+    Add, AddAssign, Div, DivAssign, Mul, MulAssign, Neg, Rem, RemAssign, Sub, SubAssign,
+};
 
 use crate::primitive::{Binary, BinaryPrimitive, Unary, UnaryPrimitive};
+use crate::{Dual, Precision, Real, Reverse};
 
 /// A real number that may carry derivative information.
 ///
@@ -13,14 +16,31 @@ use crate::primitive::{Binary, BinaryPrimitive, Unary, UnaryPrimitive};
 /// `Scalar` so that modes nest to any depth. Write a function once over `S: Scalar`
 /// and evaluate or differentiate it with any of them.
 ///
+/// # Precision
+/// The parameter `R` is the primitive type at the bottom of the tower, `f64` unless
+/// said otherwise: `S: Scalar` is `S: Scalar<f64>`, whose constants are `f64`s. The
+/// same types built on `f32` — `f32`, `Dual<f32>`, `Reverse<'_, f32>`, … — are
+/// `Scalar<f32>`, whose constants, [`value`](Scalar::value) and comparisons are
+/// `f32`; their reverse-mode traces take 16 bytes an entry instead of 24. A function
+/// for both precisions is generic over [`R: Real`](Real) as well (see [`Real`]).
+///
+/// ```
+/// use nabla::{Scalar, grad};
+/// fn loss<S: Scalar<f32>>(w: &[S]) -> S {
+///     (w[0] * 2.0 - 1.0) * (w[0] * 2.0 - 1.0) + w[1].exp()
+/// }
+/// assert_eq!(grad(|w| loss(w), &[1.0_f32, 0.0]), vec![4.0_f32, 1.0]);
+/// ```
+///
 /// Comparisons (`<`, `==`, …) look at the primal values only, so code may branch on
 /// them; the derivative is then the derivative of the branch taken.
 ///
 /// # Constants in generic code
 /// Concrete types accept `f64` on either side (`2.0 * x`, `x * 2.0`). In code generic
 /// over `S: Scalar`, Rust cannot see the `f64 * S` implementation through the bound
-/// (rust-lang/rust#20671), so write the constant on the right (`x * 2.0`) or lift it
-/// with `S::from(2.0)`.
+/// (rust-lang/rust#20671), so write the constant on the right (`x * 2.0`), lift it
+/// with `S::from(2.0)`, or state the bound `where f64: LeftOperand<S>` (see
+/// [`LeftOperand`](crate::LeftOperand)).
 ///
 /// # Example
 /// ```
@@ -40,28 +60,40 @@ use crate::primitive::{Binary, BinaryPrimitive, Unary, UnaryPrimitive};
 /// assert_eq!(grad(|x| rosenbrock(x), &[1.0, 1.0]), vec![0.0, 0.0]);
 /// assert_eq!(grad(|x| rosenbrock(x), &[0.0, 0.0]), vec![-2.0, 0.0]);
 /// ```
-pub trait Scalar:
-    Copy
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a nabla scalar",
+    label = "expected `{R}`, `Dual<S>` or `Reverse<'_, S>` for a scalar `S` built on `{R}`",
+    note = "the differentiation operators take slices of scalars (`&[f64]`, `&[f32]`) and \
+            give the closure slices of `Dual` or `Reverse` values; integers must be written \
+            as floats",
+    note = "a scalar built on `f32` is a `Scalar<f32>`: `S: Scalar` means `S: Scalar<f64>`"
+)]
+pub trait Scalar<R: Real = f64>:
+    Precision<Real = R>
+    + Copy
     + fmt::Debug
     + fmt::Display
-    + From<f64>
+    + From<R>
     + PartialEq
     + PartialOrd
-    + PartialEq<f64>
-    + PartialOrd<f64>
+    + PartialEq<R>
+    + PartialOrd<R>
     + Neg<Output = Self>
     + Add<Output = Self>
     + Sub<Output = Self>
     + Mul<Output = Self>
     + Div<Output = Self>
-    + Add<f64, Output = Self>
-    + Sub<f64, Output = Self>
-    + Mul<f64, Output = Self>
-    + Div<f64, Output = Self>
+    + Add<R, Output = Self>
+    + Sub<R, Output = Self>
+    + Mul<R, Output = Self>
+    + Div<R, Output = Self>
+    + Rem<Output = Self>
+    + Rem<R, Output = Self>
     + AddAssign
     + SubAssign
     + MulAssign
     + DivAssign
+    + RemAssign
     + Sum
     + Product
 {
@@ -72,7 +104,7 @@ pub trait Scalar:
     /// let x = Dual::new(Dual::new(3.0, 1.0), Dual::new(1.0, 0.0));
     /// assert_eq!(x.value(), 3.0);
     /// ```
-    fn value(self) -> f64;
+    fn value(self) -> R;
 
     /// True if this number and all its perturbations are exactly zero.
     ///
@@ -91,11 +123,11 @@ pub trait Scalar:
     ///
     /// This is how every elementary function is implemented, and how a user adds
     /// one of their own: see [`UnaryPrimitive`].
-    fn apply_unary<P: UnaryPrimitive + ?Sized>(self, primitive: &P) -> Self;
+    fn apply_unary<P: UnaryPrimitive<R> + ?Sized>(self, primitive: &P) -> Self;
 
     /// Applies a two-argument primitive given by its value and partial derivatives.
     /// See [`BinaryPrimitive`].
-    fn apply_binary<P: BinaryPrimitive + ?Sized>(self, other: Self, primitive: &P) -> Self;
+    fn apply_binary<P: BinaryPrimitive<R> + ?Sized>(self, other: Self, primitive: &P) -> Self;
 
     /// Applies a built-in primitive of the derivative table.
     ///
@@ -143,7 +175,7 @@ pub trait Scalar:
     /// assert_eq!((x.primal(), x.tangent()), (6.0, 2.0));
     /// ```
     #[inline(always)]
-    fn scale(self, c: f64) -> Self {
+    fn scale(self, c: R) -> Self {
         self * Self::from(c)
     }
 
@@ -156,20 +188,43 @@ pub trait Scalar:
     /// assert_eq!((x.primal(), x.tangent()), (5.0, 1.0));
     /// ```
     #[inline(always)]
-    fn shift(self, c: f64) -> Self {
+    fn shift(self, c: R) -> Self {
         self + Self::from(c)
+    }
+
+    /// The same value with no derivative at any level: a constant, as if it had been
+    /// computed from `f64`s (JAX's `stop_gradient`).
+    ///
+    /// Derivatives do not flow through it, in any mode or nesting, so it is how a
+    /// value that depends on the inputs is treated as fixed: a target in a
+    /// semi-gradient method, a normaliser held constant, a straight-through
+    /// estimator (`x + (round(x) − x).stop_gradient()` has value `round(x)` and
+    /// derivative 1).
+    ///
+    /// ```
+    /// use nabla::{Scalar, derivative, grad};
+    /// // d/dx [x · sg(x)] = sg(x) = 3, not 2x = 6
+    /// assert_eq!(derivative(|x| x * x.stop_gradient(), 3.0), 3.0);
+    /// assert_eq!(grad(|x| x[0] * x[0].stop_gradient(), &[3.0]), vec![3.0]);
+    /// // straight-through rounding
+    /// let st = |x: f64| derivative(|x| x + (x.round() - x).stop_gradient(), x);
+    /// assert_eq!(st(0.7), 1.0);
+    /// ```
+    #[inline(always)]
+    fn stop_gradient(self) -> Self {
+        Self::from(self.value())
     }
 
     /// The constant 0.
     #[inline(always)]
     fn zero() -> Self {
-        Self::from(0.0)
+        Self::from(R::ZERO)
     }
 
     /// The constant 1.
     #[inline(always)]
     fn one() -> Self {
-        Self::from(1.0)
+        Self::from(R::ONE)
     }
 
     /// 1/x
@@ -242,6 +297,36 @@ pub trait Scalar:
     fn exp_m1(self) -> Self {
         self.unary(Unary::ExpM1)
     }
+    /// 2ˣ
+    #[inline(always)]
+    fn exp2(self) -> Self {
+        self.unary(Unary::Exp2)
+    }
+    /// Base-2 logarithm.
+    #[inline(always)]
+    fn log2(self) -> Self {
+        self.unary(Unary::Log2)
+    }
+    /// Base-10 logarithm.
+    #[inline(always)]
+    fn log10(self) -> Self {
+        self.unary(Unary::Log10)
+    }
+    /// Inverse hyperbolic sine.
+    #[inline(always)]
+    fn asinh(self) -> Self {
+        self.unary(Unary::Asinh)
+    }
+    /// Inverse hyperbolic cosine; its derivative at 1 is +∞.
+    #[inline(always)]
+    fn acosh(self) -> Self {
+        self.unary(Unary::Acosh)
+    }
+    /// Inverse hyperbolic tangent.
+    #[inline(always)]
+    fn atanh(self) -> Self {
+        self.unary(Unary::Atanh)
+    }
     /// Square root; its derivative at 0 is +∞.
     #[inline(always)]
     fn sqrt(self) -> Self {
@@ -276,6 +361,11 @@ pub trait Scalar:
     #[inline(always)]
     fn trunc(self) -> Self {
         self.unary(Unary::Trunc)
+    }
+    /// The sign as `f64::signum` does it: ±1, or NaN (derivative 0).
+    #[inline(always)]
+    fn signum(self) -> Self {
+        self.unary(Unary::Signum)
     }
     /// Integer power xⁿ.
     #[inline(always)]
@@ -321,56 +411,67 @@ pub trait Scalar:
     }
 }
 
-/// Plain reals: the value column of the derivative table, and the bottom of every
-/// tower of nested modes.
-impl Scalar for f64 {
-    #[inline(always)]
-    fn value(self) -> f64 {
-        self
-    }
-    #[inline(always)]
-    fn is_zero(self) -> bool {
-        self == 0.0
-    }
-    #[inline(always)]
-    fn apply_unary<P: UnaryPrimitive + ?Sized>(self, primitive: &P) -> f64 {
-        primitive.value(self)
-    }
-    #[inline(always)]
-    fn apply_binary<P: BinaryPrimitive + ?Sized>(self, other: f64, primitive: &P) -> f64 {
-        primitive.value(self, other)
-    }
-    // The built-ins bottom out here, in the table's value column (the generic
-    // `value` of a built-in calls back into `unary`, so f64 must not forward it).
-    #[inline(always)]
-    fn unary(self, op: Unary) -> f64 {
-        op.eval(self)
-    }
-    #[inline(always)]
-    fn binary(self, op: Binary, other: f64) -> f64 {
-        op.eval(self, other)
-    }
-    #[inline(always)]
-    fn accumulate(&mut self, term: f64) {
-        *self += term;
-    }
-    #[inline(always)]
-    fn scale(self, c: f64) -> f64 {
-        self * c
-    }
-    #[inline(always)]
-    fn shift(self, c: f64) -> f64 {
-        self + c
-    }
+/// Plain reals, `f64` and `f32`: the value column of the derivative table, and the
+/// bottom of every tower of nested modes.
+macro_rules! plain_real {
+    ($t:ident) => {
+        impl Scalar<$t> for $t {
+            #[inline(always)]
+            fn value(self) -> $t {
+                self
+            }
+            #[inline(always)]
+            fn is_zero(self) -> bool {
+                self == 0.0
+            }
+            #[inline(always)]
+            fn apply_unary<P: UnaryPrimitive<$t> + ?Sized>(self, primitive: &P) -> $t {
+                primitive.value(self)
+            }
+            #[inline(always)]
+            fn apply_binary<P: BinaryPrimitive<$t> + ?Sized>(self, other: $t, primitive: &P) -> $t {
+                primitive.value(self, other)
+            }
+            // The built-ins bottom out here, in the table's value column (the generic
+            // `value` of a built-in calls back into `unary`, so a plain real must not
+            // forward it).
+            #[inline(always)]
+            fn unary(self, op: Unary) -> $t {
+                op.eval(self)
+            }
+            #[inline(always)]
+            fn binary(self, op: Binary, other: $t) -> $t {
+                op.eval(self, other)
+            }
+            #[inline(always)]
+            fn accumulate(&mut self, term: $t) {
+                *self += term;
+            }
+            #[inline(always)]
+            fn scale(self, c: $t) -> $t {
+                self * c
+            }
+            #[inline(always)]
+            fn shift(self, c: $t) -> $t {
+                self + c
+            }
+        }
+    };
 }
 
-/// A scalar type built on the level `S` — `S` itself, [`Dual<S>`](crate::Dual) or
-/// [`Reverse<'_, S>`](crate::Reverse) — into which values of `S` lift as constants.
+plain_real!(f64);
+plain_real!(f32);
+
+/// A scalar type built on the level `S` — `S` itself, one level over it
+/// ([`Dual<S>`](crate::Dual), [`Reverse<'_, S>`](crate::Reverse)) or two (`Dual<Dual<S>>`,
+/// `Reverse<'_, Dual<S>>`, …) — into which values of `S` lift as constants. `R` is
+/// the precision of both (`f64` unless said otherwise).
 ///
 /// Code that must run in whichever mode an operator picks, and that uses values
 /// captured from the level it was called at, lifts them with `T::lift`: the lifted
 /// value carries no perturbation of the new level, which is what keeps nested
-/// derivatives from being confused. See [`VectorFunction`](crate::VectorFunction).
+/// derivatives from being confused. See [`VectorFunction`](crate::VectorFunction);
+/// where the type is not named, [`lift`](crate::lift) does the same.
 ///
 /// ```
 /// use nabla::{Dual, Lift, Scalar};
@@ -379,15 +480,44 @@ impl Scalar for f64 {
 /// }
 /// assert_eq!(scaled(2.0, 3.0), 6.0);
 /// assert_eq!(scaled(2.0, Dual::new(3.0, 1.0)).tangent(), 2.0);
+/// let two_levels: Dual<Dual<f64>> = scaled(2.0, Dual::new(Dual::new(3.0, 1.0), Dual::from(1.0)));
+/// assert_eq!(two_levels.tangent().tangent(), 0.0);
+/// assert_eq!(two_levels.tangent().primal(), 2.0);
 /// ```
-pub trait Lift<S: Scalar>: Scalar {
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not built on `{S}`: a value of `{S}` cannot be lifted into it",
+    note = "`lift` reaches at most two levels inward; lift in steps (`Dual::constant`, \
+            `Reverse::constant`) for deeper ones",
+    note = "two `lift(…)` values do not combine with each other: combine each with a value \
+            of the inner level (`z * lift(x) * lift(y)`, not `lift(x) * lift(y) * z`)"
+)]
+pub trait Lift<S: Scalar<R>, R: Real = f64>: Scalar<R> {
     /// `value` as a constant of this level.
     fn lift(value: S) -> Self;
 }
 
-impl<S: Scalar> Lift<S> for S {
+impl<R: Real, S: Scalar<R>> Lift<S, R> for S {
     #[inline(always)]
     fn lift(value: S) -> S {
         value
     }
+}
+
+/// Two levels over `S`, in each combination of modes: a constant of the inner level
+/// made from a constant of the middle one.
+macro_rules! lift_two_levels {
+    ($([$($lifetimes:lifetime),*] $ty:ty, $middle:ty;)*) => {$(
+        impl<$($lifetimes,)* R: Real, S: Scalar<R>> Lift<S, R> for $ty {
+            #[inline(always)]
+            fn lift(value: S) -> Self {
+                <$ty>::constant(<$middle as Lift<S, R>>::lift(value))
+            }
+        }
+    )*};
+}
+lift_two_levels! {
+    [] Dual<Dual<S>>, Dual<S>;
+    ['t] Dual<Reverse<'t, S>>, Reverse<'t, S>;
+    ['u] Reverse<'u, Dual<S>>, Dual<S>;
+    ['u, 't] Reverse<'u, Reverse<'t, S>>, Reverse<'t, S>;
 }

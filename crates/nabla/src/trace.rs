@@ -36,7 +36,7 @@
 use std::cell::UnsafeCell;
 use std::mem::size_of;
 
-use crate::{Scalar, pool};
+use crate::{Real, Scalar, pool};
 
 /// Index of an entry in a [`Trace`]: the paper's `DeltaId`.
 pub(crate) type DeltaId = u32;
@@ -64,7 +64,7 @@ pub(crate) struct Trace<S> {
     entries: UnsafeCell<Vec<Entry<S>>>,
 }
 
-impl<S: Scalar> Trace<S> {
+impl<S> Trace<S> {
     /// An empty trace of `inputs` input variables (the paper's `Var`s for the
     /// components of the argument, ids `0..inputs`), in recycled memory where
     /// possible.
@@ -152,7 +152,11 @@ pub(crate) const fn entry_bytes<S>() -> usize {
 /// summed). An entry whose adjoint is exactly zero contributes nothing and is
 /// skipped, so an infinite partial derivative on a path that does not reach the
 /// output cannot turn into NaN.
-pub(crate) fn backpropagate<S: Scalar>(entries: &[Entry<S>], inputs: usize, adjoints: &mut [S]) {
+pub(crate) fn backpropagate<R: Real, S: Scalar<R>>(
+    entries: &[Entry<S>],
+    inputs: usize,
+    adjoints: &mut [S],
+) {
     assert_eq!(
         inputs + entries.len(),
         adjoints.len(),
@@ -200,7 +204,7 @@ pub(crate) fn backpropagate<S: Scalar>(entries: &[Entry<S>], inputs: usize, adjo
 }
 
 /// A zeroed adjoint array of `len` slots, in recycled memory where possible.
-pub(crate) fn zeroed_adjoints<S: Scalar>(len: usize) -> Vec<S> {
+pub(crate) fn zeroed_adjoints<R: Real, S: Scalar<R>>(len: usize) -> Vec<S> {
     let mut adjoints = pool::take(len);
     adjoints.resize(len, S::zero());
     adjoints

@@ -68,6 +68,24 @@ fn abs_sqrt_atan2_hypot_at_their_kinks() {
 }
 
 #[test]
+fn signum_acosh_and_remainder_at_their_kinks() {
+    for x in [0.0, -0.0, 2.0, -2.0] {
+        assert_eq!(derivative(|a| a.signum(), x), 0.0);
+        assert_eq!(grad(|a| a[0].signum(), &[x]), vec![0.0]);
+    }
+    assert_eq!(Dual::new(-0.0, 1.0).signum().primal(), -1.0);
+    assert_eq!(derivative(|a| a.acosh(), 1.0), f64::INFINITY);
+    assert_eq!(grad(|a| a[0].acosh(), &[1.0]), vec![f64::INFINITY]);
+    // x % y at a jump (x / y = 3): the branch taken, trunc(x / y) = 3.
+    assert_eq!(grad(|v| v[0] % v[1], &[6.0, 2.0]), vec![1.0, -3.0]);
+    assert_eq!(grad(|v| v[0] % v[1], &[-7.0, 2.0]), vec![1.0, 3.0]);
+    // A constant divisor: the sawtooth's slope is 1; a constant dividend: −trunc.
+    assert_eq!(derivative(|a| a % 2.0, 5.5), 1.0);
+    assert_eq!(derivative(|a| 5.5 % a, 2.0), -2.0);
+    assert_eq!(Dual::new(5.5, 1.0) % 2.0, 1.5);
+}
+
+#[test]
 fn min_max_differentiate_the_argument_returned() {
     assert_eq!(grad(|v| v[0].min(v[1]), &[1.0, 2.0]), vec![1.0, 0.0]);
     assert_eq!(grad(|v| v[0].min(v[1]), &[3.0, 2.0]), vec![0.0, 1.0]);

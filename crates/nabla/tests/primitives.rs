@@ -25,6 +25,12 @@ const UNARY: &[(Unary, f64, f64, bool)] = &[
     (Unary::Ln, 0.05, 10.0, false),
     (Unary::Log1p, -0.9, 10.0, false),
     (Unary::ExpM1, 0.0, 5.0, true),
+    (Unary::Exp2, 0.0, 5.0, true),
+    (Unary::Log2, 0.05, 10.0, false),
+    (Unary::Log10, 0.05, 10.0, false),
+    (Unary::Asinh, 0.0, 5.0, true),
+    (Unary::Acosh, 1.1, 10.0, false),
+    (Unary::Atanh, 0.0, 0.9, true),
     (Unary::Sqrt, 0.05, 10.0, false),
     (Unary::Cbrt, 0.05, 10.0, true),
     (Unary::Abs, 0.01, 5.0, true),
@@ -32,6 +38,7 @@ const UNARY: &[(Unary, f64, f64, bool)] = &[
     (Unary::Ceil, 0.01, 0.99, true),
     (Unary::Round, 0.01, 0.49, true),
     (Unary::Trunc, 0.01, 0.99, true),
+    (Unary::Signum, 0.01, 5.0, true),
     (Unary::Powi(0), 0.2, 3.0, true),
     (Unary::Powi(1), 0.2, 3.0, true),
     (Unary::Powi(2), 0.2, 3.0, true),
@@ -52,6 +59,8 @@ const BINARY: &[(Binary, Interval, Interval)] = &[
     (Binary::Powf, (0.1, 4.0, false), (0.0, 3.0, true)),
     (Binary::Atan2, (0.1, 5.0, true), (0.1, 5.0, true)),
     (Binary::Hypot, (0.1, 5.0, true), (0.1, 5.0, true)),
+    // |x / y| in (2.04, 2.95): away from the jumps of trunc(x / y).
+    (Binary::Rem, (5.1, 5.9, true), (2.0, 2.5, true)),
 ];
 
 /// Maps t ∈ [0, 1) and a sign choice into the interval.

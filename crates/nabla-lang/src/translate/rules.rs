@@ -186,8 +186,9 @@ impl Number for Code {
             Binary::Div => self / other,
             Binary::Powf => Code::op(Prim::Pow, vec![self, other]),
             Binary::Atan2 => Code(crate::core::named::prim(Prim::Atan2, vec![self.0, other.0])),
-            Binary::Hypot => Code(crate::core::named::app(
-                crate::core::named::var("hypot"),
+            // Functions the language does not have, as for `apply`.
+            Binary::Hypot | Binary::Rem => Code(crate::core::named::app(
+                crate::core::named::var(format!("{op:?}").to_lowercase()),
                 vec![self.0, other.0],
             )),
         }
