@@ -72,6 +72,24 @@ pub enum Prim {
     Max,
     /// `floor`
     Floor,
+    /// `asin`
+    Asin,
+    /// `acos`
+    Acos,
+    /// `atan`
+    Atan,
+    /// `sinh`
+    Sinh,
+    /// `cosh`
+    Cosh,
+    /// `log1p`
+    Log1p,
+    /// `expm1`
+    Expm1,
+    /// `ceil`
+    Ceil,
+    /// `round`
+    Round,
     /// `real` (Int to Real)
     ToReal,
     /// `fst`
@@ -393,6 +411,78 @@ pub static PRIMS: &[PrimInfo] = &[
         1,
         "Real -> Real",
         Some(RealFn::Unary(Unary::Floor)),
+    ),
+    row(
+        Prim::Asin,
+        "asin",
+        true,
+        1,
+        "Real -> Real",
+        Some(RealFn::Unary(Unary::Asin)),
+    ),
+    row(
+        Prim::Acos,
+        "acos",
+        true,
+        1,
+        "Real -> Real",
+        Some(RealFn::Unary(Unary::Acos)),
+    ),
+    row(
+        Prim::Atan,
+        "atan",
+        true,
+        1,
+        "Real -> Real",
+        Some(RealFn::Unary(Unary::Atan)),
+    ),
+    row(
+        Prim::Sinh,
+        "sinh",
+        true,
+        1,
+        "Real -> Real",
+        Some(RealFn::Unary(Unary::Sinh)),
+    ),
+    row(
+        Prim::Cosh,
+        "cosh",
+        true,
+        1,
+        "Real -> Real",
+        Some(RealFn::Unary(Unary::Cosh)),
+    ),
+    row(
+        Prim::Log1p,
+        "log1p",
+        true,
+        1,
+        "Real -> Real",
+        Some(RealFn::Unary(Unary::Log1p)),
+    ),
+    row(
+        Prim::Expm1,
+        "expm1",
+        true,
+        1,
+        "Real -> Real",
+        Some(RealFn::Unary(Unary::ExpM1)),
+    ),
+    row(
+        Prim::Ceil,
+        "ceil",
+        true,
+        1,
+        "Real -> Real",
+        Some(RealFn::Unary(Unary::Ceil)),
+    ),
+    row(
+        Prim::Round,
+        "round",
+        true,
+        1,
+        "Real -> Real",
+        Some(RealFn::Unary(Unary::Round)),
     ),
     row(Prim::ToReal, "real", true, 1, "Int -> Real", None),
     row(Prim::Fst, "fst", true, 1, "(a, b) -> a", None),

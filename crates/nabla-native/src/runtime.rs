@@ -326,6 +326,15 @@ real_fns! {
     rt_exp => Unary::Exp,
     rt_ln => Unary::Ln,
     rt_tanh => Unary::Tanh,
+    rt_asin => Unary::Asin,
+    rt_acos => Unary::Acos,
+    rt_atan => Unary::Atan,
+    rt_sinh => Unary::Sinh,
+    rt_cosh => Unary::Cosh,
+    rt_log1p => Unary::Log1p,
+    rt_expm1 => Unary::ExpM1,
+    rt_ceil => Unary::Ceil,
+    rt_round => Unary::Round,
 }
 
 pub(crate) extern "C" fn rt_powf(x: f64, y: f64) -> f64 {
@@ -346,6 +355,15 @@ pub(crate) fn unary_symbol(op: Unary) -> Option<(&'static str, *const u8)> {
         Unary::Exp => ("rt_exp", rt_exp as *const u8),
         Unary::Ln => ("rt_ln", rt_ln as *const u8),
         Unary::Tanh => ("rt_tanh", rt_tanh as *const u8),
+        Unary::Asin => ("rt_asin", rt_asin as *const u8),
+        Unary::Acos => ("rt_acos", rt_acos as *const u8),
+        Unary::Atan => ("rt_atan", rt_atan as *const u8),
+        Unary::Sinh => ("rt_sinh", rt_sinh as *const u8),
+        Unary::Cosh => ("rt_cosh", rt_cosh as *const u8),
+        Unary::Log1p => ("rt_log1p", rt_log1p as *const u8),
+        Unary::ExpM1 => ("rt_expm1", rt_expm1 as *const u8),
+        Unary::Ceil => ("rt_ceil", rt_ceil as *const u8),
+        Unary::Round => ("rt_round", rt_round as *const u8),
         _ => return None,
     })
 }
@@ -373,6 +391,15 @@ pub(crate) fn symbols() -> Vec<(&'static str, *const u8)> {
         Unary::Exp,
         Unary::Ln,
         Unary::Tanh,
+        Unary::Asin,
+        Unary::Acos,
+        Unary::Atan,
+        Unary::Sinh,
+        Unary::Cosh,
+        Unary::Log1p,
+        Unary::ExpM1,
+        Unary::Ceil,
+        Unary::Round,
     ] {
         s.extend(unary_symbol(op));
     }

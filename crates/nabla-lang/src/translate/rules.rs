@@ -168,6 +168,15 @@ impl Number for Code {
             Unary::Sqrt => Code::call(Prim::Sqrt, self),
             Unary::Abs => Code::call(Prim::Abs, self),
             Unary::Floor => Code::call(Prim::Floor, self),
+            Unary::Asin => Code::call(Prim::Asin, self),
+            Unary::Acos => Code::call(Prim::Acos, self),
+            Unary::Atan => Code::call(Prim::Atan, self),
+            Unary::Sinh => Code::call(Prim::Sinh, self),
+            Unary::Cosh => Code::call(Prim::Cosh, self),
+            Unary::Log1p => Code::call(Prim::Log1p, self),
+            Unary::ExpM1 => Code::call(Prim::Expm1, self),
+            Unary::Ceil => Code::call(Prim::Ceil, self),
+            Unary::Round => Code::call(Prim::Round, self),
             Unary::Powi(n) => self.apply2(Binary::Powf, Code(real(f64::from(n)))),
             // Functions the language does not have; the derivative column of the
             // language's own primitives never mentions them (tested below).
