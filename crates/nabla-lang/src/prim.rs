@@ -90,6 +90,8 @@ pub enum Prim {
     Ceil,
     /// `round`
     Round,
+    /// `stop_gradient`: the identity, with derivative 0 at every level
+    StopGradient,
     /// `real` (Int to Real)
     ToReal,
     /// `fst`
@@ -483,6 +485,14 @@ pub static PRIMS: &[PrimInfo] = &[
         1,
         "Real -> Real",
         Some(RealFn::Unary(Unary::Round)),
+    ),
+    row(
+        Prim::StopGradient,
+        "stop_gradient",
+        true,
+        1,
+        "Real -> Real",
+        Some(RealFn::Unary(Unary::StopGradient)),
     ),
     row(Prim::ToReal, "real", true, 1, "Int -> Real", None),
     row(Prim::Fst, "fst", true, 1, "(a, b) -> a", None),

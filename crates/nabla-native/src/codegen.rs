@@ -1854,6 +1854,8 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             (Prim::Sqrt, _, &[x]) => ins.sqrt(x),
             (Prim::Abs, _, &[x]) => ins.fabs(x),
             (Prim::Floor, _, &[x]) => ins.floor(x),
+            // No derivatives in native code yet: the identity.
+            (Prim::StopGradient, _, &[x]) => x,
             (Prim::Min | Prim::Max, _, &[x, y]) => {
                 let sel = match p.info().real {
                     Some(RealFn::Select(Selection::Min)) => FloatCC::LessThan,

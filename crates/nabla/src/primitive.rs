@@ -280,6 +280,12 @@ pub enum Unary {
     Signum,
     /// Integer power xⁿ.
     Powi(i32),
+    /// The identity with derivative 0 at every level: JAX's
+    /// `stop_gradient`, for consumers that name primitives by this table
+    /// (the nabla language). Rust code calls
+    /// [`Scalar::stop_gradient`](crate::Scalar::stop_gradient), which is the
+    /// same function without an entry in the reverse trace.
+    StopGradient,
 }
 
 impl Unary {
@@ -343,7 +349,12 @@ impl Unary {
                     zero()
                 }
             }
-            Unary::Floor | Unary::Ceil | Unary::Round | Unary::Trunc | Unary::Signum => zero(),
+            Unary::Floor
+            | Unary::Ceil
+            | Unary::Round
+            | Unary::Trunc
+            | Unary::Signum
+            | Unary::StopGradient => zero(),
             Unary::Powi(0) => zero(),
             Unary::Powi(n) => powi(x, n - 1) * R::from_i32(n),
         }
@@ -519,6 +530,7 @@ macro_rules! value_column {
                     Unary::Trunc => x.trunc(),
                     Unary::Signum => x.signum(),
                     Unary::Powi(n) => x.powi(n),
+                    Unary::StopGradient => x,
                 }
             }
 

@@ -171,3 +171,30 @@ fn table_values_match_std() {
     assert_eq!(Scalar::hypot(3.0, 4.0), 5.0);
     assert_eq!(Scalar::powi(x, 3), x.powi(3));
 }
+
+/// The table's `StopGradient` is the identity with derivative 0 in every mode
+/// and nesting, as `Scalar::stop_gradient` is.
+#[test]
+fn stop_gradient_has_derivative_zero_at_every_level() {
+    let f = |x: f64| derivative(|x| x * x.unary(Unary::StopGradient), x);
+    assert_eq!(f(3.0), 3.0);
+    assert_eq!(
+        grad(
+            |v| v[0] * (v[0] * v[1]).unary(Unary::StopGradient),
+            &[3.0, 2.0]
+        ),
+        vec![6.0, 0.0]
+    );
+    // Nested: the inner derivative sg(x·2) is stopped for the outer level too.
+    let outer = derivative(
+        |x: Dual<f64>| {
+            derivative(
+                |y| y * (Dual::constant(x) * y).unary(Unary::StopGradient),
+                Dual::constant(2.0),
+            )
+        },
+        3.0,
+    );
+    assert_eq!(outer, 0.0);
+    assert_eq!(Unary::StopGradient.eval(2.5), 2.5);
+}

@@ -177,6 +177,7 @@ impl Number for Code {
             Unary::ExpM1 => Code::call(Prim::Expm1, self),
             Unary::Ceil => Code::call(Prim::Ceil, self),
             Unary::Round => Code::call(Prim::Round, self),
+            Unary::StopGradient => Code::call(Prim::StopGradient, self),
             Unary::Powi(n) => self.apply2(Binary::Powf, Code(real(f64::from(n)))),
             // Functions the language does not have; the derivative column of the
             // language's own primitives never mentions them (tested below).
