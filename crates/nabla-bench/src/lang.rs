@@ -47,7 +47,7 @@ use std::time::Instant;
 use nabla_lang::driver::Session;
 use nabla_lang::eval::Value;
 
-use crate::registry::{Evaluation, Family, Runner, Support, Variant, Workload};
+use crate::registry::{Computation, Evaluation, Family, Runner, Support, Variant, Workload};
 use crate::{ba, gmm, lstm};
 
 /// One `.nabla` program: its path (for messages) and text.
@@ -344,6 +344,8 @@ enum Request {
     Primal,
     Derivative,
     FrontEnd,
+    /// Run a computation this many times and say how long it took.
+    Time(Computation, usize),
 }
 
 enum Response {
@@ -351,6 +353,7 @@ enum Response {
     Primal(Option<Vec<f64>>),
     Derivative(Option<Evaluation>),
     FrontEnd(FrontEnd),
+    Seconds(f64),
     Failed(String),
 }
 
@@ -562,6 +565,23 @@ fn serve(
     for request in requests {
         let response = match request {
             Request::Primal => prepared.primal(&session).map(Response::Primal),
+            Request::Time(what, reps) => {
+                let start = Instant::now();
+                let mut outcome = Ok(());
+                for _ in 0..reps {
+                    outcome = match what {
+                        Computation::Primal => prepared.primal(&session).map(drop),
+                        Computation::Derivative => {
+                            prepared.derivative(&session, has_primal).map(drop)
+                        }
+                    };
+                    if outcome.is_err() {
+                        break;
+                    }
+                }
+                let seconds = start.elapsed().as_secs_f64();
+                outcome.map(|()| Response::Seconds(seconds))
+            }
             Request::Derivative => prepared
                 .derivative(&session, has_primal)
                 .map(Response::Derivative),
@@ -662,6 +682,13 @@ impl Runner for LangRunner {
 
     fn front_end(&self) -> Option<FrontEnd> {
         Some(LangRunner::front_end(self))
+    }
+
+    fn time(&self, what: Computation, reps: usize) -> f64 {
+        match self.ask(Request::Time(what, reps)) {
+            Response::Seconds(s) => s,
+            _ => unreachable!("the worker answers in order"),
+        }
     }
 }
 

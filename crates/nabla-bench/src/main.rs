@@ -13,13 +13,12 @@
 //! derivative where there is no oracle) to DIR as raw little-endian f64, so the
 //! Python implementations are held to the same standard.
 
-use std::hint::black_box;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use nabla_bench::registry::{
-    Evaluation, IMPLEMENTATIONS, Reference, Support, WORKLOADS, Workload, check_runner,
+    Computation, IMPLEMENTATIONS, Reference, Support, WORKLOADS, Workload, check_runner,
     oracle_reference, passes, prepare, reference_from,
 };
 use serde_json::json;
@@ -197,14 +196,11 @@ fn write_reference(dir: &std::path::Path, id: &str, r: &Reference) {
 /// Seconds per call by the method of BENCHMARKS.md: repeat until a batch takes
 /// ≥ 0.2 s, then the minimum over 5 batches (3 when one call takes over a second,
 /// 2 with `--quick`, to stay in the time budget). Returns (seconds per call, calls per batch, batches).
-fn measure<T>(quick: bool, mut f: impl FnMut() -> T) -> (f64, usize, usize) {
+/// `batch(reps)` runs `reps` calls and returns the seconds they took.
+fn measure(quick: bool, mut batch: impl FnMut(usize) -> f64) -> (f64, usize, usize) {
     let mut reps = 1;
     let first = loop {
-        let start = Instant::now();
-        for _ in 0..reps {
-            black_box(f());
-        }
-        let t = start.elapsed().as_secs_f64();
+        let t = batch(reps);
         if t >= 0.2 {
             break t / reps as f64;
         }
@@ -226,11 +222,7 @@ fn measure<T>(quick: bool, mut f: impl FnMut() -> T) -> (f64, usize, usize) {
     };
     let mut best = first;
     for _ in 1..batches {
-        let start = Instant::now();
-        for _ in 0..reps {
-            black_box(f());
-        }
-        best = best.min(start.elapsed().as_secs_f64() / reps as f64);
+        best = best.min(batch(reps) / reps as f64);
     }
     (best, reps, batches)
 }
@@ -239,10 +231,12 @@ fn time(w: &Workload, imp: &str, quick: bool) {
     eprintln!("time {} {}", w.id, imp);
     match prepare(imp, w) {
         Support::Runs(runner) => {
-            let primal = runner.primal().map(|_| measure(quick, || runner.primal()));
+            let primal = runner
+                .primal()
+                .map(|_| measure(quick, |reps| runner.time(Computation::Primal, reps)));
             let derivative = runner
                 .derivative()
-                .map(|_| measure(quick, || -> Option<Evaluation> { runner.derivative() }));
+                .map(|_| measure(quick, |reps| runner.time(Computation::Derivative, reps)));
             let mut record = json!({"kind": "time", "workload": w.id, "impl": imp, "status": "ok",
                 "primal_s": primal.map(|p| p.0), "derivative_s": derivative.map(|d| d.0),
                 "primal_reps": primal.map(|p| p.1), "derivative_reps": derivative.map(|d| d.1),

@@ -240,6 +240,28 @@ pub trait Runner {
     fn front_end(&self) -> Option<lang::FrontEnd> {
         None
     }
+    /// Seconds `reps` evaluations of `what` take, back to back where the
+    /// implementation runs (an implementation on a worker thread times them
+    /// there, so that the hand-off between threads is not in the time).
+    fn time(&self, what: Computation, reps: usize) -> f64 {
+        let start = std::time::Instant::now();
+        for _ in 0..reps {
+            match what {
+                Computation::Primal => drop(std::hint::black_box(self.primal())),
+                Computation::Derivative => drop(std::hint::black_box(self.derivative())),
+            }
+        }
+        start.elapsed().as_secs_f64()
+    }
+}
+
+/// What [`Runner::time`] times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Computation {
+    /// [`Runner::primal`].
+    Primal,
+    /// [`Runner::derivative`].
+    Derivative,
 }
 
 /// Whether an implementation can run a workload.
