@@ -436,14 +436,14 @@ fn flattened(v: &Value) -> Result<Vec<f64>, String> {
 /// The program's entry points prepared by one backend.
 enum Prepared {
     Interpreter {
-        compiled: nabla_lang::driver::Compiled,
+        compiled: Box<nabla_lang::driver::Compiled>,
         primal: Option<Value>,
         derivative: Value,
         input: Value,
     },
     Native {
         /// The primal, or for the nested benchmarks the hand-derived program.
-        native: nabla_native::Native,
+        native: Box<nabla_native::Native>,
         args: nabla_native::Args,
     },
 }
@@ -475,7 +475,7 @@ fn prepare_backend(
                 .global(iface.derivative.0)
                 .map_err(|d| session.render(&d))?;
             Ok(Prepared::Interpreter {
-                compiled,
+                compiled: Box::new(compiled),
                 primal,
                 derivative,
                 input: data.to_value(),
@@ -489,7 +489,10 @@ fn prepare_backend(
                 .ok_or("no entry point for native code")?;
             let native = compile_native(session, entry)?;
             let args = native.args(&[data.to_value()]).map_err(|e| e.message)?;
-            Ok(Prepared::Native { native, args })
+            Ok(Prepared::Native {
+                native: Box::new(native),
+                args,
+            })
         }
     }
 }

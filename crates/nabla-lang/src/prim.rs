@@ -94,6 +94,8 @@ pub enum Prim {
     StopGradient,
     /// `real` (Int to Real)
     ToReal,
+    /// `to_int` (Real to Int, truncating toward zero)
+    ToInt,
     /// `fst`
     Fst,
     /// `snd`
@@ -495,6 +497,7 @@ pub static PRIMS: &[PrimInfo] = &[
         Some(RealFn::Unary(Unary::StopGradient)),
     ),
     row(Prim::ToReal, "real", true, 1, "Int -> Real", None),
+    row(Prim::ToInt, "to_int", true, 1, "Real -> Int", None),
     row(Prim::Fst, "fst", true, 1, "(a, b) -> a", None),
     row(Prim::Snd, "snd", true, 1, "(a, b) -> b", None),
     row(

@@ -1813,6 +1813,18 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let v = match (p, &operand, &vals[..]) {
             (Prim::Not, _, &[x]) => ins.icmp_imm_s(IntCC::Equal, x, 0),
             (Prim::ToReal, _, &[x]) => ins.fcvt_from_sint(types::F64, x),
+            (Prim::ToInt, _, &[x]) => {
+                // -2^63 <= x < 2^63 (false for NaN), as `arith::to_int`.
+                let lo = ins.f64const(-9_223_372_036_854_775_808.0);
+                let ge = self.b.ins().fcmp(FloatCC::GreaterThanOrEqual, x, lo);
+                let hi = self.b.ins().f64const(9_223_372_036_854_775_808.0);
+                let lt = self.b.ins().fcmp(FloatCC::LessThan, x, hi);
+                let ok = self.b.ins().band(ge, lt);
+                let bad = self.b.ins().icmp_imm_s(IntCC::Equal, ok, 0);
+                let bits = self.b.ins().bitcast(types::I64, MemFlagsData::new(), x);
+                self.fail_if(bad, ErrorKind::NotAnInt, span, Some((bits, bits)))?;
+                self.b.ins().fcvt_to_sint(types::I64, x)
+            }
             (Prim::Neg, Type::Int, &[x]) => {
                 let zero = self.b.ins().iconst(types::I64, 0);
                 return Ok(vec![self.int_op(Prim::Sub, zero, x, span)?]);

@@ -8,7 +8,9 @@
 
 use nabla::{Binary, Unary};
 use nabla_lang::eval::STEP_LIMIT_EXCEEDED;
+use nabla_lang::eval::arith::ArithError;
 use nabla_lang::memory;
+use nabla_lang::prim::Prim;
 use std::alloc::Layout;
 
 /// What generated code reads and writes through its first argument. The
@@ -100,10 +102,12 @@ pub(crate) enum ErrorKind {
     OutOfMemory = 8,
     /// A global's value depends on itself (`a` is the global's index).
     Cycle = 9,
+    /// `to_int` of a real (`a` its bits) that is NaN or out of range.
+    NotAnInt = 10,
 }
 
 /// The operators whose overflow is an error, by the index generated code passes.
-pub(crate) const OVERFLOW_OPS: [&str; 4] = ["+", "-", "*", "/"];
+pub(crate) const OVERFLOW_OPS: [Prim; 4] = [Prim::Add, Prim::Sub, Prim::Mul, Prim::Div];
 
 impl ErrorKind {
     pub(crate) fn from_code(code: u32) -> ErrorKind {
@@ -119,6 +123,7 @@ impl ErrorKind {
             CallLimit,
             OutOfMemory,
             Cycle,
+            NotAnInt,
         ]
         .get(code as usize)
         .copied()
@@ -134,11 +139,12 @@ impl Raised {
             ErrorKind::IndexOutOfRange => {
                 format!("index {a} out of range for a vector of length {b}")
             }
-            ErrorKind::DivByZero => "integer division by zero".into(),
-            ErrorKind::Overflow => format!(
-                "integer overflow in `{}`",
-                OVERFLOW_OPS.get(a as usize).copied().unwrap_or("?")
-            ),
+            ErrorKind::DivByZero => ArithError::DivByZero.message(Prim::Div),
+            ErrorKind::Overflow => ArithError::Overflow
+                .message(OVERFLOW_OPS.get(a as usize).copied().unwrap_or(Prim::Add)),
+            ErrorKind::NotAnInt => {
+                ArithError::NotAnInt(f64::from_bits(a as u64)).message(Prim::ToInt)
+            }
             ErrorKind::NegativeBuild => format!("`build` with negative size {a}"),
             ErrorKind::BuildTooLong => {
                 format!("`build` of {a} elements exceeds the limit of {b}")

@@ -166,7 +166,8 @@ fn the_host_passes_sums_and_several_arguments() {
             Value::Real(3.0),
         ]
     };
-    let cases: [(fn() -> Vec<Value>, &str); 2] = [(left, "6.0"), (right, "9.0")];
+    type MakeArgs = fn() -> Vec<Value>;
+    let cases: [(MakeArgs, &str); 2] = [(left, "6.0"), (right, "9.0")];
     for (args, want) in cases {
         let (interp, native, live) = call_both(src, "pick", args);
         assert_eq!((native.as_str(), interp.as_str()), (want, want));

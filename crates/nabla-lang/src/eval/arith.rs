@@ -7,7 +7,7 @@ use crate::prim::{Prim, RealFn};
 use nabla::Number;
 
 /// Why an arithmetic operation failed.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum ArithError {
     /// Integer division by zero.
     DivByZero,
@@ -15,6 +15,37 @@ pub enum ArithError {
     Overflow,
     /// Operand types did not match (cannot happen in well-typed programs).
     BadOperands,
+    /// `to_int` of NaN or of a real outside the range of Int.
+    NotAnInt(f64),
+}
+
+impl ArithError {
+    /// The run-time error's message, for primitive `p` (native code reports
+    /// its arithmetic errors with these too).
+    pub fn message(&self, p: Prim) -> String {
+        match self {
+            ArithError::DivByZero => "integer division by zero".to_string(),
+            ArithError::Overflow => format!("integer overflow in `{}`", p.info().name),
+            ArithError::BadOperands => {
+                format!("internal error: bad operands for `{}`", p.info().name)
+            }
+            ArithError::NotAnInt(x) => format!(
+                "`to_int` of {}: not a real within the range of Int",
+                crate::pretty::format_real(*x)
+            ),
+        }
+    }
+}
+
+/// `to_int x`: `x` truncated toward zero, if that is an Int (`x` is not NaN
+/// and -2⁶³ ≤ x < 2⁶³).
+#[inline]
+pub fn to_int(x: f64) -> Result<i64, ArithError> {
+    if (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&x) {
+        Ok(x as i64)
+    } else {
+        Err(ArithError::NotAnInt(x))
+    }
 }
 
 /// `+ - * /` and the other binary numeric primitives on two values.
@@ -199,6 +230,11 @@ pub fn unary(p: Prim, a: &Value) -> Result<Value, ArithError> {
     match (p, a) {
         (Prim::Neg, Value::Int(x)) => Ok(Value::Int(x.checked_neg().ok_or(ArithError::Overflow)?)),
         (Prim::ToReal, Value::Int(x)) => Ok(Value::Real(*x as f64)),
+        // The primal of a real that carries derivatives: an Int has none.
+        (Prim::ToInt, a) => match a.as_num() {
+            Some(x) => Ok(Value::Int(to_int(x.value())?)),
+            None => Err(ArithError::BadOperands),
+        },
         (_, Value::Real(x)) => match p.info().real {
             Some(RealFn::Unary(op)) => Ok(Value::Real(op.eval(*x))),
             _ => Err(ArithError::BadOperands),

@@ -554,6 +554,7 @@ fn unary<R: Ret, A: Get>(p: Prim, a: A, span: Span) -> Code<R> {
     let fast = move |x: N| match (x, op) {
         (N::R(x), Some(op)) => Some(Value::Real(op.eval(x))),
         (N::I(n), _) if p == Prim::ToReal => Some(Value::Real(n as f64)),
+        (N::R(x), _) if p == Prim::ToInt => super::arith::to_int(x).ok().map(Value::Int),
         _ => None,
     };
     Box::new(move |m, c, bp, clo| {

@@ -160,11 +160,7 @@ pub(crate) fn memory_err(e: MemoryExhausted, span: Span) -> Box<RuntimeError> {
 
 #[cold]
 fn arith_err(e: ArithError, p: Prim, span: Span) -> Box<RuntimeError> {
-    let message = match e {
-        ArithError::DivByZero => "integer division by zero".to_string(),
-        ArithError::Overflow => format!("integer overflow in `{}`", p.info().name),
-        ArithError::BadOperands => format!("internal error: bad operands for `{}`", p.info().name),
-    };
+    let message = e.message(p);
     Box::new(RuntimeError { message, span })
 }
 

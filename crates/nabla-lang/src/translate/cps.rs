@@ -425,11 +425,13 @@ impl Cps<'_> {
         let p = p.clone();
         let on_reals = p.at.is_none() || p.on_reals();
         let real_fn = p.prim.info().real;
-        let compares_reals = p.on_reals()
-            && matches!(
-                p.prim,
-                Prim::Lt | Prim::Le | Prim::Gt | Prim::Ge | Prim::Eq | Prim::Ne
-            );
+        // Comparisons, and `to_int` (an Int has no adjoint), see primals only.
+        let compares_reals = p.prim == Prim::ToInt
+            || p.on_reals()
+                && matches!(
+                    p.prim,
+                    Prim::Lt | Prim::Le | Prim::Gt | Prim::Ge | Prim::Eq | Prim::Ne
+                );
         // A literal operand of a real function or comparison stays a bare real:
         // its cell would never be read.
         let bare_literals = compares_reals

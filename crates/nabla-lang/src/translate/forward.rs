@@ -163,6 +163,14 @@ impl Forward<'_> {
                     .collect::<TResult<_>>()?;
                 Ok(Expr::Prim(p.clone(), primals))
             }
+            (None, Prim::ToInt) => {
+                // An Int has no tangent: `to_int` sees the primal.
+                let primals = args
+                    .iter()
+                    .map(|a| self.primal_of(a))
+                    .collect::<TResult<_>>()?;
+                Ok(Expr::Prim(p.clone(), primals))
+            }
             // D→{real n} = (real n, 0)
             (None, Prim::ToReal) => Ok(pair(Expr::Prim(p.clone(), self.exprs(args)?), real(0.0))),
             // The sum of dual numbers is the dual of the sums.
@@ -281,6 +289,7 @@ impl Forward<'_> {
 pub fn eta_expand(p: &PrimAt, names: &mut Names) -> Option<Expr> {
     let needs_rule = p.prim.info().real.is_some()
         || p.prim == Prim::ToReal
+        || p.prim == Prim::ToInt
         || (p.prim == Prim::Sum && p.on_reals());
     if !needs_rule {
         return None;

@@ -663,6 +663,7 @@ impl Builder<'_> {
                         Type::Bool
                     }
                     Prim::ToReal => Type::Real,
+                    Prim::ToInt => Type::Int,
                     _ if p.prim.info().real.is_some() => match &p.at {
                         Some(t @ Type::Int) => t.clone(),
                         _ => return Err(self.unsupported("arithmetic at an unresolved type")),

@@ -423,9 +423,11 @@ impl Reverse<'_> {
                 ))
             }
             (Some(f), _) if on_reals => self.real_function(f, p, args, stmts)?,
-            (None, Prim::Lt | Prim::Le | Prim::Gt | Prim::Ge | Prim::Eq | Prim::Ne)
-                if p.on_reals() =>
-            {
+            // Comparisons, and `to_int` (an Int has no adjoint), see primals only.
+            (
+                None,
+                Prim::Lt | Prim::Le | Prim::Gt | Prim::Ge | Prim::Eq | Prim::Ne | Prim::ToInt,
+            ) if p.on_reals() || p.prim == Prim::ToInt => {
                 let mut primals = Vec::new();
                 for a in args {
                     primals.push(match a {
