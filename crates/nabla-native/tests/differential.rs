@@ -7,6 +7,7 @@ use nabla_lang::driver::Session;
 use nabla_lang::eval::Limits;
 use nabla_lang::pretty::print_value;
 use nabla_native::{Native, Options};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 fn programs(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -24,29 +25,39 @@ fn programs(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// What a backend printed: the value, or the rendered errors.
+/// What a back end printed: the value, or the rendered errors.
 #[derive(Debug, PartialEq)]
 enum Output {
     Value(String),
     Error(String),
 }
 
-/// Runs `file` in both backends: `None` if native code refuses it (with why).
-fn both(file: &Path, limits: Limits) -> (Output, Result<Output, String>) {
+/// What happened to a program in native code.
+enum NativeRun {
+    /// It ran (or failed at run time): its output.
+    Ran(Output),
+    /// It does not check: no back end runs it (both report the checker's
+    /// errors, so there is nothing to compare).
+    DoesNotCheck,
+    /// Native code does not handle it yet, and why.
+    Refused(String),
+}
+
+/// Runs `file` in both backends.
+fn both(file: &Path, limits: Limits) -> (Output, NativeRun) {
     let text = std::fs::read_to_string(file).expect("readable");
     let name = file.display().to_string();
     let mut s = Session::new();
     s.limits = limits;
     if let Err(ds) = s.load(&name, &text) {
-        let e = Output::Error(s.render(&ds));
-        return (e, Err("does not check".into()));
+        return (Output::Error(s.render(&ds)), NativeRun::DoesNotCheck);
     }
     let interp = match s.run_main() {
         Ok(v) => Output::Value(v),
         Err(ds) => Output::Error(s.render(&ds)),
     };
     let native = match s.typed_program("main") {
-        Err(u) => Err(u.what),
+        Err(u) => NativeRun::Refused(u.what),
         Ok((prog, entry)) => match Native::compile_main(
             &prog,
             entry,
@@ -55,8 +66,8 @@ fn both(file: &Path, limits: Limits) -> (Output, Result<Output, String>) {
                 keep_ir: false,
             },
         ) {
-            Err(u) => Err(u.what),
-            Ok(n) => Ok(match n.run() {
+            Err(u) => NativeRun::Refused(u.what),
+            Ok(n) => NativeRun::Ran(match n.run() {
                 Ok(v) => Output::Value(print_value(&v)),
                 Err(e) => Output::Error(s.render(&[e.into()])),
             }),
@@ -65,6 +76,10 @@ fn both(file: &Path, limits: Limits) -> (Output, Result<Output, String>) {
     (interp, native)
 }
 
+/// The programs native code refuses, with why: `PATH<TAB>REASON` per line
+/// (paths from the repository root). The list only shrinks.
+const FALLBACKS: &str = include_str!("fallbacks.txt");
+
 #[test]
 fn native_code_agrees_with_the_interpreter() {
     nabla_lang::stack::run_with_stack(|| {
@@ -72,29 +87,59 @@ fn native_code_agrees_with_the_interpreter() {
         let mut files = Vec::new();
         programs(&root.join("examples"), &mut files);
         programs(&root.join("tests/lang"), &mut files);
-        let mut disagree = Vec::new();
-        let mut refused = Vec::new();
-        let mut agreed = 0;
+        let listed: BTreeMap<&str, &str> = FALLBACKS
+            .lines()
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(|l| l.split_once('\t').unwrap_or((l, "")))
+            .collect();
+        let mut problems = Vec::new();
+        let (mut agreed, mut unchecked, mut refused) = (0, 0, 0);
         for f in &files {
+            let path = f.strip_prefix(&root).unwrap_or(f).display().to_string();
             let (interp, native) = both(f, Limits::default());
-            match native {
-                Ok(n) if n == interp => agreed += 1,
-                Ok(n) => disagree.push(format!(
-                    "{}:\n  interpreter: {interp:?}\n  native:      {n:?}",
-                    f.display()
+            let reason = match native {
+                NativeRun::Ran(n) if n == interp => {
+                    agreed += 1;
+                    None
+                }
+                NativeRun::Ran(n) => {
+                    problems.push(format!(
+                        "{path}: the back ends disagree\n  interpreter: {interp:?}\n  native:      {n:?}"
+                    ));
+                    None
+                }
+                NativeRun::DoesNotCheck => {
+                    unchecked += 1;
+                    None
+                }
+                NativeRun::Refused(why) => {
+                    refused += 1;
+                    Some(why.lines().next().unwrap_or("").to_string())
+                }
+            };
+            match (reason, listed.get(path.as_str())) {
+                (None, Some(_)) => problems.push(format!(
+                    "{path} now runs natively: remove it from tests/fallbacks.txt (the list only shrinks)"
                 )),
-                Err(why) => refused.push(format!("{}: {why}", f.display())),
+                (Some(why), None) => problems.push(format!(
+                    "{path} is refused ({why}) but not listed in tests/fallbacks.txt: make native code handle it"
+                )),
+                (Some(why), Some(&listed)) if why != listed => problems.push(format!(
+                    "{path} is refused for another reason than tests/fallbacks.txt says:\n  now:    {why}\n  listed: {listed}"
+                )),
+                _ => {}
             }
         }
-        for r in &refused {
-            eprintln!("refused {r}");
+        let gone: Vec<&str> = listed
+            .keys()
+            .filter(|p| !files.iter().any(|f| f.strip_prefix(&root).unwrap_or(f).display().to_string() == **p))
+            .copied()
+            .collect();
+        for p in gone {
+            problems.push(format!("{p} is listed in tests/fallbacks.txt but does not exist"));
         }
-        eprintln!(
-            "{agreed} agree, {} refused, {} disagree",
-            refused.len(),
-            disagree.len()
-        );
-        assert!(disagree.is_empty(), "{}", disagree.join("\n"));
+        eprintln!("{agreed} agree, {refused} refused (listed), {unchecked} do not check");
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
     })
     .expect("thread");
 }
