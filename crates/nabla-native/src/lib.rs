@@ -23,6 +23,9 @@ mod codegen;
 mod layout;
 mod marshal;
 mod runtime;
+mod untrusted;
+
+pub use untrusted::run_untrusted_both;
 
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_jit::{ArenaMemoryProvider, JITBuilder, JITModule};
