@@ -80,7 +80,21 @@ fn examples_print_their_expected_output() {
     for p in names {
         let expected = std::fs::read_to_string(p.with_extension("out"))
             .expect("every example has a .out file");
-        let o = run(&["run", p.to_str().expect("utf-8 path")]);
+        // An example whose `main` takes data names its file: `# input: PATH`.
+        let text = std::fs::read_to_string(&p).expect("readable");
+        let input = text
+            .lines()
+            .find_map(|l| l.strip_prefix("# input: "))
+            .map(|rest| {
+                repo()
+                    .join("examples")
+                    .join(rest.split_whitespace().next().unwrap_or(""))
+            });
+        let mut args = vec!["run", p.to_str().expect("utf-8 path")];
+        if let Some(input) = &input {
+            args.extend(["--input", input.to_str().expect("utf-8 path")]);
+        }
+        let o = run(&args);
         assert_eq!(o.status.code(), Some(0), "{}: {}", p.display(), stderr(&o));
         assert_eq!(stdout(&o), expected, "{}", p.display());
         assert!(stderr(&o).is_empty());

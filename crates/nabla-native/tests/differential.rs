@@ -52,28 +52,57 @@ fn both(file: &Path, limits: Limits) -> (Output, NativeRun) {
     if let Err(ds) = s.load(&name, &text) {
         return (Output::Error(s.render(&ds)), NativeRun::DoesNotCheck);
     }
-    let interp = match s.run_main() {
-        Ok(v) => Output::Value(v),
+    // An example whose `main` takes data names its file: `# input: PATH`.
+    let argument = text
+        .lines()
+        .find_map(|l| l.strip_prefix("# input: "))
+        .map(|rest| {
+            let path = file.with_file_name(rest.split_whitespace().next().unwrap_or(""));
+            let ty = s
+                .main_parameter()
+                .ok()
+                .flatten()
+                .expect("main takes an argument");
+            let data = std::fs::read_to_string(&path).expect("the input file");
+            nabla_lang::data::decode_csv(&data, &ty)
+                .or_else(|_| nabla_lang::data::decode_json(&data, &ty))
+                .expect("the input decodes")
+        });
+    let interp = match s.prepare_main().and_then(|m| match &argument {
+        Some(a) => m.evaluate_with(a.clone()),
+        None => m.evaluate(),
+    }) {
+        Ok(v) => Output::Value(print_value(&v)),
         Err(ds) => Output::Error(s.render(&ds)),
+    };
+    let options = Options {
+        limits,
+        keep_ir: false,
     };
     let native = match s.typed_program("main") {
         Err(u) => NativeRun::Refused(u.what),
-        Ok((prog, entry)) => match Native::compile_main(
-            &prog,
-            entry,
-            &Options {
-                limits,
-                keep_ir: false,
+        Ok((prog, entry)) => match (&argument, entry) {
+            (Some(a), _) => match Native::compile(&prog, entry, &options) {
+                Err(u) => NativeRun::Refused(u.what),
+                Ok(n) => NativeRun::Ran(output(&s, n.call(std::slice::from_ref(a)))),
             },
-        ) {
-            Err(u) => NativeRun::Refused(u.what),
-            Ok(n) => NativeRun::Ran(match n.run() {
-                Ok(v) => Output::Value(print_value(&v)),
-                Err(e) => Output::Error(s.render(&[e.into()])),
-            }),
+            (None, _) => match Native::compile_main(&prog, entry, &options) {
+                Err(u) => NativeRun::Refused(u.what),
+                Ok(n) => NativeRun::Ran(output(&s, n.run())),
+            },
         },
     };
     (interp, native)
+}
+
+fn output(
+    s: &Session,
+    r: Result<nabla_lang::eval::Value, nabla_lang::eval::RuntimeError>,
+) -> Output {
+    match r {
+        Ok(v) => Output::Value(print_value(&v)),
+        Err(e) => Output::Error(s.render(&[e.into()])),
+    }
 }
 
 /// The programs native code refuses, with why: `PATH<TAB>REASON` per line
