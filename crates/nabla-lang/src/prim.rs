@@ -30,6 +30,8 @@ pub enum Prim {
     Mul,
     /// `/`
     Div,
+    /// `%` (remainder of the truncating division)
+    Rem,
     /// unary `-`
     Neg,
     /// `**`
@@ -90,6 +92,8 @@ pub enum Prim {
     Ceil,
     /// `round`
     Round,
+    /// `trunc`
+    Trunc,
     /// `stop_gradient`: the identity, with derivative 0 at every level
     StopGradient,
     /// `real` (Int to Real)
@@ -298,6 +302,14 @@ pub static PRIMS: &[PrimInfo] = &[
         Some(RealFn::Binary(Binary::Div)),
     ),
     row(
+        Prim::Rem,
+        "%",
+        false,
+        2,
+        "n -> n -> n",
+        Some(RealFn::Binary(Binary::Rem)),
+    ),
+    row(
         Prim::Neg,
         "-",
         false,
@@ -489,6 +501,14 @@ pub static PRIMS: &[PrimInfo] = &[
         Some(RealFn::Unary(Unary::Round)),
     ),
     row(
+        Prim::Trunc,
+        "trunc",
+        true,
+        1,
+        "Real -> Real",
+        Some(RealFn::Unary(Unary::Trunc)),
+    ),
+    row(
         Prim::StopGradient,
         "stop_gradient",
         true,
@@ -655,6 +675,7 @@ impl Prim {
             BinOp::Sub => Prim::Sub,
             BinOp::Mul => Prim::Mul,
             BinOp::Div => Prim::Div,
+            BinOp::Rem => Prim::Rem,
             BinOp::Pow => Prim::Pow,
             BinOp::Lt => Prim::Lt,
             BinOp::Le => Prim::Le,

@@ -469,7 +469,7 @@ fn cannot_fail(p: Prim, args: &[Expr]) -> bool {
     use Prim::*;
     let on_reals = args.first().is_some_and(|a| a.ty == Type::Real);
     match p {
-        Add | Sub | Mul | Div | Neg | Pow => on_reals,
+        Add | Sub | Mul | Div | Rem | Neg | Pow => on_reals,
         Lt | Le | Gt | Ge | Eq | Ne | Not | Size | Fst | Snd | ToReal | Min | Max => true,
         _ => p.info().real.is_some(),
     }
@@ -1829,7 +1829,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 let zero = self.b.ins().iconst(types::I64, 0);
                 return Ok(vec![self.int_op(Prim::Sub, zero, x, span)?]);
             }
-            (Prim::Add | Prim::Sub | Prim::Mul | Prim::Div, Type::Int, &[x, y]) => {
+            (Prim::Add | Prim::Sub | Prim::Mul | Prim::Div | Prim::Rem, Type::Int, &[x, y]) => {
                 return Ok(vec![self.int_op(p, x, y, span)?]);
             }
             (
@@ -1896,15 +1896,13 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         Ok(vec![v])
     }
 
-    /// Int `+ - * /` with the interpreter's overflow and division errors.
+    /// Int `+ - * / %` with the interpreter's overflow and division errors.
     fn int_op(&mut self, p: Prim, x: ir::Value, y: ir::Value, span: Span) -> R<ir::Value> {
-        let op_index = |p| match p {
-            Prim::Add => 0,
-            Prim::Sub => 1,
-            Prim::Mul => 2,
-            _ => 3,
-        };
-        let which = self.b.ins().iconst(types::I64, op_index(p));
+        let op_index = runtime::OVERFLOW_OPS
+            .iter()
+            .position(|&q| q == p)
+            .unwrap_or(0);
+        let which = self.b.ins().iconst(types::I64, op_index as i64);
         let (r, overflow) = match p {
             Prim::Add => self.b.ins().sadd_overflow(x, y),
             Prim::Sub => self.b.ins().ssub_overflow(x, y),
@@ -1916,7 +1914,11 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 let minus_one = self.b.ins().icmp_imm_s(IntCC::Equal, y, -1);
                 let both = self.b.ins().band(min, minus_one);
                 self.fail_if(both, ErrorKind::Overflow, span, Some((which, which)))?;
-                return Ok(self.b.ins().sdiv(x, y));
+                return Ok(if p == Prim::Rem {
+                    self.b.ins().srem(x, y)
+                } else {
+                    self.b.ins().sdiv(x, y)
+                });
             }
         };
         self.fail_if(overflow, ErrorKind::Overflow, span, Some((which, which)))?;

@@ -107,7 +107,7 @@ pub(crate) enum ErrorKind {
 }
 
 /// The operators whose overflow is an error, by the index generated code passes.
-pub(crate) const OVERFLOW_OPS: [Prim; 4] = [Prim::Add, Prim::Sub, Prim::Mul, Prim::Div];
+pub(crate) const OVERFLOW_OPS: [Prim; 5] = [Prim::Add, Prim::Sub, Prim::Mul, Prim::Div, Prim::Rem];
 
 impl ErrorKind {
     pub(crate) fn from_code(code: u32) -> ErrorKind {
@@ -341,6 +341,7 @@ real_fns! {
     rt_expm1 => Unary::ExpM1,
     rt_ceil => Unary::Ceil,
     rt_round => Unary::Round,
+    rt_trunc => Unary::Trunc,
 }
 
 pub(crate) extern "C" fn rt_powf(x: f64, y: f64) -> f64 {
@@ -349,6 +350,10 @@ pub(crate) extern "C" fn rt_powf(x: f64, y: f64) -> f64 {
 
 pub(crate) extern "C" fn rt_atan2(x: f64, y: f64) -> f64 {
     Binary::Atan2.eval(x, y)
+}
+
+pub(crate) extern "C" fn rt_rem(x: f64, y: f64) -> f64 {
+    Binary::Rem.eval(x, y)
 }
 
 /// The symbol generated code calls for a unary real function of the table,
@@ -370,6 +375,7 @@ pub(crate) fn unary_symbol(op: Unary) -> Option<(&'static str, *const u8)> {
         Unary::ExpM1 => ("rt_expm1", rt_expm1 as *const u8),
         Unary::Ceil => ("rt_ceil", rt_ceil as *const u8),
         Unary::Round => ("rt_round", rt_round as *const u8),
+        Unary::Trunc => ("rt_trunc", rt_trunc as *const u8),
         _ => return None,
     })
 }
@@ -379,6 +385,7 @@ pub(crate) fn binary_symbol(op: Binary) -> Option<(&'static str, *const u8)> {
     Some(match op {
         Binary::Powf => ("rt_powf", rt_powf as *const u8),
         Binary::Atan2 => ("rt_atan2", rt_atan2 as *const u8),
+        Binary::Rem => ("rt_rem", rt_rem as *const u8),
         _ => return None,
     })
 }
@@ -406,10 +413,11 @@ pub(crate) fn symbols() -> Vec<(&'static str, *const u8)> {
         Unary::ExpM1,
         Unary::Ceil,
         Unary::Round,
+        Unary::Trunc,
     ] {
         s.extend(unary_symbol(op));
     }
-    for op in [Binary::Powf, Binary::Atan2] {
+    for op in [Binary::Powf, Binary::Atan2, Binary::Rem] {
         s.extend(binary_symbol(op));
     }
     s

@@ -135,6 +135,7 @@ impl Lowerer<'_> {
             | Prim::Sub
             | Prim::Mul
             | Prim::Div
+            | Prim::Rem
             | Prim::Neg
             | Prim::Lt
             | Prim::Le

@@ -192,6 +192,12 @@ fn int_binary(p: Prim, x: i64, y: i64) -> Result<Value, ArithError> {
             }
             Value::Int(x.checked_div(y).ok_or(ArithError::Overflow)?)
         }
+        Prim::Rem => {
+            if y == 0 {
+                return Err(ArithError::DivByZero);
+            }
+            Value::Int(x.checked_rem(y).ok_or(ArithError::Overflow)?)
+        }
         Prim::Lt => Value::Bool(x < y),
         Prim::Le => Value::Bool(x <= y),
         Prim::Gt => Value::Bool(x > y),

@@ -767,7 +767,7 @@ fn as_binop(e: &Expr) -> Option<BinOp<'_>> {
             }
             let (level, assoc) = match info.name {
                 "+" | "-" => (ADD, Assoc::Left),
-                "*" | "/" => (MUL, Assoc::Left),
+                "*" | "/" | "%" => (MUL, Assoc::Left),
                 "**" => (POW, Assoc::Right),
                 "<" | "<=" | ">" | ">=" | "==" | "!=" => (CMP, Assoc::None),
                 "+=" => (ADD_TO, Assoc::None),

@@ -93,6 +93,8 @@ pub enum BinOp {
     Mul,
     /// `/`
     Div,
+    /// `%`
+    Rem,
     /// `**`
     Pow,
     /// `<`
@@ -124,6 +126,7 @@ impl BinOp {
             BinOp::Sub => "-",
             BinOp::Mul => "*",
             BinOp::Div => "/",
+            BinOp::Rem => "%",
             BinOp::Pow => "**",
             BinOp::Lt => "<",
             BinOp::Le => "<=",

@@ -105,6 +105,9 @@ pub enum Tok {
     /// `/`
     #[token("/")]
     Slash,
+    /// `%`
+    #[token("%")]
+    Percent,
     /// `**`
     #[token("**")]
     StarStar,
@@ -200,6 +203,7 @@ impl Tok {
             Tok::Minus => "`-`",
             Tok::Star => "`*`",
             Tok::Slash => "`/`",
+            Tok::Percent => "`%`",
             Tok::StarStar => "`**`",
             Tok::Lt => "`<`",
             Tok::Le => "`<=`",

@@ -277,6 +277,7 @@ fn binop(t: Tok) -> Option<(BinOp, u8)> {
         Tok::Minus => (BinOp::Sub, 4),
         Tok::Star => (BinOp::Mul, 5),
         Tok::Slash => (BinOp::Div, 5),
+        Tok::Percent => (BinOp::Rem, 5),
         _ => return None,
     })
 }

@@ -177,6 +177,7 @@ impl Number for Code {
             Unary::ExpM1 => Code::call(Prim::Expm1, self),
             Unary::Ceil => Code::call(Prim::Ceil, self),
             Unary::Round => Code::call(Prim::Round, self),
+            Unary::Trunc => Code::call(Prim::Trunc, self),
             Unary::StopGradient => Code::call(Prim::StopGradient, self),
             Unary::Powi(n) => self.apply2(Binary::Powf, Code(real(f64::from(n)))),
             // Functions the language does not have; the derivative column of the
@@ -197,7 +198,8 @@ impl Number for Code {
             Binary::Powf => Code::op(Prim::Pow, vec![self, other]),
             Binary::Atan2 => Code(crate::core::named::prim(Prim::Atan2, vec![self.0, other.0])),
             // Functions the language does not have, as for `apply`.
-            Binary::Hypot | Binary::Rem => Code(crate::core::named::app(
+            Binary::Rem => Code::op(Prim::Rem, vec![self, other]),
+            Binary::Hypot => Code(crate::core::named::app(
                 crate::core::named::var(format!("{op:?}").to_lowercase()),
                 vec![self.0, other.0],
             )),
