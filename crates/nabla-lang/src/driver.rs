@@ -140,7 +140,9 @@ impl Session {
                 span: e.map_or(Span::default(), |e| e.span),
             }
         })?;
-        lower_typed::lower_typed(&mono, entry)
+        let (mut program, entry) = lower_typed::lower_typed(&mono, entry)?;
+        crate::translate::dual::expand(&mut program)?;
+        Ok((program, entry))
     }
 
     /// The type of `main`'s argument, if `main` is a function, as data for

@@ -178,7 +178,7 @@ pub enum Prim {
 /// How a primitive acts on reals, for the primitives that are real functions:
 /// by an entry of the nabla library's derivative table, which gives both the
 /// value and the derivative rule.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum RealFn {
     /// `Real -> Real`
     Unary(Unary),

@@ -470,7 +470,7 @@ fn cannot_fail(p: Prim, args: &[Expr]) -> bool {
     let on_reals = args.first().is_some_and(|a| a.ty == Type::Real);
     match p {
         Add | Sub | Mul | Div | Rem | Neg | Pow => on_reals,
-        Lt | Le | Gt | Ge | Eq | Ne | Not | Size | Fst | Snd | ToReal | Min | Max => true,
+        Lt | Le | Gt | Ge | Eq | Ne | Not | Size | Fst | Snd | ToReal | Min | Max | Chain => true,
         _ => p.info().real.is_some(),
     }
 }
@@ -1209,6 +1209,26 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             },
             ExprKind::Call(f, args) => return self.call_known(*f, args, tail, span),
             ExprKind::Closure(f) => self.closure(*f, span)?,
+            ExprKind::TangentShape(point, tangent) => {
+                let (p, p_owned) = self.borrowed(point)?;
+                let (t, t_owned) = self.borrowed(tangent)?;
+                let (kind, n, m) = if matches!(point.ty, Type::Sum(..)) {
+                    let n = self.b.ins().uextend(types::I64, p[0]);
+                    let m = self.b.ins().uextend(types::I64, t[0]);
+                    (ErrorKind::TangentConstructor, n, m)
+                } else {
+                    (
+                        ErrorKind::TangentLength,
+                        self.vec_len(p[0]),
+                        self.vec_len(t[0]),
+                    )
+                };
+                let differ = self.b.ins().icmp(IntCC::NotEqual, n, m);
+                self.fail_if(differ, kind, span, Some((m, n)))?;
+                self.release(&point.ty, &p, p_owned)?;
+                self.release(&tangent.ty, &t, t_owned)?;
+                Vec::new()
+            }
             ExprKind::Apply(fe, x) => {
                 let (fv, owned) = self.borrowed(fe)?;
                 let xv = self.owned_value(x)?;
@@ -1866,8 +1886,18 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             (Prim::Sqrt, _, &[x]) => ins.sqrt(x),
             (Prim::Abs, _, &[x]) => ins.fabs(x),
             (Prim::Floor, _, &[x]) => ins.floor(x),
-            // No derivatives in native code yet: the identity.
+            // The value; its derivative is 0 (compiled differentiation
+            // strips the operand to its primal before it gets here).
             (Prim::StopGradient, _, &[x]) => x,
+            // `nabla::Number::chain`: an exact zero on either side gives 0.
+            (Prim::Chain, _, &[p, d]) => {
+                let zero = ins.f64const(0.0);
+                let p_zero = self.b.ins().fcmp(FloatCC::Equal, p, zero);
+                let d_zero = self.b.ins().fcmp(FloatCC::Equal, d, zero);
+                let either = self.b.ins().bor(p_zero, d_zero);
+                let product = self.b.ins().fmul(p, d);
+                self.b.ins().select(either, zero, product)
+            }
             (Prim::Min | Prim::Max, _, &[x, y]) => {
                 let sel = match p.info().real {
                     Some(RealFn::Select(Selection::Min)) => FloatCC::LessThan,

@@ -104,6 +104,11 @@ pub(crate) enum ErrorKind {
     Cycle = 9,
     /// `to_int` of a real (`a` its bits) that is NaN or out of range.
     NotAnInt = 10,
+    /// A `jvp` tangent vector of length `a` for a point of length `b`.
+    TangentLength = 11,
+    /// A `jvp` tangent with constructor `a` (0 `inl`, 1 `inr`) for a point
+    /// with constructor `b`.
+    TangentConstructor = 12,
 }
 
 /// The operators whose overflow is an error, by the index generated code passes.
@@ -124,6 +129,8 @@ impl ErrorKind {
             OutOfMemory,
             Cycle,
             NotAnInt,
+            TangentLength,
+            TangentConstructor,
         ]
         .get(code as usize)
         .copied()
@@ -151,6 +158,19 @@ impl Raised {
             }
             ErrorKind::ZipLengths => {
                 format!("`zip` of vectors of different lengths ({a} and {b})")
+            }
+            ErrorKind::TangentLength => {
+                format!(
+                    "length mismatch: the tangent has length {a} where the point has length {b}"
+                )
+            }
+            ErrorKind::TangentConstructor => {
+                let name = |tag| if tag == 0 { "an `inl`" } else { "an `inr`" };
+                format!(
+                    "the tangent is {} where the point is {}: they must use the same constructor",
+                    name(a),
+                    name(b)
+                )
             }
             ErrorKind::StackDepth => "stack depth exceeded".into(),
             ErrorKind::CallLimit => STEP_LIMIT_EXCEEDED.into(),

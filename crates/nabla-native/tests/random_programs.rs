@@ -24,49 +24,116 @@ use program::{Fragment, generate};
 /// Programs in a plain `cargo test` run (debug build: a few seconds).
 const DEFAULT_CASES: u64 = 150;
 
-#[test]
-fn random_programs_give_the_same_output_on_both_backends() {
-    let cases = std::env::var("NABLA_NATIVE_CASES")
+fn cases() -> u64 {
+    std::env::var("NABLA_NATIVE_CASES")
         .ok()
         .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(DEFAULT_CASES);
+        .unwrap_or(DEFAULT_CASES)
+}
+
+fn options(nested_ad: bool) -> program::Options {
+    program::Options {
+        nested_ad,
+        depth: 5,
+        budget: 40,
+        shadowing: 0.3,
+        fragment: Fragment::ALL,
+        structural_zeros: 0.1,
+    }
+}
+
+/// Runs `source`'s `main` on both back ends: `Ok(None)` if they print the
+/// same, `Ok(Some(reason))` if native code refuses it, `Err` if they differ.
+fn compare(source: &str) -> Result<Option<String>, String> {
+    let mut s = Session::new();
+    if let Err(ds) = s.load("generated.nabla", source) {
+        return Err(format!("does not load:\n{}", s.render(&ds)));
+    }
+    let interp = s.run_main().map_err(|ds| s.render(&ds));
+    let native = match s
+        .typed_program("main")
+        .and_then(|(prog, entry)| Native::compile_main(&prog, entry, &Options::default()))
+    {
+        Ok(n) => n,
+        Err(u) => return Ok(Some(u.what)),
+    };
+    let out = native
+        .run()
+        .map(|v| print_value(&v))
+        .map_err(|e| s.render(&[e.into()]));
+    if out != interp {
+        return Err(format!(
+            "the back ends disagree\n  interpreter: {interp:?}\n  native:      {out:?}"
+        ));
+    }
+    Ok(None)
+}
+
+#[test]
+fn random_programs_give_the_same_output_on_both_backends() {
+    let cases = cases();
     let failures = nabla_lang::stack::run_with_stack(move || {
         let mut failures = Vec::new();
         for seed in 0..cases {
-            let p = generate(
-                seed,
-                program::Options {
-                    nested_ad: false,
-                    depth: 5,
-                    budget: 40,
-                    shadowing: 0.3,
-                    fragment: Fragment::ALL,
-                    structural_zeros: 0.1,
-                },
-            );
+            let p = generate(seed, options(false));
             let s0 = p.s0.source();
             let source = format!("{}\ndef main = (f {s0}, g {s0})\n", p.source);
-            let mut s = Session::new();
-            if let Err(ds) = s.load("generated.nabla", &source) {
-                failures.push(format!("seed {seed}: does not load:\n{}", s.render(&ds)));
-                continue;
+            match compare(&source) {
+                Ok(None) => {}
+                Ok(Some(refused)) => {
+                    failures.push(format!("seed {seed}: refused: {refused}\n{source}"))
+                }
+                Err(e) => failures.push(format!("seed {seed}: {e}\n{source}")),
             }
-            let interp = s.run_main().map_err(|ds| s.render(&ds));
-            let native = s
-                .typed_program("main")
-                .map_err(|u| format!("refused: {}", u.what))
-                .and_then(|(prog, entry)| {
-                    Native::compile_main(&prog, entry, &Options::default())
-                        .map_err(|u| format!("refused: {}", u.what))
-                })
-                .map(|n| n.run().map(|v| print_value(&v)).map_err(|e| s.render(&[e.into()])));
-            match native {
-                Err(refused) => failures.push(format!("seed {seed}: {refused}\n{source}")),
-                Ok(out) if out != interp => failures.push(format!(
-                    "seed {seed}: the back ends disagree\n  interpreter: {interp:?}\n  native:      {out:?}\n{source}"
-                )),
-                Ok(_) => {}
+        }
+        failures
+    })
+    .expect("thread");
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// Compiled forward mode: `jvp f s0 ds` and `jvp g s0 ds` of the random
+/// programs, bit for bit as the interpreter computes them. Without nested
+/// operators every program must compile; with them (`diff`, `jvp` and the
+/// reverse-mode operators inside `f` and `g`), native code may refuse only
+/// a reverse-mode operator, and must run some programs.
+#[test]
+fn forward_derivatives_of_random_programs_agree_on_both_backends() {
+    let cases = cases();
+    let failures = nabla_lang::stack::run_with_stack(move || {
+        let mut failures = Vec::new();
+        let mut ran_nested = 0;
+        for seed in 0..cases {
+            for nested in [false, true] {
+                let p = generate(seed, options(nested));
+                let s0 = p.s0.source();
+                let mut rng = program::Rng::new(seed);
+                let n = p.s0.reals().len();
+                let ds =
+                    p.s0.with_reals(&(0..n).map(|_| rng.range(-1.0, 1.0)).collect::<Vec<_>>())
+                        .source();
+                let source = format!(
+                    "{}\ndef main = (jvp f {s0} {ds}, jvp g {s0} {ds})\n",
+                    p.source
+                );
+                match compare(&source) {
+                    Ok(None) => ran_nested += usize::from(nested),
+                    Ok(Some(refused))
+                        if nested
+                            && ["grad", "value_and_grad", "vjp", "jacobian", "hessian"]
+                                .iter()
+                                .any(|op| {
+                                    refused == format!("the differentiation operator `{op}`")
+                                }) => {}
+                    Ok(Some(refused)) => {
+                        failures.push(format!("seed {seed}: refused: {refused}\n{source}"))
+                    }
+                    Err(e) => failures.push(format!("seed {seed}: {e}\n{source}")),
+                }
             }
+        }
+        if cases >= 50 && ran_nested == 0 {
+            failures.push("no program with nested operators ran natively".into());
         }
         failures
     })

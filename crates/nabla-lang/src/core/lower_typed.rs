@@ -569,7 +569,9 @@ impl Lowerer<'_> {
     }
 
     fn check_prim(&self, p: Prim, span: Span) -> R<()> {
-        if p.is_derivative() {
+        // `diff` and `jvp` are compiled (`crate::translate::dual`); the
+        // reverse-mode operators are not yet.
+        if p.is_derivative() && !matches!(p, Prim::Diff | Prim::Jvp) {
             return Err(Unsupported {
                 what: format!("the differentiation operator `{}`", p.info().name),
                 span,
@@ -680,6 +682,7 @@ impl Lowerer<'_> {
             Prim::Build => Some((1, 1)),
             Prim::Map => Some((0, 1)),
             Prim::Fold => Some((0, 2)),
+            Prim::Diff | Prim::Jvp => Some((0, 1)),
             _ => None,
         };
         let mut lets = Vec::new();

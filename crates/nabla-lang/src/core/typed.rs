@@ -28,7 +28,8 @@
 //!   are the types of their arguments.
 
 use crate::prim::Prim;
-use crate::syntax::span::Span;
+/// The source positions the nodes carry (run-time errors report them).
+pub use crate::syntax::span::Span;
 use crate::types::Type;
 
 pub use super::Lit;
@@ -163,6 +164,12 @@ pub enum ExprKind {
     Prim(Prim, Vec<Expr>),
     /// `[e1, …, en]`
     Vector(Vec<Expr>),
+    /// `()` if the tangent (second) is shaped like the point (first) at the
+    /// top — two vectors of the same length, or two sums with the same
+    /// constructor — else the interpreter's run-time error for a `jvp` whose
+    /// tangent is not (made by compiled differentiation,
+    /// `crate::translate::dual`).
+    TangentShape(Box<Expr>, Box<Expr>),
 }
 
 /// A program in typed form: what is reachable from its entry.
@@ -211,7 +218,7 @@ impl Expr {
             | ExprKind::Tuple(xs)
             | ExprKind::Prim(_, xs)
             | ExprKind::Vector(xs) => xs.iter().for_each(f),
-            ExprKind::Apply(a, b) | ExprKind::Let(_, a, b) => {
+            ExprKind::Apply(a, b) | ExprKind::Let(_, a, b) | ExprKind::TangentShape(a, b) => {
                 f(a);
                 f(b);
             }

@@ -725,8 +725,15 @@ impl Machine {
             Prim::Sum => match &b {
                 Value::RealVec(xs) => Ok(arith::sum_reals(xs)),
                 Value::Vec(xs) => {
-                    let mut acc = a;
-                    for x in xs.iter() {
+                    // From the first element, as `sum_reals` (Rust's `Sum`,
+                    // which starts at -0.0): `sum [-0.0, x]` keeps its sign
+                    // whether or not `x` is perturbed. `a`, the zero of the
+                    // type, only for an empty vector.
+                    let Some((first, rest)) = xs.split_first() else {
+                        return Ok(a);
+                    };
+                    let mut acc = first.clone();
+                    for x in rest {
                         acc = arith::binary(Prim::Add, &acc, x)
                             .map_err(|e| arith_err(e, Prim::Add, span))?;
                     }

@@ -13,6 +13,7 @@
 //! forward mode, `f_vjp (s, dt)` in the reverse modes.
 
 pub mod cps;
+pub mod dual;
 pub mod forward;
 pub mod linear;
 pub mod reverse;

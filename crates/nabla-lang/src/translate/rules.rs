@@ -18,6 +18,7 @@
 use crate::core::named::{Expr, Lit, real, real_op};
 use crate::prim::{Prim, RealFn};
 use nabla::{Binary, Number, Unary};
+use std::any::Any;
 use std::cell::RefCell;
 use std::ops::{Add, Div, Mul, Neg, Sub};
 
@@ -220,30 +221,38 @@ impl Number for Code {
     }
 }
 
-/// The exploration script: the answers to give, and the questions asked so far.
+/// The exploration script: the answers to give, and the questions asked so
+/// far (of whatever symbolic type the rule is run on).
 #[derive(Default)]
 struct Script {
     answers: Vec<bool>,
-    asked: Vec<Expr>,
+    asked: Vec<Box<dyn Any>>,
 }
 
 thread_local! {
     static SCRIPT: RefCell<Script> = RefCell::new(Script::default());
 }
 
-fn decide(question: Expr) -> bool {
+/// Answers a comparison a rule asks about a symbolic number: records the
+/// question and answers it from the current script (see [`explore`]).
+pub fn decide<Q: 'static>(question: Q) -> bool {
     SCRIPT.with(|s| {
         let mut s = s.borrow_mut();
         let i = s.asked.len();
-        s.asked.push(question);
+        s.asked.push(Box::new(question));
         s.answers.get(i).copied().unwrap_or(false)
     })
 }
 
-/// Runs `rule` on every path through its comparisons and returns it as code
-/// (an `if` per comparison, in the order the rule asks them).
-fn explore(rule: &dyn Fn() -> Code) -> Expr {
-    fn go(rule: &dyn Fn() -> Code, answers: Vec<bool>) -> Expr {
+/// Runs `rule` on every path through the comparisons it asks with
+/// [`decide`] (questions of type `Q`) and reassembles the results with
+/// `branch(question, if_true, if_false)`, in the order the rule asks them.
+pub fn explore<C, Q: Clone + 'static>(rule: &dyn Fn() -> C, branch: &dyn Fn(Q, C, C) -> C) -> C {
+    fn go<C, Q: Clone + 'static>(
+        rule: &dyn Fn() -> C,
+        branch: &dyn Fn(Q, C, C) -> C,
+        answers: Vec<bool>,
+    ) -> C {
         let saved = SCRIPT.with(|s| {
             std::mem::replace(
                 &mut *s.borrow_mut(),
@@ -256,21 +265,29 @@ fn explore(rule: &dyn Fn() -> Code) -> Expr {
         let result = rule();
         let asked = SCRIPT.with(|s| std::mem::replace(&mut *s.borrow_mut(), saved).asked);
         if asked.len() <= answers.len() {
-            return result.0;
+            return result;
         }
         // The rule asked a new question: split on it.
-        let question = asked[answers.len()].clone();
+        // Every question of one rule has the type it is explored at.
+        let Some(question) = asked[answers.len()].downcast_ref::<Q>().cloned() else {
+            return result;
+        };
         let mut yes = answers.clone();
         yes.push(true);
         let mut no = answers;
         no.push(false);
-        Expr::If(
-            Box::new(question),
-            Box::new(go(rule, yes)),
-            Box::new(go(rule, no)),
-        )
+        let (yes, no) = (go(rule, branch, yes), go(rule, branch, no));
+        branch(question, yes, no)
     }
-    go(rule, Vec::new())
+    go(rule, branch, Vec::new())
+}
+
+/// [`explore`] for rules run on [`Code`]: the paths as `if` expressions.
+fn explore_code(rule: &dyn Fn() -> Code) -> Expr {
+    explore(rule, &|q: Expr, yes: Code, no: Code| {
+        Code(Expr::If(Box::new(q), Box::new(yes.0), Box::new(no.0)))
+    })
+    .0
 }
 
 /// The partial derivatives of the real primitive `f` at the arguments `args`,
@@ -281,10 +298,10 @@ fn explore(rule: &dyn Fn() -> Code) -> Expr {
 pub fn partials(f: RealFn, args: &[Expr], value: &Expr) -> Vec<Expr> {
     let c = |e: &Expr| Code(e.clone());
     match f {
-        RealFn::Unary(u) => vec![explore(&|| u.derivative(c(&args[0]), c(value)))],
+        RealFn::Unary(u) => vec![explore_code(&|| u.derivative(c(&args[0]), c(value)))],
         RealFn::Binary(b) => vec![
-            explore(&|| b.partial_x(c(&args[0]), c(&args[1]), c(value))),
-            explore(&|| b.partial_y(c(&args[0]), c(&args[1]), c(value))),
+            explore_code(&|| b.partial_x(c(&args[0]), c(&args[1]), c(value))),
+            explore_code(&|| b.partial_y(c(&args[0]), c(&args[1]), c(value))),
         ],
         RealFn::Select(_) => Vec::new(),
     }

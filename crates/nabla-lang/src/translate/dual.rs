@@ -1,0 +1,1436 @@
+//! Compiled forward mode: `diff` and `jvp` in the typed IR, by specialising
+//! every function at the stack of forward levels it runs at (issue 14's
+//! design, first part: forward levels).
+//!
+//! A value at *level* ℓ holds the reals of ℓ nested dual numbers: `D₀ Real =
+//! Real`, `Dₗ₊₁ Real = (Dₗ Real, Dₗ Real)` (primal, tangent), and every other
+//! type maps homomorphically (`Dₗ (Vec A) = Vec (Dₗ A)`, tuples, sums and
+//! functions component-wise; `Int`, `Bool`, `()` stay). Levels are positions,
+//! not names: `jvp f x dx` runs `f` at level n = 1 + the highest level of
+//! anything `f` can see (`x`, `dx`, what `f` captures), so no value of an
+//! enclosing level at position n exists inside, and perturbations cannot be
+//! confused (Pearlmutter & Siskind's closure property, here by construction,
+//! as the library gets it from distinct Rust types).
+//!
+//! Each expression's level is known statically. A constant (a literal, a
+//! global, anything computed from level-0 values only) stays a plain real,
+//! and an operation forms the partial derivative of an operand only if that
+//! operand is at the operation's level; at run time, as in the interpreter
+//! and the library's `Dual`, a term whose tangent is exactly zero is skipped
+//! and partials are multiplied with the chain rule's product (`chainMul`), so
+//! native and interpreted derivatives agree bit for bit. The partials come
+//! from the library's derivative table, evaluated on [`Sym`], a symbolic
+//! number, and then emitted one level down (so the table's formulas are
+//! themselves differentiated at the enclosing levels): no rule is restated.
+//!
+//! A function is copied once per (levels of its parameters, levels of its
+//! captures, level depth) it is called at; a closure made as a value takes
+//! its argument at the depth where it is made. What this pass does not
+//! handle yet is refused with its position, and the program then runs in the
+//! interpreter: the reverse-mode operators (`grad`, `vjp`, …; rejected
+//! earlier, when the typed IR is made), a function value from outside a
+//! `diff`/`jvp` applied to a value perturbed inside it, and sums in the point
+//! or result of `jvp`.
+
+use super::rules;
+use crate::core::Lit;
+use crate::core::lower_typed::Unsupported;
+use crate::core::typed::{Expr, ExprKind, Fun, FunId, Local, LocalInfo, Pat, Program, Span};
+use crate::prim::{PRIMS, Prim, RealFn, Selection};
+use crate::types::Type;
+use nabla::{Binary, Number, Unary};
+use std::collections::HashMap;
+use std::ops::{Add, Div, Mul, Neg, Sub};
+
+type R<T> = Result<T, Unsupported>;
+
+/// A level: how many dual layers a value's reals have.
+type Level = u8;
+
+/// Levels deeper than this are refused (a tower of derivatives built by
+/// recursion would otherwise specialise forever).
+const MAX_LEVEL: Level = 8;
+
+/// Rewrites every `diff` and `jvp` of `prog` into plain typed IR.
+pub fn expand(prog: &mut Program) -> R<()> {
+    if !prog.funs.iter().any(|f| mentions_derivative(&f.body))
+        && !prog.globals.iter().any(|g| mentions_derivative(&g.body))
+    {
+        return Ok(());
+    }
+    let mut x = Expander {
+        orig: prog.funs.clone(),
+        prog,
+        memo: HashMap::new(),
+        helpers: HashMap::new(),
+        queue: Vec::new(),
+    };
+    let top = Ctx {
+        depth: 0,
+        fresh: false,
+        env: HashMap::new(),
+    };
+    for i in 0..x.orig.len() {
+        let body = x.orig[i].body.clone();
+        let (body, _) = x.rewrite(&body, &top)?;
+        x.prog.funs[i].body = body;
+    }
+    for i in 0..x.prog.globals.len() {
+        let body = x.prog.globals[i].body.clone();
+        let (body, _) = x.rewrite(&body, &top)?;
+        x.prog.globals[i].body = body;
+    }
+    while let Some((new, orig, cx, ret)) = x.queue.pop() {
+        let body = x.orig[orig.0 as usize].body.clone();
+        let ret_ty = x.orig[orig.0 as usize].ret.clone();
+        let (body, level) = x.rewrite(&body, &cx)?;
+        let body = x.fit(body, level, ret, &ret_ty)?;
+        x.prog.funs[new.0 as usize].body = body;
+    }
+    Ok(())
+}
+
+fn mentions_derivative(e: &Expr) -> bool {
+    let mut found = false;
+    let mut stack = vec![e];
+    while let Some(e) = stack.pop() {
+        if let ExprKind::Prim(p, _) = &e.kind
+            && p.is_derivative()
+        {
+            found = true;
+        }
+        e.for_each_child(|c| stack.push(c));
+    }
+    found
+}
+
+/// `t` at level `l`.
+fn dual_ty(t: &Type, l: Level) -> Type {
+    match t {
+        Type::Real => (0..l).fold(Type::Real, |t, _| Type::Tuple(vec![t.clone(), t])),
+        Type::Tuple(ts) => Type::Tuple(ts.iter().map(|t| dual_ty(t, l)).collect()),
+        Type::Sum(a, b) => Type::Sum(Box::new(dual_ty(a, l)), Box::new(dual_ty(b, l))),
+        Type::Vec(a) => Type::Vec(Box::new(dual_ty(a, l))),
+        Type::Fun(a, b) => Type::fun(dual_ty(a, l), dual_ty(b, l)),
+        other => other.clone(),
+    }
+}
+
+/// True if a value of type `t` holds a real (so its level matters).
+fn has_real(t: &Type) -> bool {
+    match t {
+        Type::Real => true,
+        Type::Tuple(ts) => ts.iter().any(has_real),
+        Type::Sum(a, b) | Type::Fun(a, b) => has_real(a) || has_real(b),
+        Type::Vec(a) => has_real(a),
+        _ => false,
+    }
+}
+
+fn mk(kind: ExprKind, ty: Type, span: Span) -> Expr {
+    Expr { kind, ty, span }
+}
+
+fn real_lit(x: f64, span: Span) -> Expr {
+    mk(ExprKind::Lit(Lit::Real(x)), Type::Real, span)
+}
+
+fn bool_lit(b: bool, span: Span) -> Expr {
+    mk(ExprKind::Lit(Lit::Bool(b)), Type::Bool, span)
+}
+
+fn proj(e: Expr, i: u32) -> Expr {
+    let ty = match &e.ty {
+        Type::Tuple(ts) => ts[i as usize].clone(),
+        _ => Type::Unit,
+    };
+    let span = e.span;
+    mk(ExprKind::Proj(Box::new(e), i), ty, span)
+}
+
+fn pair(a: Expr, b: Expr) -> Expr {
+    let span = a.span;
+    let ty = Type::Tuple(vec![a.ty.clone(), b.ty.clone()]);
+    mk(ExprKind::Tuple(vec![a, b]), ty, span)
+}
+
+fn if_(c: Expr, a: Expr, b: Expr) -> Expr {
+    let (ty, span) = (a.ty.clone(), a.span);
+    mk(
+        ExprKind::If(Box::new(c), Box::new(a), Box::new(b)),
+        ty,
+        span,
+    )
+}
+
+fn prim(p: Prim, args: Vec<Expr>, ty: Type, span: Span) -> Expr {
+    mk(ExprKind::Prim(p, args), ty, span)
+}
+
+/// The zero real at level `l` (a plain 0.0 in each component).
+fn zero_at(l: Level, span: Span) -> Expr {
+    (0..l).fold(real_lit(0.0, span), |z, _| pair(z.clone(), z))
+}
+
+/// A value of type `t` at level `l` made of zeros (empty vectors, `inl`s):
+/// the filler of an arm that is never taken.
+fn zero_value(t: &Type, l: Level, span: Span) -> Expr {
+    let kind = match t {
+        Type::Real => return zero_at(l, span),
+        Type::Int => ExprKind::Lit(Lit::Int(0)),
+        Type::Bool => ExprKind::Lit(Lit::Bool(false)),
+        Type::Tuple(ts) => ExprKind::Tuple(ts.iter().map(|t| zero_value(t, l, span)).collect()),
+        Type::Sum(a, _) => ExprKind::Inl(Box::new(zero_value(a, l, span))),
+        Type::Vec(_) => ExprKind::Vector(Vec::new()),
+        _ => ExprKind::Lit(Lit::Unit),
+    };
+    mk(kind, dual_ty(t, l), span)
+}
+
+/// The primitive whose real meaning is `f`.
+fn prim_of(f: RealFn) -> Option<Prim> {
+    PRIMS.iter().find(|r| r.real == Some(f)).map(|r| r.prim)
+}
+
+/// Where a rewritten expression's locals come from.
+#[derive(Clone)]
+struct Ctx {
+    /// Closures made here take their argument at this level.
+    depth: Level,
+    /// True in a copy of a function: every binder gets a fresh local.
+    fresh: bool,
+    /// Original local → (its copy here, its level). Absent: itself, level 0
+    /// (the original code outside every `diff`).
+    env: HashMap<Local, (Local, Level)>,
+}
+
+impl Ctx {
+    fn get(&self, l: Local) -> (Local, Level) {
+        self.env.get(&l).copied().unwrap_or((l, 0))
+    }
+}
+
+/// A specialisation: the function, its parameters' levels, its captures
+/// (their copies and levels) and the depth its closures take arguments at.
+type Key = (FunId, Vec<Level>, Vec<(Local, Level)>, Level);
+
+/// Small functions the pass generates, by what they do.
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum Helper {
+    /// Moves an element of type `Type` from level `.1` to `.2` ([`Expander::fit`]).
+    Lift(Type, Level, Level),
+    /// `(a, da) ↦ seed`: pairs an element with its tangent at level `.1 + 1`
+    /// (a length mismatch inside reported at the `jvp`, `.2`).
+    Seed(Type, Level, Span),
+    /// The primal (`false`) or tangent (`true`) of an element at level `.1`.
+    Split(Type, Level, bool),
+    /// `acc + x` on reals at level `.0`.
+    AddReals(Level),
+}
+
+struct Expander<'p> {
+    prog: &'p mut Program,
+    /// The functions as lowered (copies are made from these bodies).
+    orig: Vec<Fun>,
+    memo: HashMap<Key, FunId>,
+    helpers: HashMap<Helper, FunId>,
+    /// Copies whose bodies are still to be made: (copy, original, context,
+    /// result level).
+    queue: Vec<(FunId, FunId, Ctx, Level)>,
+}
+
+impl Expander<'_> {
+    fn local(&mut self, name: &str, ty: Type) -> Local {
+        self.prog.locals.push(LocalInfo {
+            name: name.to_string(),
+            ty,
+        });
+        Local(self.prog.locals.len() as u32 - 1)
+    }
+
+    fn local_expr(&self, l: Local, span: Span) -> Expr {
+        mk(ExprKind::Local(l), self.prog.local_ty(l).clone(), span)
+    }
+
+    /// `let t = e in body(t)`, or `body(e)` for a local or literal.
+    fn with_temp(&mut self, e: Expr, body: impl FnOnce(&mut Self, Expr) -> R<Expr>) -> R<Expr> {
+        if matches!(e.kind, ExprKind::Local(_) | ExprKind::Lit(_)) {
+            return body(self, e);
+        }
+        let t = self.local("_", e.ty.clone());
+        let span = e.span;
+        let inner = body(self, self.local_expr(t, span))?;
+        let (ty, s) = (inner.ty.clone(), inner.span);
+        Ok(mk(
+            ExprKind::Let(Pat::Local(t), Box::new(e), Box::new(inner)),
+            ty,
+            s,
+        ))
+    }
+
+    fn new_fun(&mut self, name: String, params: Vec<(Pat, Type)>, ret: Type, span: Span) -> FunId {
+        self.prog.funs.push(Fun {
+            name,
+            captures: Vec::new(),
+            params,
+            ret,
+            body: mk(ExprKind::Lit(Lit::Unit), Type::Unit, span),
+            span,
+        });
+        FunId(self.prog.funs.len() as u32 - 1)
+    }
+
+    fn closure(&self, f: FunId, span: Span) -> Expr {
+        let fun = self.prog.fun(f);
+        let ty = fun
+            .params
+            .iter()
+            .rev()
+            .fold(fun.ret.clone(), |t, (_, p)| Type::fun(p.clone(), t));
+        mk(ExprKind::Closure(f), ty, span)
+    }
+
+    /// A copy of `pat` binding fresh locals at level `l` (the original ones
+    /// at level 0 outside every derivative), recorded in `cx`.
+    fn bind(&mut self, pat: &Pat, l: Level, cx: &mut Ctx) -> Pat {
+        match pat {
+            Pat::Wild => Pat::Wild,
+            Pat::Tuple(ps) => Pat::Tuple(ps.iter().map(|p| self.bind(p, l, cx)).collect()),
+            Pat::Local(old) => {
+                if !cx.fresh && l == 0 {
+                    return Pat::Local(*old);
+                }
+                let info = self.prog.locals[old.0 as usize].clone();
+                let new = self.local(&info.name, dual_ty(&info.ty, l));
+                cx.env.insert(*old, (new, l));
+                Pat::Local(new)
+            }
+        }
+    }
+
+    /// The copy of `f` for these levels (`f` itself outside every derivative).
+    fn specialise(
+        &mut self,
+        f: FunId,
+        params: Vec<Level>,
+        captures: Vec<(Local, Level)>,
+        depth: Level,
+    ) -> R<FunId> {
+        let orig = &self.orig[f.0 as usize];
+        if depth == 0
+            && params.iter().all(|&l| l == 0)
+            && captures
+                .iter()
+                .zip(&orig.captures)
+                .all(|(&(c, l), &o)| l == 0 && c == o)
+        {
+            return Ok(f);
+        }
+        let key = (f, params, captures, depth);
+        if let Some(&g) = self.memo.get(&key) {
+            return Ok(g);
+        }
+        let (_, params, captures, _) = key.clone();
+        let orig = orig.clone();
+        let mut cx = Ctx {
+            depth,
+            fresh: true,
+            env: orig
+                .captures
+                .iter()
+                .zip(&captures)
+                .map(|(&o, &c)| (o, c))
+                .collect(),
+        };
+        let ret = params
+            .iter()
+            .chain(captures.iter().map(|(_, l)| l))
+            .copied()
+            .max()
+            .unwrap_or(0);
+        let new_params = orig
+            .params
+            .iter()
+            .zip(&params)
+            .map(|((p, t), &l)| (self.bind(p, l, &mut cx), dual_ty(t, l)))
+            .collect();
+        let levels: String = params.iter().map(|l| l.to_string()).collect();
+        let g = self.new_fun(
+            format!("{}'d{levels}", orig.name),
+            new_params,
+            dual_ty(&orig.ret, ret),
+            orig.span,
+        );
+        self.prog.funs[g.0 as usize].captures = captures.iter().map(|(c, _)| *c).collect();
+        self.memo.insert(key, g);
+        self.queue.push((g, f, cx, ret));
+        Ok(g)
+    }
+
+    fn captures_of(&self, f: FunId, cx: &Ctx) -> Vec<(Local, Level)> {
+        self.orig[f.0 as usize]
+            .captures
+            .iter()
+            .map(|&c| cx.get(c))
+            .collect()
+    }
+
+    /// `e` (of original type `ty`, at level `from`) at level `to`.
+    fn lift(&mut self, e: Expr, from: Level, to: Level, ty: &Type) -> R<Expr> {
+        if from >= to || !has_real(ty) {
+            return Ok(e);
+        }
+        let span = e.span;
+        match ty {
+            Type::Real => Ok((from..to).fold(e, |e, k| pair(e, zero_at(k, span)))),
+            Type::Tuple(ts) => self.with_temp(e, |x, t| {
+                let parts = ts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| x.lift(proj(t.clone(), i as u32), from, to, c))
+                    .collect::<R<Vec<_>>>()?;
+                Ok(mk(ExprKind::Tuple(parts), dual_ty(ty, to), span))
+            }),
+            Type::Vec(a) => {
+                let f = self.helper(Helper::Lift((**a).clone(), from, to), span)?;
+                Ok(prim(
+                    Prim::Map,
+                    vec![self.closure(f, span), e],
+                    dual_ty(ty, to),
+                    span,
+                ))
+            }
+            Type::Sum(a, b) => {
+                let (l, r) = (
+                    self.local("_", dual_ty(a, from)),
+                    self.local("_", dual_ty(b, from)),
+                );
+                let out = dual_ty(ty, to);
+                let le = self.local_expr(l, span);
+                let re = self.local_expr(r, span);
+                let left = mk(
+                    ExprKind::Inl(Box::new(self.lift(le, from, to, a)?)),
+                    out.clone(),
+                    span,
+                );
+                let right = mk(
+                    ExprKind::Inr(Box::new(self.lift(re, from, to, b)?)),
+                    out.clone(),
+                    span,
+                );
+                Ok(mk(
+                    ExprKind::Case {
+                        scrutinee: Box::new(e),
+                        left: (Pat::Local(l), Box::new(left)),
+                        right: (Pat::Local(r), Box::new(right)),
+                    },
+                    out,
+                    span,
+                ))
+            }
+            _ => Err(unsupported(
+                "a function value from outside `diff`/`jvp` used inside it",
+                span,
+            )),
+        }
+    }
+
+    /// The generated function for `h`.
+    fn helper(&mut self, h: Helper, span: Span) -> R<FunId> {
+        if let Some(&f) = self.helpers.get(&h) {
+            return Ok(f);
+        }
+        let f = match &h {
+            Helper::Lift(a, from, to) => {
+                let x = self.local("x", dual_ty(a, *from));
+                let f = self.new_fun(
+                    "lift".into(),
+                    vec![(Pat::Local(x), dual_ty(a, *from))],
+                    dual_ty(a, *to),
+                    span,
+                );
+                self.helpers.insert(h.clone(), f);
+                let xe = self.local_expr(x, span);
+                let body = self.fit(xe, *from, *to, a)?;
+                self.prog.funs[f.0 as usize].body = body;
+                f
+            }
+            Helper::Seed(a, l, at) => {
+                let ty = Type::Tuple(vec![dual_ty(a, *l), dual_ty(a, *l)]);
+                let p = self.local("p", ty.clone());
+                let f = self.new_fun(
+                    "seed".into(),
+                    vec![(Pat::Local(p), ty)],
+                    dual_ty(a, l + 1),
+                    span,
+                );
+                self.helpers.insert(h.clone(), f);
+                let pe = self.local_expr(p, span);
+                let body = self.seed(proj(pe.clone(), 0), proj(pe, 1), a, *l, *at)?;
+                self.prog.funs[f.0 as usize].body = body;
+                f
+            }
+            Helper::Split(a, l, tangent) => {
+                let x = self.local("y", dual_ty(a, *l));
+                let f = self.new_fun(
+                    "split".into(),
+                    vec![(Pat::Local(x), dual_ty(a, *l))],
+                    dual_ty(a, l - 1),
+                    span,
+                );
+                self.helpers.insert(h.clone(), f);
+                let xe = self.local_expr(x, span);
+                let body = self.split(xe, a, *l, *tangent)?;
+                self.prog.funs[f.0 as usize].body = body;
+                f
+            }
+            Helper::AddReals(l) => {
+                let ty = dual_ty(&Type::Real, *l);
+                let (a, b) = (self.local("acc", ty.clone()), self.local("x", ty.clone()));
+                let f = self.new_fun(
+                    "add".into(),
+                    vec![(Pat::Local(a), ty.clone()), (Pat::Local(b), ty.clone())],
+                    ty,
+                    span,
+                );
+                self.helpers.insert(h.clone(), f);
+                let (ae, be) = (self.local_expr(a, span), self.local_expr(b, span));
+                let (body, level) = self.op(Prim::Add, vec![(ae, *l), (be, *l)], span)?;
+                let body = self.lift(body, level, *l, &Type::Real)?;
+                self.prog.funs[f.0 as usize].body = body;
+                f
+            }
+        };
+        Ok(f)
+    }
+
+    /// The input of forward level `l + 1`: each real leaf of `x` paired with
+    /// the corresponding leaf of `dx` (both at level `l`, of original type
+    /// `ty`), checking that vector lengths agree as the interpreter does.
+    fn seed(&mut self, x: Expr, dx: Expr, ty: &Type, l: Level, span: Span) -> R<Expr> {
+        match ty {
+            Type::Real => Ok(pair(x, dx)),
+            Type::Tuple(ts) => self.with_temp(x, |s, x| {
+                s.with_temp(dx, |s, dx| {
+                    let parts = ts
+                        .iter()
+                        .enumerate()
+                        .map(|(i, c)| {
+                            s.seed(
+                                proj(x.clone(), i as u32),
+                                proj(dx.clone(), i as u32),
+                                c,
+                                l,
+                                span,
+                            )
+                        })
+                        .collect::<R<Vec<_>>>()?;
+                    Ok(mk(ExprKind::Tuple(parts), dual_ty(ty, l + 1), span))
+                })
+            }),
+            Type::Vec(a) => self.with_temp(x, |s, x| {
+                s.with_temp(dx, |s, dx| {
+                    let check = mk(
+                        ExprKind::TangentShape(Box::new(x.clone()), Box::new(dx.clone())),
+                        Type::Unit,
+                        span,
+                    );
+                    let pair_ty =
+                        Type::Vec(Box::new(Type::Tuple(vec![dual_ty(a, l), dual_ty(a, l)])));
+                    let zipped = prim(Prim::Zip, vec![x, dx], pair_ty, span);
+                    let f = s.helper(Helper::Seed((**a).clone(), l, span), span)?;
+                    let seeded = prim(
+                        Prim::Map,
+                        vec![s.closure(f, span), zipped],
+                        dual_ty(ty, l + 1),
+                        span,
+                    );
+                    let out_ty = seeded.ty.clone();
+                    Ok(mk(
+                        ExprKind::Let(Pat::Wild, Box::new(check), Box::new(seeded)),
+                        out_ty,
+                        span,
+                    ))
+                })
+            }),
+            Type::Sum(a, b) => self.with_temp(x, |s, x| {
+                s.with_temp(dx, |s, dx| {
+                    let check = mk(
+                        ExprKind::TangentShape(Box::new(x.clone()), Box::new(dx.clone())),
+                        Type::Unit,
+                        span,
+                    );
+                    // After the check the constructors agree; the other arm of
+                    // the tangent's match is never taken.
+                    let out_ty = dual_ty(ty, l + 1);
+                    let mut arms = Vec::new();
+                    for (left, t) in [(true, a), (false, b)] {
+                        let p = s.local("_", dual_ty(t, l));
+                        let d = s.local("_", dual_ty(t, l));
+                        let pe = s.local_expr(p, span);
+                        let de = s.local_expr(d, span);
+                        let tangent = s.payload(dx.clone(), de, left, ty, l, span);
+                        let seeded = s.seed(pe, tangent, t, l, span)?;
+                        let inj = if left {
+                            ExprKind::Inl(Box::new(seeded))
+                        } else {
+                            ExprKind::Inr(Box::new(seeded))
+                        };
+                        arms.push((Pat::Local(p), d, mk(inj, out_ty.clone(), span)));
+                    }
+                    let (r, l_arm) = (arms.pop(), arms.pop());
+                    let (Some((lp, _, le)), Some((rp, _, re))) = (l_arm, r) else {
+                        return Err(unsupported("internal: a sum with no arms", span));
+                    };
+                    let case = mk(
+                        ExprKind::Case {
+                            scrutinee: Box::new(x),
+                            left: (lp, Box::new(le)),
+                            right: (rp, Box::new(re)),
+                        },
+                        out_ty.clone(),
+                        span,
+                    );
+                    Ok(mk(
+                        ExprKind::Let(Pat::Wild, Box::new(check), Box::new(case)),
+                        out_ty,
+                        span,
+                    ))
+                })
+            }),
+            _ if !has_real(ty) => Ok(x),
+            _ => Err(unsupported("`jvp` at a point that holds a function", span)),
+        }
+    }
+
+    /// The payload of the sum `dx` (original type `ty`, level `l`) on its
+    /// `left` (or right) side, bound to `d`; on the other side (never taken
+    /// after a [`ExprKind::TangentShape`] check) a zero of the payload type.
+    fn payload(&mut self, dx: Expr, d: Expr, left: bool, ty: &Type, l: Level, span: Span) -> Expr {
+        let Type::Sum(a, b) = ty else { return d };
+        let (this, other) = if left { (a, b) } else { (b, a) };
+        let Expr {
+            kind: ExprKind::Local(dl),
+            ..
+        } = d
+        else {
+            return d;
+        };
+        let o = self.local("_", dual_ty(other, l));
+        let zero = zero_value(this, l, span);
+        let this_ty = dual_ty(this, l);
+        let take = mk(ExprKind::Local(dl), this_ty.clone(), span);
+        let (left_arm, right_arm) = if left {
+            ((Pat::Local(dl), take), (Pat::Local(o), zero))
+        } else {
+            ((Pat::Local(o), zero), (Pat::Local(dl), take))
+        };
+        mk(
+            ExprKind::Case {
+                scrutinee: Box::new(dx),
+                left: (left_arm.0, Box::new(left_arm.1)),
+                right: (right_arm.0, Box::new(right_arm.1)),
+            },
+            this_ty,
+            span,
+        )
+    }
+
+    /// `e` (original type `ty`) moved from level `from` to `to`: lifted with
+    /// zero tangents, or, when `to` is lower, projected to its primal (exact
+    /// where this is used: nothing perturbs the levels above `to` there).
+    fn fit(&mut self, e: Expr, from: Level, to: Level, ty: &Type) -> R<Expr> {
+        if from <= to {
+            return self.lift(e, from, to, ty);
+        }
+        if !has_real(ty) {
+            return Ok(e);
+        }
+        let span = e.span;
+        match ty {
+            Type::Real => Ok((to..from).fold(e, |e, _| proj(e, 0))),
+            Type::Tuple(ts) => self.with_temp(e, |x, t| {
+                let parts = ts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| x.fit(proj(t.clone(), i as u32), from, to, c))
+                    .collect::<R<Vec<_>>>()?;
+                Ok(mk(ExprKind::Tuple(parts), dual_ty(ty, to), span))
+            }),
+            Type::Vec(a) => {
+                let f = self.helper(Helper::Lift((**a).clone(), from, to), span)?;
+                Ok(prim(
+                    Prim::Map,
+                    vec![self.closure(f, span), e],
+                    dual_ty(ty, to),
+                    span,
+                ))
+            }
+            Type::Sum(a, b) => {
+                let (l, r) = (
+                    self.local("_", dual_ty(a, from)),
+                    self.local("_", dual_ty(b, from)),
+                );
+                let out = dual_ty(ty, to);
+                let le = self.local_expr(l, span);
+                let re = self.local_expr(r, span);
+                let left = mk(
+                    ExprKind::Inl(Box::new(self.fit(le, from, to, a)?)),
+                    out.clone(),
+                    span,
+                );
+                let right = mk(
+                    ExprKind::Inr(Box::new(self.fit(re, from, to, b)?)),
+                    out.clone(),
+                    span,
+                );
+                Ok(mk(
+                    ExprKind::Case {
+                        scrutinee: Box::new(e),
+                        left: (Pat::Local(l), Box::new(left)),
+                        right: (Pat::Local(r), Box::new(right)),
+                    },
+                    out,
+                    span,
+                ))
+            }
+            _ => Err(unsupported(
+                "a function value made inside `diff`/`jvp` returned from a function",
+                span,
+            )),
+        }
+    }
+
+    /// The primal (or tangent) of `y` (original type `ty`, level `l`), one
+    /// level down. Int and Bool leaves are carried unchanged into both.
+    fn split(&mut self, y: Expr, ty: &Type, l: Level, tangent: bool) -> R<Expr> {
+        let span = y.span;
+        match ty {
+            Type::Real => Ok(proj(y, u32::from(tangent))),
+            Type::Tuple(ts) => self.with_temp(y, |s, y| {
+                let parts = ts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| s.split(proj(y.clone(), i as u32), c, l, tangent))
+                    .collect::<R<Vec<_>>>()?;
+                Ok(mk(ExprKind::Tuple(parts), dual_ty(ty, l - 1), span))
+            }),
+            Type::Vec(a) => {
+                let f = self.helper(Helper::Split((**a).clone(), l, tangent), span)?;
+                Ok(prim(
+                    Prim::Map,
+                    vec![self.closure(f, span), y],
+                    dual_ty(ty, l - 1),
+                    span,
+                ))
+            }
+            Type::Sum(a, b) => {
+                let out = dual_ty(ty, l - 1);
+                let (p, q) = (
+                    self.local("_", dual_ty(a, l)),
+                    self.local("_", dual_ty(b, l)),
+                );
+                let pe = self.local_expr(p, span);
+                let qe = self.local_expr(q, span);
+                let left = self.split(pe, a, l, tangent)?;
+                let right = self.split(qe, b, l, tangent)?;
+                Ok(mk(
+                    ExprKind::Case {
+                        scrutinee: Box::new(y),
+                        left: (
+                            Pat::Local(p),
+                            Box::new(mk(ExprKind::Inl(Box::new(left)), out.clone(), span)),
+                        ),
+                        right: (
+                            Pat::Local(q),
+                            Box::new(mk(ExprKind::Inr(Box::new(right)), out.clone(), span)),
+                        ),
+                    },
+                    out,
+                    span,
+                ))
+            }
+            _ if !has_real(ty) => Ok(y),
+            _ => Err(unsupported(
+                "`jvp` of a function whose result holds a function",
+                span,
+            )),
+        }
+    }
+
+    /// The real at level `l` stripped to its plain primal.
+    fn primal(e: Expr, l: Level) -> Expr {
+        (0..l).fold(e, |e, _| proj(e, 0))
+    }
+
+    /// `true` if the real `e` at level `l` is zero in every component (the
+    /// interpreter's constant 0: a structural zero).
+    fn is_zero(&mut self, e: Expr, l: Level) -> R<Expr> {
+        let span = e.span;
+        if l == 0 {
+            return Ok(prim(
+                Prim::Eq,
+                vec![e, real_lit(0.0, span)],
+                Type::Bool,
+                span,
+            ));
+        }
+        self.with_temp(e, |s, e| {
+            let p = s.is_zero(proj(e.clone(), 0), l - 1)?;
+            let t = s.is_zero(proj(e, 1), l - 1)?;
+            Ok(if_(p, t, bool_lit(false, span)))
+        })
+    }
+
+    /// The chain rule's product `p · d` of reals (`nabla::Number::chain`).
+    fn chain(&mut self, p: (Expr, Level), d: (Expr, Level), span: Span) -> R<(Expr, Level)> {
+        let l = p.1.max(d.1);
+        if l == 0 {
+            return Ok((prim(Prim::Chain, vec![p.0, d.0], Type::Real, span), 0));
+        }
+        let (pe, pl) = p;
+        let (de, dl) = d;
+        let out = self.with_temp(pe, |s, pe| {
+            s.with_temp(de, |s, de| {
+                let zp = s.is_zero(pe.clone(), pl)?;
+                let zd = s.is_zero(de.clone(), dl)?;
+                let either = if_(zp, bool_lit(true, span), zd);
+                let (m, ml) = s.op(Prim::Mul, vec![(pe, pl), (de, dl)], span)?;
+                let m = s.lift(m, ml, l, &Type::Real)?;
+                Ok(if_(either, zero_at(l, span), m))
+            })
+        })?;
+        Ok((out, l))
+    }
+
+    /// The real primitive `p` on operands at their levels: plain at level 0,
+    /// else Figure 3's (value, Σ ∂ᵢ · dxᵢ) one level down, with the
+    /// interpreter's structural zeros.
+    fn op(&mut self, p: Prim, args: Vec<(Expr, Level)>, span: Span) -> R<(Expr, Level)> {
+        let l = args.iter().map(|a| a.1).max().unwrap_or(0);
+        if l == 0 {
+            let args = args.into_iter().map(|a| a.0).collect();
+            return Ok((prim(p, args, Type::Real, span), 0));
+        }
+        let Some(f) = p.info().real else {
+            return Err(unsupported(
+                &format!("`{}` inside `diff`/`jvp`", p.info().name),
+                span,
+            ));
+        };
+        // Bind the operands, then take each apart at level l.
+        let mut lets = Vec::new();
+        let mut primals = Vec::new();
+        let mut tangents = Vec::new();
+        for (e, al) in args {
+            let e = if matches!(e.kind, ExprKind::Local(_) | ExprKind::Lit(_)) {
+                e
+            } else {
+                let t = self.local("_", e.ty.clone());
+                lets.push((t, e));
+                self.local_expr(t, span)
+            };
+            if al == l {
+                primals.push((proj(e.clone(), 0), l - 1));
+                tangents.push(Some(proj(e, 1)));
+            } else {
+                primals.push((e, al));
+                tangents.push(None);
+            }
+        }
+        let (v, vl) = self.op(p, primals.clone(), span)?;
+        let vt = self.local("_", v.ty.clone());
+        lets.push((vt, v));
+        let value = (self.local_expr(vt, span), vl);
+        let sym = |(e, l): &(Expr, Level)| Sym::Leaf(e.clone(), *l);
+        let partials: Vec<Sym> = match f {
+            RealFn::Unary(u) => {
+                let x = sym(&primals[0]);
+                let v = sym(&value);
+                vec![rules::explore(
+                    &|| u.derivative(x.clone(), v.clone()),
+                    &Sym::branch,
+                )]
+            }
+            RealFn::Binary(b) => {
+                let (x, y, v) = (sym(&primals[0]), sym(&primals[1]), sym(&value));
+                vec![
+                    rules::explore(
+                        &|| b.partial_x(x.clone(), y.clone(), v.clone()),
+                        &Sym::branch,
+                    ),
+                    rules::explore(
+                        &|| b.partial_y(x.clone(), y.clone(), v.clone()),
+                        &Sym::branch,
+                    ),
+                ]
+            }
+            RealFn::Select(_) => {
+                return Err(unsupported("`min`/`max` as an operation", span));
+            }
+        };
+        // Σ chain(∂ᵢ, dxᵢ) over the tangents that are not zero at run time,
+        // added in operand order (the library's `Dual::apply_binary`).
+        let mut terms = Vec::new();
+        for (partial, t) in partials.into_iter().zip(tangents) {
+            if let Some(t) = t {
+                terms.push((partial, t));
+            }
+        }
+        let tangent = self.sum_terms(terms, l - 1, span)?;
+        let value = self.lift(value.0, value.1, l - 1, &Type::Real)?;
+        let mut out = pair(value, tangent);
+        for (t, e) in lets.into_iter().rev() {
+            let ty = out.ty.clone();
+            out = mk(
+                ExprKind::Let(Pat::Local(t), Box::new(e), Box::new(out)),
+                ty,
+                span,
+            );
+        }
+        Ok((out, l))
+    }
+
+    /// `Σ chain(∂, t)` at level `l` over the terms whose tangent `t` is not
+    /// zero at run time (0 if none is).
+    fn sum_terms(&mut self, terms: Vec<(Sym, Expr)>, l: Level, span: Span) -> R<Expr> {
+        let Some(((partial, t), rest)) = terms.split_first() else {
+            return Ok(zero_at(l, span));
+        };
+        let (partial, t, rest) = (partial.clone(), t.clone(), rest.to_vec());
+        self.with_temp(t, |s, t| {
+            let zero = s.is_zero(t.clone(), l)?;
+            let without = s.sum_terms(rest.clone(), l, span)?;
+            let (pe, pl) = s.emit(&partial, span)?;
+            let (term, tl) = s.chain((pe, pl), (t, l), span)?;
+            let term = s.lift(term, tl, l, &Type::Real)?;
+            let with = if rest.is_empty() {
+                term
+            } else {
+                // Both terms, or this one alone if the others are all zero.
+                let others_zero = s.all_zero(&rest, l)?;
+                s.with_temp(term, |s, term| {
+                    let others = s.sum_terms(rest.clone(), l, span)?;
+                    let (sum, sl) = s.op(Prim::Add, vec![(term.clone(), l), (others, l)], span)?;
+                    let sum = s.lift(sum, sl, l, &Type::Real)?;
+                    Ok(if_(others_zero, term, sum))
+                })?
+            };
+            Ok(if_(zero, without, with))
+        })
+    }
+
+    fn all_zero(&mut self, terms: &[(Sym, Expr)], l: Level) -> R<Expr> {
+        let span = terms.first().map_or(Span::default(), |t| t.1.span);
+        let mut out = bool_lit(true, span);
+        for (_, t) in terms.iter().rev() {
+            let z = self.is_zero(t.clone(), l)?;
+            out = if_(z, out, bool_lit(false, span));
+        }
+        Ok(out)
+    }
+
+    /// A symbolic number as code at its level.
+    fn emit(&mut self, s: &Sym, span: Span) -> R<(Expr, Level)> {
+        match s {
+            Sym::Leaf(e, l) => Ok((e.clone(), *l)),
+            Sym::Lit(c) => Ok((real_lit(*c, span), 0)),
+            Sym::Op(p, args) => {
+                let args = args
+                    .iter()
+                    .map(|a| self.emit(a, span))
+                    .collect::<R<Vec<_>>>()?;
+                self.op(*p, args, span)
+            }
+            Sym::Chain(p, d) => {
+                let p = self.emit(p, span)?;
+                let d = self.emit(d, span)?;
+                self.chain(p, d, span)
+            }
+            Sym::If(q, yes, no) => {
+                let (cmp, x, c) = &**q;
+                let (xe, xl) = self.emit(x, span)?;
+                let test = prim(
+                    *cmp,
+                    vec![Self::primal(xe, xl), real_lit(*c, span)],
+                    Type::Bool,
+                    span,
+                );
+                let (a, al) = self.emit(yes, span)?;
+                let (b, bl) = self.emit(no, span)?;
+                let l = al.max(bl);
+                let a = self.lift(a, al, l, &Type::Real)?;
+                let b = self.lift(b, bl, l, &Type::Real)?;
+                Ok((if_(test, a, b), l))
+            }
+            Sym::Unknown(what) => Err(unsupported(&format!("the function `{what}`"), span)),
+        }
+    }
+
+    /// `e` rewritten in `cx`, with its level.
+    fn rewrite(&mut self, e: &Expr, cx: &Ctx) -> R<(Expr, Level)> {
+        if crate::stack::check().is_err() {
+            return Err(unsupported("a program nested this deeply", e.span));
+        }
+        let span = e.span;
+        let same = |kind| mk(kind, e.ty.clone(), span);
+        Ok(match &e.kind {
+            ExprKind::Lit(_) | ExprKind::Global(_) => (e.clone(), 0),
+            ExprKind::Local(l) => {
+                let (l, level) = cx.get(*l);
+                (self.local_expr(l, span), level)
+            }
+            ExprKind::Call(f, args) => {
+                let mut new_args = Vec::with_capacity(args.len());
+                let mut levels = Vec::with_capacity(args.len());
+                for a in args {
+                    let (a, l) = self.rewrite(a, cx)?;
+                    new_args.push(a);
+                    levels.push(l);
+                }
+                let caps = self.captures_of(*f, cx);
+                let g = self.specialise(*f, levels, caps, cx.depth)?;
+                let ret = self.prog.fun(g).ret.clone();
+                let level = self.ret_level(g, *f);
+                (mk(ExprKind::Call(g, new_args), ret, span), level)
+            }
+            ExprKind::Closure(f) => {
+                let caps = self.captures_of(*f, cx);
+                let n = self.orig[f.0 as usize].params.len();
+                let g = self.specialise(*f, vec![cx.depth; n], caps, cx.depth)?;
+                (self.closure(g, span), self.ret_level(g, *f))
+            }
+            ExprKind::Apply(f, x0) => {
+                let (f, fl) = self.rewrite(f, cx)?;
+                let (x, xl) = self.rewrite(x0, cx)?;
+                if xl > fl {
+                    return Err(unsupported(
+                        "a function value from outside `diff`/`jvp` applied to a value it perturbs",
+                        span,
+                    ));
+                }
+                let x = self.lift(x, xl, fl, &x0.ty)?;
+                let ty = dual_ty(&e.ty, fl);
+                (mk(ExprKind::Apply(Box::new(f), Box::new(x)), ty, span), fl)
+            }
+            ExprKind::Let(p, v, body) => {
+                let (v, vl) = self.rewrite(v, cx)?;
+                let mut inner = cx.clone();
+                let p = self.bind(p, vl, &mut inner);
+                let (b, bl) = self.rewrite(body, &inner)?;
+                (
+                    mk(
+                        ExprKind::Let(p, Box::new(v), Box::new(b.clone())),
+                        b.ty,
+                        span,
+                    ),
+                    bl,
+                )
+            }
+            ExprKind::Tuple(xs) => {
+                let (xs, l) = self.rewrite_all(xs, cx)?;
+                (mk(ExprKind::Tuple(xs), dual_ty(&e.ty, l), span), l)
+            }
+            ExprKind::Vector(xs) => {
+                let (xs, l) = self.rewrite_all(xs, cx)?;
+                (mk(ExprKind::Vector(xs), dual_ty(&e.ty, l), span), l)
+            }
+            ExprKind::Proj(t, i) => {
+                let (t, l) = self.rewrite(t, cx)?;
+                (proj(t, *i), l)
+            }
+            ExprKind::Inl(x) | ExprKind::Inr(x) => {
+                let (x, l) = self.rewrite(x, cx)?;
+                let kind = match &e.kind {
+                    ExprKind::Inl(_) => ExprKind::Inl(Box::new(x)),
+                    _ => ExprKind::Inr(Box::new(x)),
+                };
+                (mk(kind, dual_ty(&e.ty, l), span), l)
+            }
+            ExprKind::If(c, a, b) => {
+                let (c, _) = self.rewrite(c, cx)?;
+                let (a, al) = self.rewrite(a, cx)?;
+                let (b, bl) = self.rewrite(b, cx)?;
+                let l = al.max(bl);
+                let a = self.lift(a, al, l, &e.ty)?;
+                let b = self.lift(b, bl, l, &e.ty)?;
+                (if_(c, a, b), l)
+            }
+            ExprKind::Case {
+                scrutinee,
+                left,
+                right,
+            } => {
+                let (s, sl) = self.rewrite(scrutinee, cx)?;
+                let (mut lcx, mut rcx) = (cx.clone(), cx.clone());
+                let lp = self.bind(&left.0, sl, &mut lcx);
+                let rp = self.bind(&right.0, sl, &mut rcx);
+                let (a, al) = self.rewrite(&left.1, &lcx)?;
+                let (b, bl) = self.rewrite(&right.1, &rcx)?;
+                let l = al.max(bl);
+                let a = self.lift(a, al, l, &e.ty)?;
+                let b = self.lift(b, bl, l, &e.ty)?;
+                (
+                    mk(
+                        ExprKind::Case {
+                            scrutinee: Box::new(s),
+                            left: (lp, Box::new(a)),
+                            right: (rp, Box::new(b)),
+                        },
+                        dual_ty(&e.ty, l),
+                        span,
+                    ),
+                    l,
+                )
+            }
+            ExprKind::Prim(p, args) => self.rewrite_prim(*p, args, e, cx)?,
+            ExprKind::TangentShape(..) => (same(e.kind.clone()), 0),
+        })
+    }
+
+    /// The level of `g`'s result (a copy of `f`).
+    fn ret_level(&self, g: FunId, f: FunId) -> Level {
+        let orig = &self.orig[f.0 as usize].ret;
+        let copy = &self.prog.fun(g).ret;
+        (0..=MAX_LEVEL)
+            .find(|&l| &dual_ty(orig, l) == copy)
+            .unwrap_or(0)
+    }
+
+    /// Rewrites `xs` and lifts them all to the highest of their levels.
+    fn rewrite_all(&mut self, xs: &[Expr], cx: &Ctx) -> R<(Vec<Expr>, Level)> {
+        let mut out = Vec::with_capacity(xs.len());
+        for x in xs {
+            out.push(self.rewrite(x, cx)?);
+        }
+        let l = out.iter().map(|x| x.1).max().unwrap_or(0);
+        let lifted = out
+            .into_iter()
+            .zip(xs)
+            .map(|((x, xl), orig)| self.lift(x, xl, l, &orig.ty))
+            .collect::<R<Vec<_>>>()?;
+        Ok((lifted, l))
+    }
+
+    fn rewrite_prim(&mut self, p: Prim, args: &[Expr], e: &Expr, cx: &Ctx) -> R<(Expr, Level)> {
+        let span = e.span;
+        match p {
+            Prim::Diff | Prim::Jvp => return self.jvp(p, args, e, cx),
+            _ if p.is_derivative() => {
+                return Err(unsupported(
+                    &format!("the differentiation operator `{}`", p.info().name),
+                    span,
+                ));
+            }
+            Prim::Map => {
+                let ExprKind::Closure(f) = args[0].kind else {
+                    return Err(unsupported("`map` of an unknown function", span));
+                };
+                let (v, vl) = self.rewrite(&args[1], cx)?;
+                let caps = self.captures_of(f, cx);
+                let g = self.specialise(f, vec![vl], caps, cx.depth)?;
+                let rl = self.ret_level(g, f);
+                let c = self.closure(g, span);
+                return Ok((prim(Prim::Map, vec![c, v], dual_ty(&e.ty, rl), span), rl));
+            }
+            Prim::Build => {
+                let ExprKind::Closure(f) = args[1].kind else {
+                    return Err(unsupported("`build` of an unknown function", span));
+                };
+                let (n, _) = self.rewrite(&args[0], cx)?;
+                let caps = self.captures_of(f, cx);
+                let g = self.specialise(f, vec![0], caps, cx.depth)?;
+                let rl = self.ret_level(g, f);
+                let c = self.closure(g, span);
+                return Ok((prim(Prim::Build, vec![n, c], dual_ty(&e.ty, rl), span), rl));
+            }
+            Prim::Fold => {
+                let ExprKind::Closure(f) = args[0].kind else {
+                    return Err(unsupported("`fold` of an unknown function", span));
+                };
+                let (init, il) = self.rewrite(&args[1], cx)?;
+                let (v, vl) = self.rewrite(&args[2], cx)?;
+                let caps = self.captures_of(f, cx);
+                let acc = caps.iter().map(|c| c.1).fold(il.max(vl), Level::max);
+                let g = self.specialise(f, vec![acc, vl], caps, cx.depth)?;
+                let init = self.lift(init, il, acc, &args[1].ty)?;
+                let c = self.closure(g, span);
+                return Ok((
+                    prim(Prim::Fold, vec![c, init, v], dual_ty(&e.ty, acc), span),
+                    acc,
+                ));
+            }
+            _ => {}
+        }
+        let mut new = Vec::with_capacity(args.len());
+        for a in args {
+            new.push(self.rewrite(a, cx)?);
+        }
+        let top = new.iter().map(|a| a.1).max().unwrap_or(0);
+        let on_reals = args.first().is_some_and(|a| a.ty == Type::Real);
+        if top == 0 || !args.iter().any(|a| has_real(&a.ty)) {
+            let args = new.into_iter().map(|a| a.0).collect();
+            return Ok((prim(p, args, e.ty.clone(), span), 0));
+        }
+        match p {
+            // Comparisons and conversions see the plain primal.
+            Prim::Lt | Prim::Le | Prim::Gt | Prim::Ge | Prim::Eq | Prim::Ne if on_reals => {
+                let args = new.into_iter().map(|(a, l)| Self::primal(a, l)).collect();
+                Ok((prim(p, args, Type::Bool, span), 0))
+            }
+            Prim::ToInt | Prim::StopGradient => {
+                let (a, l) = new.remove(0);
+                let x = Self::primal(a, l);
+                Ok((prim(p, vec![x], e.ty.clone(), span), 0))
+            }
+            Prim::Sum if args[0].ty == Type::Vec(Box::new(Type::Real)) => {
+                // The interpreter's sum: 0 for an empty vector, else the
+                // dual additions from the first element on (starting from the
+                // constant -0.0 is the same, as -0.0 + x = x).
+                let (v, l) = new.remove(0);
+                let add = self.helper(Helper::AddReals(l), span)?;
+                let c = self.closure(add, span);
+                let out = self.with_temp(v, |s, v| {
+                    let size = prim(Prim::Size, vec![v.clone()], Type::Int, span);
+                    let empty = prim(
+                        Prim::Eq,
+                        vec![size, mk(ExprKind::Lit(Lit::Int(0)), Type::Int, span)],
+                        Type::Bool,
+                        span,
+                    );
+                    let start = s.lift(real_lit(-0.0, span), 0, l, &Type::Real)?;
+                    let fold = prim(Prim::Fold, vec![c, start, v], dual_ty(&Type::Real, l), span);
+                    Ok(if_(empty, zero_at(l, span), fold))
+                })?;
+                Ok((out, l))
+            }
+            Prim::Index => {
+                let ty = dual_ty(&e.ty, new[0].1);
+                let l = new[0].1;
+                let args = new.into_iter().map(|a| a.0).collect();
+                Ok((prim(p, args, ty, span), l))
+            }
+            Prim::Size => {
+                let args = new.into_iter().map(|a| a.0).collect();
+                Ok((prim(p, args, Type::Int, span), 0))
+            }
+            Prim::Zip => {
+                let mut lifted = Vec::new();
+                for ((a, al), orig) in new.into_iter().zip(args) {
+                    lifted.push(self.lift(a, al, top, &orig.ty)?);
+                }
+                Ok((prim(p, lifted, dual_ty(&e.ty, top), span), top))
+            }
+            Prim::Chain if on_reals => {
+                let d = new.remove(1);
+                let c = new.remove(0);
+                self.chain(c, d, span)
+            }
+            _ if on_reals => match p.info().real {
+                Some(RealFn::Select(s)) => {
+                    let (x, xl) = new.remove(0);
+                    let (y, yl) = new.remove(0);
+                    let x = self.lift(x, xl, top, &Type::Real)?;
+                    let y = self.lift(y, yl, top, &Type::Real)?;
+                    let out = self.with_temp(x, |me, x| {
+                        me.with_temp(y, |_, y| {
+                            let (px, py) =
+                                (Self::primal(x.clone(), top), Self::primal(y.clone(), top));
+                            // `Selection::takes_second`: never on a tie or NaN.
+                            let test = match s {
+                                Selection::Min => prim(Prim::Lt, vec![py, px], Type::Bool, span),
+                                Selection::Max => prim(Prim::Gt, vec![py, px], Type::Bool, span),
+                            };
+                            Ok(if_(test, y, x))
+                        })
+                    })?;
+                    Ok((out, top))
+                }
+                Some(_) => self.op(p, new, span),
+                None => Err(unsupported(
+                    &format!("`{}` inside `diff`/`jvp`", p.info().name),
+                    span,
+                )),
+            },
+            _ => Err(unsupported(
+                &format!("`{}` inside `diff`/`jvp`", p.info().name),
+                span,
+            )),
+        }
+    }
+
+    /// `diff f x` and `jvp f x dx`: `f` at a fresh level over the seeded point.
+    fn jvp(&mut self, p: Prim, args: &[Expr], e: &Expr, cx: &Ctx) -> R<(Expr, Level)> {
+        let span = e.span;
+        let ExprKind::Closure(f) = args[0].kind else {
+            return Err(unsupported(
+                "a function given to `diff`/`jvp` that is not known here",
+                span,
+            ));
+        };
+        let (x, xl) = self.rewrite(&args[1], cx)?;
+        let (dx, dl) = match args.get(2) {
+            Some(dx) => self.rewrite(dx, cx)?,
+            None => (real_lit(1.0, span), 0),
+        };
+        let caps = self.captures_of(f, cx);
+        let m = caps.iter().map(|c| c.1).fold(xl.max(dl), Level::max);
+        if m + 1 > MAX_LEVEL {
+            return Err(unsupported(
+                &format!("derivatives nested more than {MAX_LEVEL} deep"),
+                span,
+            ));
+        }
+        let n = m + 1;
+        let s_ty = args[1].ty.clone();
+        let t_ty = match &args[0].ty {
+            Type::Fun(_, t) => (**t).clone(),
+            _ => return Err(unsupported("`jvp` of a non-function", span)),
+        };
+        let x = self.lift(x, xl, m, &s_ty)?;
+        let dx = self.lift(dx, dl, m, &s_ty)?;
+        let input = self.seed(x, dx, &s_ty, m, span)?;
+        let g = self.specialise(f, vec![n], caps, n)?;
+        let gl = self.ret_level(g, f);
+        let ret = self.prog.fun(g).ret.clone();
+        let y = mk(ExprKind::Call(g, vec![input]), ret, span);
+        let y = self.lift(y, gl, n, &t_ty)?;
+        let out = self.with_temp(y, |s, y| {
+            let tangent = s.split(y.clone(), &t_ty, n, true)?;
+            if p == Prim::Diff {
+                return Ok(tangent);
+            }
+            let primal = s.split(y, &t_ty, n, false)?;
+            Ok(pair(primal, tangent))
+        })?;
+        Ok((out, m))
+    }
+}
+
+fn unsupported(what: &str, span: Span) -> Unsupported {
+    Unsupported {
+        what: what.to_string(),
+        span,
+    }
+}
+
+/// A real as the derivative table sees it while the pass reads a rule off
+/// it: a value of the program at its level, a constant, or an operation on
+/// them; comparisons are answered per path by [`rules::explore`].
+#[derive(Clone, Debug)]
+enum Sym {
+    Leaf(Expr, Level),
+    Lit(f64),
+    Op(Prim, Vec<Sym>),
+    Chain(Box<Sym>, Box<Sym>),
+    /// `if primal(x) CMP c then a else b`, from an explored comparison.
+    If(Box<(Prim, Sym, f64)>, Box<Sym>, Box<Sym>),
+    /// A function of the table that the language does not have (never
+    /// reached by the language's own primitives; refused if it is).
+    Unknown(String),
+}
+
+impl Sym {
+    fn op(p: Prim, args: Vec<Sym>) -> Sym {
+        Sym::Op(p, args)
+    }
+
+    fn branch(q: (Prim, Sym, f64), yes: Sym, no: Sym) -> Sym {
+        Sym::If(Box::new(q), Box::new(yes), Box::new(no))
+    }
+
+    fn ask(&self, cmp: Prim, c: f64) -> bool {
+        rules::decide((cmp, self.clone(), c))
+    }
+}
+
+macro_rules! sym_ops {
+    ($($tr:ident $method:ident $prim:ident),*) => {$(
+        impl $tr for Sym {
+            type Output = Sym;
+            fn $method(self, b: Sym) -> Sym {
+                Sym::op(Prim::$prim, vec![self, b])
+            }
+        }
+        impl $tr<f64> for Sym {
+            type Output = Sym;
+            fn $method(self, c: f64) -> Sym {
+                Sym::op(Prim::$prim, vec![self, Sym::Lit(c)])
+            }
+        }
+    )*};
+}
+sym_ops!(Add add Add, Sub sub Sub, Mul mul Mul);
+
+impl Div for Sym {
+    type Output = Sym;
+    fn div(self, b: Sym) -> Sym {
+        Sym::op(Prim::Div, vec![self, b])
+    }
+}
+
+impl Neg for Sym {
+    type Output = Sym;
+    fn neg(self) -> Sym {
+        Sym::op(Prim::Neg, vec![self])
+    }
+}
+
+impl PartialEq<f64> for Sym {
+    fn eq(&self, c: &f64) -> bool {
+        self.ask(Prim::Eq, *c)
+    }
+}
+
+impl PartialOrd<f64> for Sym {
+    fn partial_cmp(&self, c: &f64) -> Option<std::cmp::Ordering> {
+        use std::cmp::Ordering::*;
+        Some(if self.lt(c) {
+            Less
+        } else if self.gt(c) {
+            Greater
+        } else {
+            Equal
+        })
+    }
+    fn lt(&self, c: &f64) -> bool {
+        self.ask(Prim::Lt, *c)
+    }
+    fn le(&self, c: &f64) -> bool {
+        self.ask(Prim::Le, *c)
+    }
+    fn gt(&self, c: &f64) -> bool {
+        self.ask(Prim::Gt, *c)
+    }
+    fn ge(&self, c: &f64) -> bool {
+        self.ask(Prim::Ge, *c)
+    }
+}
+
+impl Number for Sym {
+    fn constant(c: f64) -> Sym {
+        Sym::Lit(c)
+    }
+
+    fn apply(self, op: Unary) -> Sym {
+        match op {
+            Unary::Recip => Sym::Lit(1.0) / self,
+            Unary::Powi(n) => self.apply2(Binary::Powf, Sym::Lit(f64::from(n))),
+            op => match prim_of(RealFn::Unary(op)) {
+                Some(p) => Sym::op(p, vec![self]),
+                None => Sym::Unknown(format!("{op:?}")),
+            },
+        }
+    }
+
+    fn apply2(self, op: Binary, other: Sym) -> Sym {
+        match prim_of(RealFn::Binary(op)) {
+            Some(p) => Sym::op(p, vec![self, other]),
+            None => Sym::Unknown(format!("{op:?}")),
+        }
+    }
+
+    fn chain(self, d: Sym) -> Sym {
+        Sym::Chain(Box::new(self), Box::new(d))
+    }
+}
