@@ -1209,6 +1209,12 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             },
             ExprKind::Call(f, args) => return self.call_known(*f, args, tail, span),
             ExprKind::Closure(f) => self.closure(*f, span)?,
+            ExprKind::Recode { closure, cases } => {
+                let (c, owned) = self.borrowed(closure)?;
+                let v = self.recode(c[0], cases, span)?;
+                self.release(&closure.ty, &c, owned)?;
+                vec![v]
+            }
             ExprKind::TangentShape(point, tangent) => {
                 let (p, p_owned) = self.borrowed(point)?;
                 let (t, t_owned) = self.borrowed(tangent)?;
@@ -1452,6 +1458,65 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 .store(flags(), *v, p, (CLO_ENV + SLOT * k as i64) as i32);
         }
         Ok(vec![p])
+    }
+
+    /// A new closure over the captured values of closure `c` with the code
+    /// of `to` for the `(from, to)` pair whose `from` code `c` has
+    /// ([`ExprKind::Recode`]): `to` has `from`'s captures, so the slots are
+    /// copied as they are (each value's count raised).
+    fn recode(&mut self, c: ir::Value, cases: &[(FunId, FunId)], span: Span) -> R<ir::Value> {
+        let code = self.b.ins().load(PTR, flags(), c, CLO_CODE);
+        let done = self.b.create_block();
+        self.b.append_block_param(done, PTR);
+        for &(from, to) in cases {
+            let from_id = self.cg.closure_code_id(from)?;
+            let from_ref = self.func_ref(from_id);
+            let from_addr = self.b.ins().func_addr(PTR, from_ref);
+            let (this, next) = (self.b.create_block(), self.b.create_block());
+            let same = self.b.ins().icmp(IntCC::Equal, code, from_addr);
+            self.b.ins().brif(same, this, &[], next, &[]);
+            self.b.switch_to_block(this);
+            let captures = self.cg.prog.fun(to).captures.clone();
+            let mut slots = Vec::new();
+            let mut offset = CLO_ENV;
+            for l in captures {
+                let ty = self.cg.prog.local_ty(l).clone();
+                let flat = layout::flat(&ty, span)?;
+                let mut vals = Vec::with_capacity(flat.len());
+                for t in flat {
+                    vals.push(self.b.ins().load(t, flags(), c, offset as i32));
+                    offset += SLOT;
+                }
+                self.inc(&ty, &vals);
+                slots.extend(vals);
+            }
+            let bytes = self.b.ins().iconst(types::I64, offset);
+            let p = self.alloc(bytes, span)?;
+            let one = self.b.ins().iconst(types::I64, 1);
+            self.b.ins().store(flags(), one, p, 0);
+            let drop_id = self.cg.closure_drop_id(to)?;
+            let drop_ref = self.func_ref(drop_id);
+            let drop_addr = self.b.ins().func_addr(PTR, drop_ref);
+            self.b.ins().store(flags(), drop_addr, p, CLO_DROP);
+            let code_id = self.cg.closure_code_id(to)?;
+            let code_ref = self.func_ref(code_id);
+            let code_addr = self.b.ins().func_addr(PTR, code_ref);
+            self.b.ins().store(flags(), code_addr, p, CLO_CODE);
+            for (k, v) in slots.iter().enumerate() {
+                self.b
+                    .ins()
+                    .store(flags(), *v, p, (CLO_ENV + SLOT * k as i64) as i32);
+            }
+            self.b.ins().jump(done, &bargs(&[p]));
+            self.b.switch_to_block(next);
+        }
+        // Every closure of the type is one of the cases (the pass lists them
+        // all); reaching here is a compiler bug, reported as such.
+        let always = self.b.ins().iconst(types::I8, 1);
+        self.fail_if(always, ErrorKind::Internal, span, None)?;
+        self.b.ins().jump(done, &bargs(&[c]));
+        self.b.switch_to_block(done);
+        Ok(self.b.block_params(done)[0])
     }
 
     fn alloc(&mut self, bytes: ir::Value, span: Span) -> R<ir::Value> {

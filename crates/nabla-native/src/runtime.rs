@@ -109,6 +109,8 @@ pub(crate) enum ErrorKind {
     /// A `jvp` tangent with constructor `a` (0 `inl`, 1 `inr`) for a point
     /// with constructor `b`.
     TangentConstructor = 12,
+    /// A bug of the compiler, caught at run time (never expected).
+    Internal = 13,
 }
 
 /// The operators whose overflow is an error, by the index generated code passes.
@@ -131,6 +133,7 @@ impl ErrorKind {
             NotAnInt,
             TangentLength,
             TangentConstructor,
+            Internal,
         ]
         .get(code as usize)
         .copied()
@@ -171,6 +174,10 @@ impl Raised {
                     name(a),
                     name(b)
                 )
+            }
+            ErrorKind::Internal => {
+                "internal error: a closure of a function compiled differentiation did not list"
+                    .into()
             }
             ErrorKind::StackDepth => "stack depth exceeded".into(),
             ErrorKind::CallLimit => STEP_LIMIT_EXCEEDED.into(),

@@ -170,6 +170,18 @@ pub enum ExprKind {
     /// tangent is not (made by compiled differentiation,
     /// `crate::translate::dual`).
     TangentShape(Box<Expr>, Box<Expr>),
+    /// The closure `closure` with its code swapped: if its code is that of
+    /// function `from` (of one of the pairs), the closure of `to` over the
+    /// same captured values (`to` has `from`'s captures). Compiled
+    /// differentiation makes it to apply a function value from outside a
+    /// `diff`/`jvp` to a value perturbed inside: `to` is `from`'s copy at the
+    /// deeper level. The pairs cover every closure of that type.
+    Recode {
+        /// The closure.
+        closure: Box<Expr>,
+        /// (code it may have, code to give it instead).
+        cases: Vec<(FunId, FunId)>,
+    },
 }
 
 /// A program in typed form: what is reachable from its entry.
@@ -222,7 +234,10 @@ impl Expr {
                 f(a);
                 f(b);
             }
-            ExprKind::Proj(a, _) | ExprKind::Inl(a) | ExprKind::Inr(a) => f(a),
+            ExprKind::Proj(a, _)
+            | ExprKind::Inl(a)
+            | ExprKind::Inr(a)
+            | ExprKind::Recode { closure: a, .. } => f(a),
             ExprKind::Case {
                 scrutinee,
                 left,

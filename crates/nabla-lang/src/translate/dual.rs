@@ -39,7 +39,7 @@ use crate::core::typed::{Expr, ExprKind, Fun, FunId, Local, LocalInfo, Pat, Prog
 use crate::prim::{PRIMS, Prim, RealFn, Selection};
 use crate::types::Type;
 use nabla::{Binary, Number, Unary};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::ops::{Add, Div, Mul, Neg, Sub};
 
 type R<T> = Result<T, Unsupported>;
@@ -48,8 +48,13 @@ type R<T> = Result<T, Unsupported>;
 type Level = u8;
 
 /// Levels deeper than this are refused (a tower of derivatives built by
-/// recursion would otherwise specialise forever).
-const MAX_LEVEL: Level = 8;
+/// recursion would otherwise specialise forever; a real at level l is 2^l
+/// reals).
+const MAX_LEVEL: Level = 6;
+
+/// At most this many copies of functions are made; a program that needs
+/// more runs in the interpreter (compile time stays bounded).
+const MAX_COPIES: usize = 400;
 
 /// Rewrites every `diff` and `jvp` of `prog` into plain typed IR.
 pub fn expand(prog: &mut Program) -> R<()> {
@@ -62,6 +67,8 @@ pub fn expand(prog: &mut Program) -> R<()> {
         orig: prog.funs.clone(),
         prog,
         memo: HashMap::new(),
+        origin: HashMap::new(),
+        recoded: 0,
         helpers: HashMap::new(),
         queue: Vec::new(),
     };
@@ -80,12 +87,21 @@ pub fn expand(prog: &mut Program) -> R<()> {
         let (body, _) = x.rewrite(&body, &top)?;
         x.prog.globals[i].body = body;
     }
-    while let Some((new, orig, cx, ret)) = x.queue.pop() {
-        let body = x.orig[orig.0 as usize].body.clone();
-        let ret_ty = x.orig[orig.0 as usize].ret.clone();
-        let (body, level) = x.rewrite(&body, &cx)?;
-        let body = x.fit(body, level, ret, &ret_ty)?;
-        x.prog.funs[new.0 as usize].body = body;
+    loop {
+        while let Some((new, orig, cx, ret)) = x.queue.pop() {
+            let body = x.orig[orig.0 as usize].body.clone();
+            let ret_ty = x.orig[orig.0 as usize].ret.clone();
+            let (body, level) = x.rewrite(&body, &cx)?;
+            let body = x.fit(body, level, ret, &ret_ty)?;
+            x.prog.funs[new.0 as usize].body = body;
+        }
+        // The closures a recoding may meet are known only now; their copies
+        // at the deeper levels may make more closures and recodings.
+        let listed = x.fill_recodes()?;
+        if x.queue.is_empty() && listed == x.recoded {
+            break;
+        }
+        x.recoded = listed;
     }
     Ok(())
 }
@@ -233,6 +249,11 @@ struct Expander<'p> {
     /// The functions as lowered (copies are made from these bodies).
     orig: Vec<Fun>,
     memo: HashMap<Key, FunId>,
+    /// The specialisation each copy is (the inverse of `memo`).
+    origin: HashMap<FunId, Key>,
+    /// How many (closure, recoded closure) pairs the last
+    /// [`Expander::fill_recodes`] listed.
+    recoded: usize,
     helpers: HashMap<Helper, FunId>,
     /// Copies whose bodies are still to be made: (copy, original, context,
     /// result level).
@@ -330,6 +351,12 @@ impl Expander<'_> {
         if let Some(&g) = self.memo.get(&key) {
             return Ok(g);
         }
+        if self.memo.len() >= MAX_COPIES || depth > MAX_LEVEL {
+            return Err(unsupported(
+                "derivatives that need too many specialised copies of its functions",
+                orig.span,
+            ));
+        }
         let (_, params, captures, _) = key.clone();
         let orig = orig.clone();
         let mut cx = Ctx {
@@ -362,6 +389,7 @@ impl Expander<'_> {
             orig.span,
         );
         self.prog.funs[g.0 as usize].captures = captures.iter().map(|(c, _)| *c).collect();
+        self.origin.insert(g, key.clone());
         self.memo.insert(key, g);
         self.queue.push((g, f, cx, ret));
         Ok(g)
@@ -428,11 +456,95 @@ impl Expander<'_> {
                     span,
                 ))
             }
+            Type::Fun(..) => Ok(self.recode(e, ty, to)),
             _ => Err(unsupported(
-                "a function value from outside `diff`/`jvp` used inside it",
+                "a value of this type inside `diff`/`jvp`",
                 span,
             )),
         }
+    }
+
+    /// The function value `f` (original type `ty`) with its code at level
+    /// `to`: a [`ExprKind::Recode`] whose cases [`Self::fill_recodes`] lists.
+    fn recode(&mut self, f: Expr, ty: &Type, to: Level) -> Expr {
+        let span = f.span;
+        mk(
+            ExprKind::Recode {
+                closure: Box::new(f),
+                cases: Vec::new(),
+            },
+            dual_ty(ty, to),
+            span,
+        )
+    }
+
+    /// The specialisation a closure's function is (an original function:
+    /// itself, at level 0).
+    fn key_of(&self, g: FunId) -> Option<Key> {
+        if let Some(k) = self.origin.get(&g) {
+            return Some(k.clone());
+        }
+        let f = self.orig.get(g.0 as usize)?;
+        let caps = f.captures.iter().map(|&c| (c, 0)).collect();
+        Some((g, vec![0; f.params.len()], caps, 0))
+    }
+
+    /// Lists, in every [`ExprKind::Recode`], each closure of its type (made
+    /// by a closure expression or by a recoding) and the copy of that
+    /// closure's function at the recoding's level. Returns how many pairs.
+    fn fill_recodes(&mut self) -> R<usize> {
+        let flow = Flow::solve(self.prog);
+        let mut listed = 0;
+        for i in 0..self.prog.funs.len() {
+            let mut body = std::mem::replace(&mut self.prog.funs[i].body, placeholder());
+            let r = self.fill_in(&mut body, &flow);
+            self.prog.funs[i].body = body;
+            listed += r?;
+        }
+        for i in 0..self.prog.globals.len() {
+            let mut body = std::mem::replace(&mut self.prog.globals[i].body, placeholder());
+            let r = self.fill_in(&mut body, &flow);
+            self.prog.globals[i].body = body;
+            listed += r?;
+        }
+        Ok(listed)
+    }
+
+    /// Fills the recodings in `e` with the closures that can reach them;
+    /// returns how many pairs it listed.
+    fn fill_in(&mut self, e: &mut Expr, flow: &Flow) -> R<usize> {
+        let mut listed = 0;
+        let mut stack = vec![e];
+        while let Some(e) = stack.pop() {
+            if let ExprKind::Recode { closure, cases } = &mut e.kind {
+                cases.clear();
+                for g in flow.of(closure) {
+                    if self.closure(g, e.span).ty != closure.ty {
+                        continue;
+                    }
+                    let Some((f, _, caps, depth)) = self.key_of(g) else {
+                        continue;
+                    };
+                    let fun = &self.orig[f.0 as usize];
+                    let orig_ty = fun
+                        .params
+                        .iter()
+                        .rev()
+                        .fold(fun.ret.clone(), |t, (_, p)| Type::fun(p.clone(), t));
+                    let Some(to) = (0..=MAX_LEVEL).find(|&l| dual_ty(&orig_ty, l) == e.ty) else {
+                        return Err(unsupported(
+                            "internal: a recoding of an unexpected type",
+                            e.span,
+                        ));
+                    };
+                    let copy = self.specialise(f, vec![to], caps, depth.max(to))?;
+                    cases.push((g, copy));
+                }
+                listed += cases.len();
+            }
+            children_mut(e, &mut |c| stack.push(c));
+        }
+        Ok(listed)
     }
 
     /// The generated function for `h`.
@@ -495,7 +607,8 @@ impl Expander<'_> {
                 );
                 self.helpers.insert(h.clone(), f);
                 let (ae, be) = (self.local_expr(a, span), self.local_expr(b, span));
-                let (body, level) = self.op(Prim::Add, vec![(ae, *l), (be, *l)], span)?;
+                let (body, level) =
+                    self.op(RealFn::Binary(Binary::Add), vec![(ae, *l), (be, *l)], span)?;
                 let body = self.lift(body, level, *l, &Type::Real)?;
                 self.prog.funs[f.0 as usize].body = body;
                 f
@@ -795,7 +908,7 @@ impl Expander<'_> {
                 let zp = s.is_zero(pe.clone(), pl)?;
                 let zd = s.is_zero(de.clone(), dl)?;
                 let either = if_(zp, bool_lit(true, span), zd);
-                let (m, ml) = s.op(Prim::Mul, vec![(pe, pl), (de, dl)], span)?;
+                let (m, ml) = s.op(RealFn::Binary(Binary::Mul), vec![(pe, pl), (de, dl)], span)?;
                 let m = s.lift(m, ml, l, &Type::Real)?;
                 Ok(if_(either, zero_at(l, span), m))
             })
@@ -806,18 +919,21 @@ impl Expander<'_> {
     /// The real primitive `p` on operands at their levels: plain at level 0,
     /// else Figure 3's (value, Σ ∂ᵢ · dxᵢ) one level down, with the
     /// interpreter's structural zeros.
-    fn op(&mut self, p: Prim, args: Vec<(Expr, Level)>, span: Span) -> R<(Expr, Level)> {
+    fn op(&mut self, f: RealFn, args: Vec<(Expr, Level)>, span: Span) -> R<(Expr, Level)> {
         let l = args.iter().map(|a| a.1).max().unwrap_or(0);
         if l == 0 {
-            let args = args.into_iter().map(|a| a.0).collect();
-            return Ok((prim(p, args, Type::Real, span), 0));
+            let mut args: Vec<Expr> = args.into_iter().map(|a| a.0).collect();
+            return Ok(match (f, prim_of(f)) {
+                (_, Some(p)) => (prim(p, args, Type::Real, span), 0),
+                // `1 / x`: the value of the table's reciprocal, bit for bit;
+                // its derivative (at higher levels) is the table's own.
+                (RealFn::Unary(Unary::Recip), None) => {
+                    args.insert(0, real_lit(1.0, span));
+                    (prim(Prim::Div, args, Type::Real, span), 0)
+                }
+                _ => return Err(unsupported(&format!("the function {f:?}"), span)),
+            });
         }
-        let Some(f) = p.info().real else {
-            return Err(unsupported(
-                &format!("`{}` inside `diff`/`jvp`", p.info().name),
-                span,
-            ));
-        };
         // Bind the operands, then take each apart at level l.
         let mut lets = Vec::new();
         let mut primals = Vec::new();
@@ -838,7 +954,7 @@ impl Expander<'_> {
                 tangents.push(None);
             }
         }
-        let (v, vl) = self.op(p, primals.clone(), span)?;
+        let (v, vl) = self.op(f, primals.clone(), span)?;
         let vt = self.local("_", v.ty.clone());
         lets.push((vt, v));
         let value = (self.local_expr(vt, span), vl);
@@ -911,7 +1027,11 @@ impl Expander<'_> {
                 let others_zero = s.all_zero(&rest, l)?;
                 s.with_temp(term, |s, term| {
                     let others = s.sum_terms(rest.clone(), l, span)?;
-                    let (sum, sl) = s.op(Prim::Add, vec![(term.clone(), l), (others, l)], span)?;
+                    let (sum, sl) = s.op(
+                        RealFn::Binary(Binary::Add),
+                        vec![(term.clone(), l), (others, l)],
+                        span,
+                    )?;
                     let sum = s.lift(sum, sl, l, &Type::Real)?;
                     Ok(if_(others_zero, term, sum))
                 })?
@@ -935,12 +1055,12 @@ impl Expander<'_> {
         match s {
             Sym::Leaf(e, l) => Ok((e.clone(), *l)),
             Sym::Lit(c) => Ok((real_lit(*c, span), 0)),
-            Sym::Op(p, args) => {
+            Sym::Op(f, args) => {
                 let args = args
                     .iter()
                     .map(|a| self.emit(a, span))
                     .collect::<R<Vec<_>>>()?;
-                self.op(*p, args, span)
+                self.op(*f, args, span)
             }
             Sym::Chain(p, d) => {
                 let p = self.emit(p, span)?;
@@ -1000,15 +1120,16 @@ impl Expander<'_> {
                 let g = self.specialise(*f, vec![cx.depth; n], caps, cx.depth)?;
                 (self.closure(g, span), self.ret_level(g, *f))
             }
-            ExprKind::Apply(f, x0) => {
-                let (f, fl) = self.rewrite(f, cx)?;
+            ExprKind::Apply(f0, x0) => {
+                let (f, fl) = self.rewrite(f0, cx)?;
                 let (x, xl) = self.rewrite(x0, cx)?;
-                if xl > fl {
-                    return Err(unsupported(
-                        "a function value from outside `diff`/`jvp` applied to a value it perturbs",
-                        span,
-                    ));
-                }
+                // A function value from outside applied to a value perturbed
+                // here: its code at this level, over the same captures.
+                let (f, fl) = if xl > fl && has_real(&x0.ty) {
+                    (self.recode(f, &f0.ty, xl), xl)
+                } else {
+                    (f, fl)
+                };
                 let x = self.lift(x, xl, fl, &x0.ty)?;
                 let ty = dual_ty(&e.ty, fl);
                 (mk(ExprKind::Apply(Box::new(f), Box::new(x)), ty, span), fl)
@@ -1084,7 +1205,7 @@ impl Expander<'_> {
                 )
             }
             ExprKind::Prim(p, args) => self.rewrite_prim(*p, args, e, cx)?,
-            ExprKind::TangentShape(..) => (same(e.kind.clone()), 0),
+            ExprKind::TangentShape(..) | ExprKind::Recode { .. } => (same(e.kind.clone()), 0),
         })
     }
 
@@ -1246,7 +1367,7 @@ impl Expander<'_> {
                     })?;
                     Ok((out, top))
                 }
-                Some(_) => self.op(p, new, span),
+                Some(f) => self.op(f, new, span),
                 None => Err(unsupported(
                     &format!("`{}` inside `diff`/`jvp`", p.info().name),
                     span,
@@ -1307,6 +1428,43 @@ impl Expander<'_> {
     }
 }
 
+fn placeholder() -> Expr {
+    mk(ExprKind::Lit(Lit::Unit), Type::Unit, Span::default())
+}
+
+/// Calls `f` on each direct subexpression of `e`, mutably.
+fn children_mut<'a>(e: &'a mut Expr, f: &mut impl FnMut(&'a mut Expr)) {
+    match &mut e.kind {
+        ExprKind::Local(_) | ExprKind::Global(_) | ExprKind::Lit(_) | ExprKind::Closure(_) => {}
+        ExprKind::Call(_, xs)
+        | ExprKind::Tuple(xs)
+        | ExprKind::Prim(_, xs)
+        | ExprKind::Vector(xs) => xs.iter_mut().for_each(f),
+        ExprKind::Apply(a, b) | ExprKind::Let(_, a, b) | ExprKind::TangentShape(a, b) => {
+            f(a);
+            f(b);
+        }
+        ExprKind::Proj(a, _)
+        | ExprKind::Inl(a)
+        | ExprKind::Inr(a)
+        | ExprKind::Recode { closure: a, .. } => f(a),
+        ExprKind::Case {
+            scrutinee,
+            left,
+            right,
+        } => {
+            f(scrutinee);
+            f(&mut left.1);
+            f(&mut right.1);
+        }
+        ExprKind::If(a, b, c) => {
+            f(a);
+            f(b);
+            f(c);
+        }
+    }
+}
+
 fn unsupported(what: &str, span: Span) -> Unsupported {
     Unsupported {
         what: what.to_string(),
@@ -1321,7 +1479,8 @@ fn unsupported(what: &str, span: Span) -> Unsupported {
 enum Sym {
     Leaf(Expr, Level),
     Lit(f64),
-    Op(Prim, Vec<Sym>),
+    /// A function of the table (its own derivative rule at higher levels).
+    Op(RealFn, Vec<Sym>),
     Chain(Box<Sym>, Box<Sym>),
     /// `if primal(x) CMP c then a else b`, from an explored comparison.
     If(Box<(Prim, Sym, f64)>, Box<Sym>, Box<Sym>),
@@ -1331,8 +1490,8 @@ enum Sym {
 }
 
 impl Sym {
-    fn op(p: Prim, args: Vec<Sym>) -> Sym {
-        Sym::Op(p, args)
+    fn op(f: RealFn, args: Vec<Sym>) -> Sym {
+        Sym::Op(f, args)
     }
 
     fn branch(q: (Prim, Sym, f64), yes: Sym, no: Sym) -> Sym {
@@ -1349,13 +1508,13 @@ macro_rules! sym_ops {
         impl $tr for Sym {
             type Output = Sym;
             fn $method(self, b: Sym) -> Sym {
-                Sym::op(Prim::$prim, vec![self, b])
+                Sym::op(RealFn::Binary(Binary::$prim), vec![self, b])
             }
         }
         impl $tr<f64> for Sym {
             type Output = Sym;
             fn $method(self, c: f64) -> Sym {
-                Sym::op(Prim::$prim, vec![self, Sym::Lit(c)])
+                Sym::op(RealFn::Binary(Binary::$prim), vec![self, Sym::Lit(c)])
             }
         }
     )*};
@@ -1365,14 +1524,14 @@ sym_ops!(Add add Add, Sub sub Sub, Mul mul Mul);
 impl Div for Sym {
     type Output = Sym;
     fn div(self, b: Sym) -> Sym {
-        Sym::op(Prim::Div, vec![self, b])
+        Sym::op(RealFn::Binary(Binary::Div), vec![self, b])
     }
 }
 
 impl Neg for Sym {
     type Output = Sym;
     fn neg(self) -> Sym {
-        Sym::op(Prim::Neg, vec![self])
+        Sym::op(RealFn::Unary(Unary::Neg), vec![self])
     }
 }
 
@@ -1413,24 +1572,180 @@ impl Number for Sym {
     }
 
     fn apply(self, op: Unary) -> Sym {
-        match op {
-            Unary::Recip => Sym::Lit(1.0) / self,
-            Unary::Powi(n) => self.apply2(Binary::Powf, Sym::Lit(f64::from(n))),
-            op => match prim_of(RealFn::Unary(op)) {
-                Some(p) => Sym::op(p, vec![self]),
-                None => Sym::Unknown(format!("{op:?}")),
-            },
+        let f = RealFn::Unary(op);
+        if op == Unary::Recip || prim_of(f).is_some() {
+            Sym::op(f, vec![self])
+        } else {
+            Sym::Unknown(format!("{op:?}"))
         }
     }
 
     fn apply2(self, op: Binary, other: Sym) -> Sym {
-        match prim_of(RealFn::Binary(op)) {
-            Some(p) => Sym::op(p, vec![self, other]),
+        let f = RealFn::Binary(op);
+        match prim_of(f) {
+            Some(_) => Sym::op(f, vec![self, other]),
             None => Sym::Unknown(format!("{op:?}")),
         }
     }
 
     fn chain(self, d: Sym) -> Sym {
         Sym::Chain(Box::new(self), Box::new(d))
+    }
+}
+
+/// Which closures can reach which expression: a 0-CFA over the expanded
+/// program (copies at different levels are different functions, which makes
+/// it precise enough for nested derivatives of higher-order code). Every
+/// value is abstracted to the set of functions whose closures it may hold.
+#[derive(Default)]
+struct Flow {
+    locals: HashMap<Local, BTreeSet<FunId>>,
+    rets: HashMap<FunId, BTreeSet<FunId>>,
+    globals: HashMap<crate::core::typed::GlobalId, BTreeSet<FunId>>,
+    changed: bool,
+}
+
+impl Flow {
+    fn solve(prog: &Program) -> Flow {
+        let mut flow = Flow::default();
+        loop {
+            flow.changed = false;
+            for (i, f) in prog.funs.iter().enumerate() {
+                let r = flow.walk(prog, &f.body);
+                flow.add_ret(FunId(i as u32), r);
+            }
+            for (i, g) in prog.globals.iter().enumerate() {
+                let r = flow.walk(prog, &g.body);
+                let slot = flow
+                    .globals
+                    .entry(crate::core::typed::GlobalId(i as u32))
+                    .or_default();
+                let before = slot.len();
+                slot.extend(r);
+                flow.changed |= slot.len() != before;
+            }
+            if !flow.changed {
+                return flow;
+            }
+        }
+    }
+
+    /// The closures `e` may evaluate to (after [`Flow::solve`]).
+    fn of(&self, e: &Expr) -> BTreeSet<FunId> {
+        let mut stack = vec![e];
+        let mut out = BTreeSet::new();
+        while let Some(e) = stack.pop() {
+            match &e.kind {
+                ExprKind::Local(l) => out.extend(self.locals.get(l).into_iter().flatten()),
+                ExprKind::Global(g) => out.extend(self.globals.get(g).into_iter().flatten()),
+                ExprKind::Closure(g) => {
+                    out.insert(*g);
+                }
+                ExprKind::Call(f, _) => out.extend(self.rets.get(f).into_iter().flatten()),
+                ExprKind::Recode { cases, .. } => out.extend(cases.iter().map(|c| c.1)),
+                ExprKind::Let(_, _, b) => stack.push(b),
+                _ => e.for_each_child(|c| stack.push(c)),
+            }
+        }
+        out
+    }
+
+    fn add_local(&mut self, l: Local, s: &BTreeSet<FunId>) {
+        let slot = self.locals.entry(l).or_default();
+        let before = slot.len();
+        slot.extend(s.iter().copied());
+        self.changed |= slot.len() != before;
+    }
+
+    fn add_ret(&mut self, f: FunId, s: BTreeSet<FunId>) {
+        let slot = self.rets.entry(f).or_default();
+        let before = slot.len();
+        slot.extend(s);
+        self.changed |= slot.len() != before;
+    }
+
+    fn bind(&mut self, p: &Pat, s: &BTreeSet<FunId>) {
+        p.for_each_local(&mut |l| self.add_local(l, s));
+    }
+
+    /// The call of function `g` with arguments holding `args`.
+    fn enter(&mut self, prog: &Program, g: FunId, args: &[BTreeSet<FunId>]) -> BTreeSet<FunId> {
+        let Some(fun) = prog.funs.get(g.0 as usize) else {
+            return BTreeSet::new();
+        };
+        for ((p, _), s) in fun.params.iter().zip(args) {
+            p.for_each_local(&mut |l| self.add_local(l, s));
+        }
+        self.rets.get(&g).cloned().unwrap_or_default()
+    }
+
+    fn walk(&mut self, prog: &Program, e: &Expr) -> BTreeSet<FunId> {
+        match &e.kind {
+            ExprKind::Lit(_) | ExprKind::TangentShape(..) => BTreeSet::new(),
+            ExprKind::Local(l) => self.locals.get(l).cloned().unwrap_or_default(),
+            ExprKind::Global(g) => self.globals.get(g).cloned().unwrap_or_default(),
+            ExprKind::Closure(g) => BTreeSet::from([*g]),
+            ExprKind::Recode { closure, cases } => {
+                self.walk(prog, closure);
+                cases.iter().map(|c| c.1).collect()
+            }
+            ExprKind::Call(f, args) => {
+                let args: Vec<_> = args.iter().map(|a| self.walk(prog, a)).collect();
+                self.enter(prog, *f, &args)
+            }
+            ExprKind::Apply(c, x) => {
+                let cs = self.walk(prog, c);
+                let xs = self.walk(prog, x);
+                let mut out = BTreeSet::new();
+                for g in cs {
+                    out.extend(self.enter(prog, g, std::slice::from_ref(&xs)));
+                }
+                out
+            }
+            ExprKind::Let(p, v, b) => {
+                let vs = self.walk(prog, v);
+                self.bind(p, &vs);
+                self.walk(prog, b)
+            }
+            ExprKind::Case {
+                scrutinee,
+                left,
+                right,
+            } => {
+                let s = self.walk(prog, scrutinee);
+                self.bind(&left.0, &s);
+                self.bind(&right.0, &s);
+                let mut out = self.walk(prog, &left.1);
+                out.extend(self.walk(prog, &right.1));
+                out
+            }
+            ExprKind::Prim(Prim::Map | Prim::Build | Prim::Fold, args) => {
+                // The function argument is called with the elements (and the
+                // accumulator); the result holds what it returns.
+                let sets: Vec<_> = args.iter().map(|a| self.walk(prog, a)).collect();
+                let mut data: BTreeSet<FunId> = BTreeSet::new();
+                let mut funs = BTreeSet::new();
+                for (a, s) in args.iter().zip(&sets) {
+                    if let ExprKind::Closure(g) = a.kind {
+                        funs.insert(g);
+                    } else {
+                        data.extend(s.iter().copied());
+                    }
+                }
+                let mut out = data.clone();
+                for g in funs {
+                    let n = prog.funs.get(g.0 as usize).map_or(0, |f| f.params.len());
+                    let r = self.enter(prog, g, &vec![data.clone(); n]);
+                    data.extend(r.iter().copied());
+                    out.extend(r);
+                }
+                out
+            }
+            _ => {
+                let mut out = BTreeSet::new();
+                e.for_each_child(|c| out.extend(self.walk(prog, c)));
+                out
+            }
+        }
     }
 }

@@ -1,0 +1,61 @@
+//! Compiled forward mode (`diff`, `jvp`: `nabla_lang::translate::dual`) on
+//! the forward-over-forward variants of the nested benchmarks of Siskind &
+//! Pearlmutter (bench/nabla/nested.nabla): native code gives the
+//! interpreter's result bit for bit, frees what it allocates, and compiles
+//! in bounded time.
+
+use nabla_lang::driver::Session;
+use nabla_lang::memory;
+use nabla_lang::pretty::print_value;
+use nabla_native::{Native, Options};
+
+fn both(main: &str) -> (String, String, usize) {
+    let src = format!(
+        "{}\ndef main = {main}\n",
+        include_str!("../../../bench/nabla/nested.nabla")
+    );
+    nabla_lang::stack::run_with_stack(move || {
+        let mut s = Session::new();
+        s.load("nested.nabla", &src).expect("checks");
+        let interp = s.run_main().map_err(|ds| s.render(&ds)).expect("runs");
+        let (prog, entry) = s.typed_program("main").expect("compiles its derivatives");
+        let native = Native::compile_main(&prog, entry, &Options::default()).expect("compiles");
+        let before = memory::live();
+        let out = native
+            .run()
+            .map(|v| print_value(&v))
+            .expect("runs natively");
+        (interp, out, memory::live() - before)
+    })
+    .expect("thread")
+}
+
+#[test]
+fn saddle_forward_over_forward_is_the_interpreters() {
+    let (interp, native, leaked) = both("saddle_ff ()");
+    assert_eq!(native, interp);
+    assert_eq!(leaked, 0, "bytes left allocated");
+}
+
+#[test]
+fn particle_forward_over_forward_is_the_interpreters() {
+    let (interp, native, leaked) = both("particle_ff ()");
+    assert_eq!(native, interp);
+    assert_eq!(leaked, 0, "bytes left allocated");
+}
+
+#[test]
+fn a_tower_built_by_recursion_is_refused_not_expanded_forever() {
+    // `nth n f` is the n-th derivative for an n known only at run time: the
+    // levels are unbounded, so the program runs in the interpreter.
+    let src = "def nth n f = if n == 0 then f else diff (nth (n - 1) f)
+               def main = nth 3 (fun x -> x * x * x * x) 1.0";
+    let mut s = Session::new();
+    s.load("tower.nabla", src).expect("checks");
+    let refused = s.typed_program("main").expect_err("refused");
+    assert!(
+        refused.what.contains("nested more than"),
+        "{}",
+        refused.what
+    );
+}
