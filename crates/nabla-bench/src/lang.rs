@@ -31,7 +31,9 @@
 //! implementation) runs every entry point. Native code
 //! ([`Backend::Native`], `nabla-compiled`) runs the primal — for the nested
 //! benchmarks the hand-derived programs `saddle_manual`/`particle_manual` —
-//! until compiled differentiation lands; its input is converted to native
+//! and the derivative entry where native code differentiates it (today the
+//! forward-over-forward nested variants: compiled differentiation does
+//! forward mode only; the others report no derivative); its input is converted to native
 //! representation once ([`nabla_native::Native::args`]), as the
 //! interpreter's is built once, and its compile column is native
 //! compilation (monomorphisation, typed IR, Cranelift).
@@ -445,6 +447,8 @@ enum Prepared {
         /// The primal, or for the nested benchmarks the hand-derived program.
         native: Box<nabla_native::Native>,
         args: nabla_native::Args,
+        /// The derivative entry, if native code compiles it.
+        derivative: Option<(Box<nabla_native::Native>, nabla_native::Args)>,
     },
 }
 
@@ -489,9 +493,19 @@ fn prepare_backend(
                 .ok_or("no entry point for native code")?;
             let native = compile_native(session, entry)?;
             let args = native.args(&[data.to_value()]).map_err(|e| e.message)?;
+            // A derivative native code cannot compile yet (reverse mode) is
+            // simply absent from the column.
+            let derivative = match compile_native(session, iface.derivative.0) {
+                Ok(d) => {
+                    let a = d.args(&[data.to_value()]).map_err(|e| e.message)?;
+                    Some((Box::new(d), a))
+                }
+                Err(_) => None,
+            };
             Ok(Prepared::Native {
                 native: Box::new(native),
                 args,
+                derivative,
             })
         }
     }
@@ -511,7 +525,7 @@ impl Prepared {
                 Err(d) => Err(session.render(&d)),
             },
             // The reals straight from native memory, as `flatten` orders them.
-            Prepared::Native { native, args } => {
+            Prepared::Native { native, args, .. } => {
                 native.call_reals(args).map(Some).map_err(|e| e.message)
             }
         }
@@ -532,7 +546,16 @@ impl Prepared {
                 Ok(v) => evaluation(&v, has_primal).map(Some),
                 Err(d) => Err(session.render(&d)),
             },
-            Prepared::Native { .. } => Ok(None),
+            Prepared::Native {
+                derivative: None, ..
+            } => Ok(None),
+            Prepared::Native {
+                derivative: Some((d, args)),
+                ..
+            } => match d.call_with(args) {
+                Ok(v) => evaluation(&v, has_primal).map(Some),
+                Err(e) => Err(e.message),
+            },
         }
     }
 }
