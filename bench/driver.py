@@ -14,7 +14,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PYTHON_IMPLS = ["jax", "autograd", "torch"]
 ORDER = ["nabla", "nabla-fwd", "nabla-lang", "nabla-compiled", "manual", "jax", "autograd", "torch"]
-# Implementations that time only a primal (native code until it differentiates):
+# Implementations that may time only a primal (native code, where it does not differentiate yet):
 # on the nested benchmarks, the hand-derived program, compared with `manual`.
 PRIMAL_ONLY = ("nabla-compiled",)
 FAMILIES = ["gmm", "ba", "lstm", "saddle", "particle"]
@@ -332,8 +332,9 @@ def write_markdown(args, info, rust_impls, workloads, checks, times):
                 comp = fmt_time(t["compile_s"]) if t.get("compile_s") else "—"
                 if "parse_check_s" in t:
                     comp = f"{fmt_time(t['parse_check_s'])} parse+check, {fmt_time(t['lower_s'])} compile"
-                if imp in PRIMAL_ONLY:
-                    # The primal against the hand-written one (nested: its single time).
+                if imp in PRIMAL_ONLY and d is None:
+                    # No compiled derivative yet: the primal against the
+                    # hand-written one (nested: its single time).
                     base = manual.get("derivative_s") if nested else manual.get("primal_s")
                     rel = f"primal {p / base:.1f}× manual" if p and base else "—"
                     if nested:
