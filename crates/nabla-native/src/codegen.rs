@@ -465,6 +465,15 @@ fn hoistable<'e>(body: &'e Expr, outside: &[Local]) -> Vec<&'e Expr> {
 
 /// True if the primitive applied to `args` cannot raise an error: real
 /// arithmetic and functions, comparisons, `size`, projections.
+/// A type whose values have no heap parts (nothing to count or free).
+fn plain_data(t: &Type) -> bool {
+    match t {
+        Type::Real | Type::Int | Type::Bool | Type::Unit => true,
+        Type::Tuple(ts) => ts.iter().all(plain_data),
+        _ => false,
+    }
+}
+
 fn cannot_fail(p: Prim, args: &[Expr]) -> bool {
     use Prim::*;
     let on_reals = args.first().is_some_and(|a| a.ty == Type::Real);
@@ -1325,6 +1334,18 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 let (tb, fb) = (self.b.create_block(), self.b.create_block());
                 self.b.ins().brif(cv[0], tb, &[], fb, &[]);
                 return self.branches(vec![(tb, None, &**a), (fb, None, &**b2)], &e.ty, tail);
+            }
+            ExprKind::Select(c, a, b2) => {
+                if !plain_data(&e.ty) {
+                    return Err(internal("a branch-free choice of heap values", span));
+                }
+                let cv = self.owned_value(c)?;
+                let av = self.owned_value(a)?;
+                let bv = self.owned_value(b2)?;
+                av.iter()
+                    .zip(&bv)
+                    .map(|(&x, &y)| self.b.ins().select(cv[0], x, y))
+                    .collect()
             }
             ExprKind::Prim(p, args) => self.prim(*p, args, &e.ty, span)?,
             ExprKind::Vector(es) => {

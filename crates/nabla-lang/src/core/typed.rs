@@ -160,6 +160,11 @@ pub enum ExprKind {
     },
     /// `if c then a else b`
     If(Box<Expr>, Box<Expr>, Box<Expr>),
+    /// `if c then a else b` with both `a` and `b` evaluated, for a choice
+    /// without a branch: `a` and `b` must be cheap, unable to fail, and of a
+    /// type without heap parts (reals, Ints, Bools and tuples of them). Made
+    /// by compiled differentiation for its structural-zero tests.
+    Select(Box<Expr>, Box<Expr>, Box<Expr>),
     /// A saturated primitive call.
     Prim(Prim, Vec<Expr>),
     /// `[e1, …, en]`
@@ -247,7 +252,7 @@ impl Expr {
                 f(&left.1);
                 f(&right.1);
             }
-            ExprKind::If(a, b, c) => {
+            ExprKind::If(a, b, c) | ExprKind::Select(a, b, c) => {
                 f(a);
                 f(b);
                 f(c);

@@ -179,6 +179,17 @@ fn if_(c: Expr, a: Expr, b: Expr) -> Expr {
     )
 }
 
+/// `if c then a else b` without a branch (both evaluated; see
+/// [`ExprKind::Select`]).
+fn select(c: Expr, a: Expr, b: Expr) -> Expr {
+    let (ty, span) = (a.ty.clone(), a.span);
+    mk(
+        ExprKind::Select(Box::new(c), Box::new(a), Box::new(b)),
+        ty,
+        span,
+    )
+}
+
 fn prim(p: Prim, args: Vec<Expr>, ty: Type, span: Span) -> Expr {
     mk(ExprKind::Prim(p, args), ty, span)
 }
@@ -891,7 +902,7 @@ impl Expander<'_> {
         self.with_temp(e, |s, e| {
             let p = s.is_zero(proj(e.clone(), 0), l - 1)?;
             let t = s.is_zero(proj(e, 1), l - 1)?;
-            Ok(if_(p, t, bool_lit(false, span)))
+            Ok(select(p, t, bool_lit(false, span)))
         })
     }
 
@@ -907,10 +918,10 @@ impl Expander<'_> {
             s.with_temp(de, |s, de| {
                 let zp = s.is_zero(pe.clone(), pl)?;
                 let zd = s.is_zero(de.clone(), dl)?;
-                let either = if_(zp, bool_lit(true, span), zd);
+                let either = select(zp, bool_lit(true, span), zd);
                 let (m, ml) = s.op(RealFn::Binary(Binary::Mul), vec![(pe, pl), (de, dl)], span)?;
                 let m = s.lift(m, ml, l, &Type::Real)?;
-                Ok(if_(either, zero_at(l, span), m))
+                Ok(select(either, zero_at(l, span), m))
             })
         })?;
         Ok((out, l))
@@ -1008,46 +1019,43 @@ impl Expander<'_> {
     }
 
     /// `Σ chain(∂, t)` at level `l` over the terms whose tangent `t` is not
-    /// zero at run time (0 if none is).
+    /// zero at run time (0 if none is), as the library's `Dual` adds them.
+    /// Branch-free: every term is formed (a zero tangent makes its `chain`
+    /// zero) and the sum is chosen with [`ExprKind::Select`].
     fn sum_terms(&mut self, terms: Vec<(Sym, Expr)>, l: Level, span: Span) -> R<Expr> {
-        let Some(((partial, t), rest)) = terms.split_first() else {
-            return Ok(zero_at(l, span));
-        };
-        let (partial, t, rest) = (partial.clone(), t.clone(), rest.to_vec());
-        self.with_temp(t, |s, t| {
-            let zero = s.is_zero(t.clone(), l)?;
-            let without = s.sum_terms(rest.clone(), l, span)?;
-            let (pe, pl) = s.emit(&partial, span)?;
-            let (term, tl) = s.chain((pe, pl), (t, l), span)?;
-            let term = s.lift(term, tl, l, &Type::Real)?;
-            let with = if rest.is_empty() {
-                term
-            } else {
-                // Both terms, or this one alone if the others are all zero.
-                let others_zero = s.all_zero(&rest, l)?;
-                s.with_temp(term, |s, term| {
-                    let others = s.sum_terms(rest.clone(), l, span)?;
-                    let (sum, sl) = s.op(
-                        RealFn::Binary(Binary::Add),
-                        vec![(term.clone(), l), (others, l)],
-                        span,
-                    )?;
-                    let sum = s.lift(sum, sl, l, &Type::Real)?;
-                    Ok(if_(others_zero, term, sum))
-                })?
-            };
-            Ok(if_(zero, without, with))
-        })
-    }
-
-    fn all_zero(&mut self, terms: &[(Sym, Expr)], l: Level) -> R<Expr> {
-        let span = terms.first().map_or(Span::default(), |t| t.1.span);
-        let mut out = bool_lit(true, span);
-        for (_, t) in terms.iter().rev() {
-            let z = self.is_zero(t.clone(), l)?;
-            out = if_(z, out, bool_lit(false, span));
+        let mut formed = Vec::with_capacity(terms.len());
+        for (partial, t) in terms {
+            let (pe, pl) = self.emit(&partial, span)?;
+            let (term, tl) = self.chain((pe, pl), (t.clone(), l), span)?;
+            formed.push((self.lift(term, tl, l, &Type::Real)?, t));
         }
-        Ok(out)
+        match formed.len() {
+            0 => Ok(zero_at(l, span)),
+            1 => Ok(formed.remove(0).0),
+            _ => {
+                let (a, ta) = formed.remove(0);
+                let (b, tb) = formed.remove(0);
+                self.with_temp(ta, |s, ta| {
+                    s.with_temp(tb, |s, tb| {
+                        s.with_temp(a, |s, a| {
+                            s.with_temp(b, |s, b| {
+                                let za = s.is_zero(ta, l)?;
+                                let zb = s.is_zero(tb, l)?;
+                                let (sum, sl) = s.op(
+                                    RealFn::Binary(Binary::Add),
+                                    vec![(a.clone(), l), (b.clone(), l)],
+                                    span,
+                                )?;
+                                let sum = s.lift(sum, sl, l, &Type::Real)?;
+                                let only_b = select(zb.clone(), zero_at(l, span), b);
+                                let with_a = select(zb, a, sum);
+                                Ok(select(za, only_b, with_a))
+                            })
+                        })
+                    })
+                })
+            }
+        }
     }
 
     /// A symbolic number as code at its level.
@@ -1205,7 +1213,9 @@ impl Expander<'_> {
                 )
             }
             ExprKind::Prim(p, args) => self.rewrite_prim(*p, args, e, cx)?,
-            ExprKind::TangentShape(..) | ExprKind::Recode { .. } => (same(e.kind.clone()), 0),
+            ExprKind::TangentShape(..) | ExprKind::Recode { .. } | ExprKind::Select(..) => {
+                (same(e.kind.clone()), 0)
+            }
         })
     }
 
@@ -1457,7 +1467,7 @@ fn children_mut<'a>(e: &'a mut Expr, f: &mut impl FnMut(&'a mut Expr)) {
             f(&mut left.1);
             f(&mut right.1);
         }
-        ExprKind::If(a, b, c) => {
+        ExprKind::If(a, b, c) | ExprKind::Select(a, b, c) => {
             f(a);
             f(b);
             f(c);
