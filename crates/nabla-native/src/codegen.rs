@@ -1707,7 +1707,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let Some(ExprKind::Closure(f)) = fun_arg.map(|e| &e.kind) else {
             return Ok(Vec::new());
         };
-        if !self.may_inline(*f) {
+        if !self.may_inline_in_loop(*f) {
             return Ok(Vec::new());
         }
         let fun = self.cg.prog.fun(*f);
@@ -1746,7 +1746,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             ));
         };
         let fun = self.cg.prog.fun(f);
-        if self.may_inline(f) {
+        if self.may_inline_in_loop(f) {
             return self.inline(f, args, span);
         }
         let mut full = vec![self.ctx];
@@ -1788,6 +1788,19 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         /// Expression nodes a body may have (nested functions not counted:
         /// they are inlined, or not, at their own uses).
         const BODY_BUDGET: usize = 48;
+        self.may_inline_within(f, BODY_BUDGET)
+    }
+
+    /// [`Self::may_inline`] for the function argument of a loop (`build`,
+    /// `map`, `fold`): a call per element costs more, and such a function is
+    /// usually used once, so larger bodies are inlined (the bodies compiled
+    /// differentiation makes at level 2 have a few hundred nodes).
+    fn may_inline_in_loop(&self, f: FunId) -> bool {
+        const LOOP_BODY_BUDGET: usize = 400;
+        self.may_inline_within(f, LOOP_BODY_BUDGET)
+    }
+
+    fn may_inline_within(&self, f: FunId, budget: usize) -> bool {
         /// Bodies inlined inside each other.
         const DEPTH: usize = 4;
         if self.inlining.len() >= DEPTH
@@ -1800,7 +1813,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let mut work = vec![&self.cg.prog.fun(f).body];
         while let Some(e) = work.pop() {
             nodes += 1;
-            if nodes > BODY_BUDGET {
+            if nodes > budget {
                 return false;
             }
             e.for_each_child(|c| work.push(c));

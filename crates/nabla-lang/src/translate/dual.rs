@@ -246,9 +246,6 @@ type Key = (FunId, Vec<Level>, Vec<(Local, Level)>, Level);
 enum Helper {
     /// Moves an element of type `Type` from level `.1` to `.2` ([`Expander::fit`]).
     Lift(Type, Level, Level),
-    /// `(a, da) ↦ seed`: pairs an element with its tangent at level `.1 + 1`
-    /// (a length mismatch inside reported at the `jvp`, `.2`).
-    Seed(Type, Level, Span),
     /// The primal (`false`) or tangent (`true`) of an element at level `.1`.
     Split(Type, Level, bool),
     /// `acc + x` on reals at level `.0`.
@@ -578,21 +575,6 @@ impl Expander<'_> {
                 self.prog.funs[f.0 as usize].body = body;
                 f
             }
-            Helper::Seed(a, l, at) => {
-                let ty = Type::Tuple(vec![dual_ty(a, *l), dual_ty(a, *l)]);
-                let p = self.local("p", ty.clone());
-                let f = self.new_fun(
-                    "seed".into(),
-                    vec![(Pat::Local(p), ty)],
-                    dual_ty(a, l + 1),
-                    span,
-                );
-                self.helpers.insert(h.clone(), f);
-                let pe = self.local_expr(p, span);
-                let body = self.seed(proj(pe.clone(), 0), proj(pe, 1), a, *l, *at)?;
-                self.prog.funs[f.0 as usize].body = body;
-                f
-            }
             Helper::Split(a, l, tangent) => {
                 let x = self.local("y", dual_ty(a, *l));
                 let f = self.new_fun(
@@ -659,13 +641,35 @@ impl Expander<'_> {
                         Type::Unit,
                         span,
                     );
-                    let pair_ty =
-                        Type::Vec(Box::new(Type::Tuple(vec![dual_ty(a, l), dual_ty(a, l)])));
-                    let zipped = prim(Prim::Zip, vec![x, dx], pair_ty, span);
-                    let f = s.helper(Helper::Seed((**a).clone(), l, span), span)?;
+                    // One pass, one allocation: `build (size x) (fun i ->
+                    // seed x[i] dx[i])` (the lengths are checked above).
+                    let i = s.local("i", Type::Int);
+                    let elem = dual_ty(a, l + 1);
+                    let f = s.new_fun("seed".into(), vec![(Pat::Local(i), Type::Int)], elem, span);
+                    let mut captures = Vec::new();
+                    for v in [&x, &dx] {
+                        if let ExprKind::Local(c) = v.kind {
+                            captures.push(c);
+                        }
+                    }
+                    captures.sort();
+                    captures.dedup();
+                    s.prog.funs[f.0 as usize].captures = captures;
+                    let ie = s.local_expr(i, span);
+                    let at = |v: &Expr| {
+                        prim(
+                            Prim::Index,
+                            vec![v.clone(), ie.clone()],
+                            dual_ty(a, l),
+                            span,
+                        )
+                    };
+                    let body = s.seed(at(&x), at(&dx), a, l, span)?;
+                    s.prog.funs[f.0 as usize].body = body;
+                    let size = prim(Prim::Size, vec![x], Type::Int, span);
                     let seeded = prim(
-                        Prim::Map,
-                        vec![s.closure(f, span), zipped],
+                        Prim::Build,
+                        vec![size, s.closure(f, span)],
                         dual_ty(ty, l + 1),
                         span,
                     );
