@@ -555,6 +555,34 @@ impl Expander<'_> {
         Ok(listed)
     }
 
+    /// `fun acc a -> add acc (g a)`, over `g`'s captures: the element
+    /// function of a `sum (map g …)` at level `l`.
+    fn add_mapped(&mut self, add: FunId, g: FunId, l: Level, span: Span) -> FunId {
+        let real = dual_ty(&Type::Real, l);
+        let (param, elem) = match self.prog.fun(g).params.first() {
+            Some((_, t)) => (t.clone(), t.clone()),
+            None => (Type::Unit, Type::Unit),
+        };
+        let acc = self.local("acc", real.clone());
+        let a = self.local("a", param.clone());
+        let h = self.new_fun(
+            "sum_map".into(),
+            vec![(Pat::Local(acc), real.clone()), (Pat::Local(a), elem)],
+            real.clone(),
+            span,
+        );
+        self.prog.funs[h.0 as usize].captures = self.prog.fun(g).captures.clone();
+        let ret = self.prog.fun(g).ret.clone();
+        let x = mk(ExprKind::Call(g, vec![self.local_expr(a, span)]), ret, span);
+        let body = mk(
+            ExprKind::Call(add, vec![self.local_expr(acc, span), x]),
+            real,
+            span,
+        );
+        self.prog.funs[h.0 as usize].body = body;
+        h
+    }
+
     /// The generated function for `h`.
     fn helper(&mut self, h: Helper, span: Span) -> R<FunId> {
         if let Some(&f) = self.helpers.get(&h) {
@@ -1324,7 +1352,24 @@ impl Expander<'_> {
                 // constant -0.0 is the same, as -0.0 + x = x).
                 let (v, l) = new.remove(0);
                 let add = self.helper(Helper::AddReals(l), span)?;
-                let c = self.closure(add, span);
+                let mut c = self.closure(add, span);
+                // `sum (map g src)`: each element added as `g` makes it (one
+                // pass, no intermediate vector; the same additions in the
+                // same order, and `g` fails where `map` would).
+                let v = match v.kind {
+                    ExprKind::Prim(Prim::Map, mut margs) if margs.len() == 2 => {
+                        let src = margs.pop().unwrap_or_else(placeholder);
+                        let g = margs.pop().unwrap_or_else(placeholder);
+                        if let ExprKind::Closure(g) = g.kind {
+                            let h = self.add_mapped(add, g, l, span);
+                            c = self.closure(h, span);
+                            src
+                        } else {
+                            mk(ExprKind::Prim(Prim::Map, vec![g, src]), v.ty, v.span)
+                        }
+                    }
+                    kind => mk(kind, v.ty, v.span),
+                };
                 let out = self.with_temp(v, |s, v| {
                     let size = prim(Prim::Size, vec![v.clone()], Type::Int, span);
                     let empty = prim(
