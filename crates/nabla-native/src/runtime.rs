@@ -12,6 +12,7 @@ use nabla_lang::eval::arith::ArithError;
 use nabla_lang::memory;
 use nabla_lang::prim::Prim;
 use std::alloc::Layout;
+use std::collections::HashMap;
 
 /// What generated code reads and writes through its first argument. The
 /// offsets of the first fields are part of the calling convention
@@ -40,6 +41,10 @@ pub(crate) struct Ctx {
     /// Every chunk of the run: small objects live in them, and all are
     /// freed with the context (every object of a run is dropped by its end).
     chunks: Vec<*mut u8>,
+    /// The large objects the run allocated and has not freed, with their
+    /// sizes: after an error (which returns through every caller without
+    /// dropping what they hold) they are garbage, freed with the context.
+    large: HashMap<usize, usize>,
 }
 
 impl Ctx {
@@ -61,6 +66,7 @@ impl Ctx {
             next: std::ptr::null_mut(),
             end: std::ptr::null_mut(),
             chunks: Vec::new(),
+            large: HashMap::new(),
         }
     }
 
@@ -242,6 +248,11 @@ impl Drop for Ctx {
         for chunk in self.chunks.drain(..) {
             free_block(chunk, CHUNK as u64);
         }
+        // Empty after a run without error: its large objects were dropped
+        // by its end (the result and the globals by `release`).
+        for (p, size) in self.large.drain() {
+            free_block(p as *mut u8, size as u64);
+        }
     }
 }
 /// Allocates `bytes` (a multiple of 8, at least 8): a small object from
@@ -254,10 +265,16 @@ pub(crate) extern "C" fn rt_alloc(ctx: *mut Ctx, bytes: u64, span: u32) -> *mut 
     let c = unsafe { &mut *ctx };
     let size = bytes.max(8) as usize;
     let Some(class) = class(size) else {
-        return system_alloc(size).unwrap_or_else(|(requested, live)| {
-            rt_error(c, ErrorKind::OutOfMemory as u32, span, requested, live);
-            std::ptr::null_mut()
-        });
+        return match system_alloc(size) {
+            Ok(p) => {
+                c.large.insert(p as usize, size);
+                p
+            }
+            Err((requested, live)) => {
+                rt_error(c, ErrorKind::OutOfMemory as u32, span, requested, live);
+                std::ptr::null_mut()
+            }
+        };
     };
     let head = c.free[class];
     if !head.is_null() {
@@ -324,6 +341,8 @@ pub(crate) extern "C" fn rt_free(ctx: *mut Ctx, p: *mut u8, bytes: u64) {
         }
         return;
     }
+    // SAFETY: as above.
+    unsafe { (*ctx).large.remove(&(p as usize)) };
     free_block(p, bytes);
 }
 

@@ -63,6 +63,21 @@ fn nested_vectors_closures_and_sums_are_freed() {
 }
 
 #[test]
+fn a_run_that_fails_frees_what_it_allocated() {
+    // An error returns through every caller without dropping what they
+    // hold: the large vectors (over 256 bytes, from the system) must be
+    // freed with the run all the same (found by the fuzz target).
+    let src = "def big n = build n (fun i -> real i)
+               def main =
+                 let v = big 100 in
+                 let w = map (fun x -> x * 2.0) v in
+                 sum v + sum w + real (1 / (size v - 100))";
+    let (r, live) = run(src, Limits::default());
+    assert!(r.is_err_and(|m| m.contains("division by zero")));
+    assert_eq!(live, 0, "nothing left allocated after the error");
+}
+
+#[test]
 fn tail_calls_run_in_constant_stack() {
     // Self tail calls are loops; mutual ones are Cranelift tail calls.
     let src = "def even n = if n == 0 then true else odd (n - 1)
