@@ -1458,10 +1458,16 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             self.inc(&self.cg.prog.local_ty(c).clone(), &v);
             caps.extend(v);
         }
+        Ok(vec![self.closure_object(f, &caps, span)?])
+    }
+
+    /// A new closure object of `f` (count 1) over the captured slots
+    /// `slots` (whose references it takes).
+    fn closure_object(&mut self, f: FunId, slots: &[ir::Value], span: Span) -> R<ir::Value> {
         let bytes = self
             .b
             .ins()
-            .iconst(types::I64, CLO_ENV + SLOT * caps.len() as i64);
+            .iconst(types::I64, CLO_ENV + SLOT * slots.len() as i64);
         let p = self.alloc(bytes, span)?;
         let one = self.b.ins().iconst(types::I64, 1);
         self.b.ins().store(flags(), one, p, 0);
@@ -1473,12 +1479,12 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let code_ref = self.func_ref(code_id);
         let code_addr = self.b.ins().func_addr(PTR, code_ref);
         self.b.ins().store(flags(), code_addr, p, CLO_CODE);
-        for (k, v) in caps.iter().enumerate() {
+        for (k, v) in slots.iter().enumerate() {
             self.b
                 .ins()
                 .store(flags(), *v, p, (CLO_ENV + SLOT * k as i64) as i32);
         }
-        Ok(vec![p])
+        Ok(p)
     }
 
     /// A new closure over the captured values of closure `c` with the code
@@ -1511,23 +1517,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 self.inc(&ty, &vals);
                 slots.extend(vals);
             }
-            let bytes = self.b.ins().iconst(types::I64, offset);
-            let p = self.alloc(bytes, span)?;
-            let one = self.b.ins().iconst(types::I64, 1);
-            self.b.ins().store(flags(), one, p, 0);
-            let drop_id = self.cg.closure_drop_id(to)?;
-            let drop_ref = self.func_ref(drop_id);
-            let drop_addr = self.b.ins().func_addr(PTR, drop_ref);
-            self.b.ins().store(flags(), drop_addr, p, CLO_DROP);
-            let code_id = self.cg.closure_code_id(to)?;
-            let code_ref = self.func_ref(code_id);
-            let code_addr = self.b.ins().func_addr(PTR, code_ref);
-            self.b.ins().store(flags(), code_addr, p, CLO_CODE);
-            for (k, v) in slots.iter().enumerate() {
-                self.b
-                    .ins()
-                    .store(flags(), *v, p, (CLO_ENV + SLOT * k as i64) as i32);
-            }
+            let p = self.closure_object(to, &slots, span)?;
             self.b.ins().jump(done, &bargs(&[p]));
             self.b.switch_to_block(next);
         }

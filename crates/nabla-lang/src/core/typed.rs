@@ -259,4 +259,37 @@ impl Expr {
             }
         }
     }
+
+    /// [`Expr::for_each_child`], giving each subexpression mutably.
+    pub fn for_each_child_mut<'a>(&'a mut self, mut f: impl FnMut(&'a mut Expr)) {
+        match &mut self.kind {
+            ExprKind::Local(_) | ExprKind::Global(_) | ExprKind::Lit(_) | ExprKind::Closure(_) => {}
+            ExprKind::Call(_, xs)
+            | ExprKind::Tuple(xs)
+            | ExprKind::Prim(_, xs)
+            | ExprKind::Vector(xs) => xs.iter_mut().for_each(f),
+            ExprKind::Apply(a, b) | ExprKind::Let(_, a, b) | ExprKind::TangentShape(a, b) => {
+                f(a);
+                f(b);
+            }
+            ExprKind::Proj(a, _)
+            | ExprKind::Inl(a)
+            | ExprKind::Inr(a)
+            | ExprKind::Recode { closure: a, .. } => f(a),
+            ExprKind::Case {
+                scrutinee,
+                left,
+                right,
+            } => {
+                f(scrutinee);
+                f(&mut left.1);
+                f(&mut right.1);
+            }
+            ExprKind::If(a, b, c) | ExprKind::Select(a, b, c) => {
+                f(a);
+                f(b);
+                f(c);
+            }
+        }
+    }
 }

@@ -92,7 +92,7 @@ pub fn expand(prog: &mut Program) -> R<()> {
             let body = x.orig[orig.0 as usize].body.clone();
             let ret_ty = x.orig[orig.0 as usize].ret.clone();
             let (body, level) = x.rewrite(&body, &cx)?;
-            let body = x.fit(body, level, ret, &ret_ty)?;
+            let body = x.lift(body, level, ret, &ret_ty)?;
             x.prog.funs[new.0 as usize].body = body;
         }
         // The closures a recoding may meet are known only now; their copies
@@ -244,7 +244,7 @@ type Key = (FunId, Vec<Level>, Vec<(Local, Level)>, Level);
 /// Small functions the pass generates, by what they do.
 #[derive(Clone, PartialEq, Eq, Hash)]
 enum Helper {
-    /// Moves an element of type `Type` from level `.1` to `.2` ([`Expander::fit`]).
+    /// Moves an element of type `Type` from level `.1` to `.2` ([`Expander::lift`]).
     Lift(Type, Level, Level),
     /// The primal (`false`) or tangent (`true`) of an element at level `.1`.
     Split(Type, Level, bool),
@@ -411,14 +411,18 @@ impl Expander<'_> {
             .collect()
     }
 
-    /// `e` (of original type `ty`, at level `from`) at level `to`.
+    /// `e` (of original type `ty`) at level `to` instead of `from`: lifted
+    /// with zero tangents when `to` is higher; projected to its primal when
+    /// it is lower (exact where that is done: nothing perturbs the levels
+    /// above `to` there).
     fn lift(&mut self, e: Expr, from: Level, to: Level, ty: &Type) -> R<Expr> {
-        if from >= to || !has_real(ty) {
+        if from == to || !has_real(ty) {
             return Ok(e);
         }
         let span = e.span;
         match ty {
-            Type::Real => Ok((from..to).fold(e, |e, k| pair(e, zero_at(k, span)))),
+            Type::Real if from < to => Ok((from..to).fold(e, |e, k| pair(e, zero_at(k, span)))),
+            Type::Real => Ok((to..from).fold(e, |e, _| proj(e, 0))),
             Type::Tuple(ts) => self.with_temp(e, |x, t| {
                 let parts = ts
                     .iter()
@@ -464,9 +468,9 @@ impl Expander<'_> {
                     span,
                 ))
             }
-            Type::Fun(..) => Ok(self.recode(e, ty, to)),
+            Type::Fun(..) if from < to => Ok(self.recode(e, ty, to)),
             _ => Err(unsupported(
-                "a value of this type inside `diff`/`jvp`",
+                "a function value made inside `diff`/`jvp` returned from a function",
                 span,
             )),
         }
@@ -550,7 +554,7 @@ impl Expander<'_> {
                 }
                 listed += cases.len();
             }
-            children_mut(e, &mut |c| stack.push(c));
+            e.for_each_child_mut(|c| stack.push(c));
         }
         Ok(listed)
     }
@@ -599,7 +603,7 @@ impl Expander<'_> {
                 );
                 self.helpers.insert(h.clone(), f);
                 let xe = self.local_expr(x, span);
-                let body = self.fit(xe, *from, *to, a)?;
+                let body = self.lift(xe, *from, *to, a)?;
                 self.prog.funs[f.0 as usize].body = body;
                 f
             }
@@ -790,71 +794,6 @@ impl Expander<'_> {
             this_ty,
             span,
         )
-    }
-
-    /// `e` (original type `ty`) moved from level `from` to `to`: lifted with
-    /// zero tangents, or, when `to` is lower, projected to its primal (exact
-    /// where this is used: nothing perturbs the levels above `to` there).
-    fn fit(&mut self, e: Expr, from: Level, to: Level, ty: &Type) -> R<Expr> {
-        if from <= to {
-            return self.lift(e, from, to, ty);
-        }
-        if !has_real(ty) {
-            return Ok(e);
-        }
-        let span = e.span;
-        match ty {
-            Type::Real => Ok((to..from).fold(e, |e, _| proj(e, 0))),
-            Type::Tuple(ts) => self.with_temp(e, |x, t| {
-                let parts = ts
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| x.fit(proj(t.clone(), i as u32), from, to, c))
-                    .collect::<R<Vec<_>>>()?;
-                Ok(mk(ExprKind::Tuple(parts), dual_ty(ty, to), span))
-            }),
-            Type::Vec(a) => {
-                let f = self.helper(Helper::Lift((**a).clone(), from, to), span)?;
-                Ok(prim(
-                    Prim::Map,
-                    vec![self.closure(f, span), e],
-                    dual_ty(ty, to),
-                    span,
-                ))
-            }
-            Type::Sum(a, b) => {
-                let (l, r) = (
-                    self.local("_", dual_ty(a, from)),
-                    self.local("_", dual_ty(b, from)),
-                );
-                let out = dual_ty(ty, to);
-                let le = self.local_expr(l, span);
-                let re = self.local_expr(r, span);
-                let left = mk(
-                    ExprKind::Inl(Box::new(self.fit(le, from, to, a)?)),
-                    out.clone(),
-                    span,
-                );
-                let right = mk(
-                    ExprKind::Inr(Box::new(self.fit(re, from, to, b)?)),
-                    out.clone(),
-                    span,
-                );
-                Ok(mk(
-                    ExprKind::Case {
-                        scrutinee: Box::new(e),
-                        left: (Pat::Local(l), Box::new(left)),
-                        right: (Pat::Local(r), Box::new(right)),
-                    },
-                    out,
-                    span,
-                ))
-            }
-            _ => Err(unsupported(
-                "a function value made inside `diff`/`jvp` returned from a function",
-                span,
-            )),
-        }
     }
 
     /// The primal (or tangent) of `y` (original type `ty`, level `l`), one
@@ -1491,39 +1430,6 @@ fn placeholder() -> Expr {
     mk(ExprKind::Lit(Lit::Unit), Type::Unit, Span::default())
 }
 
-/// Calls `f` on each direct subexpression of `e`, mutably.
-fn children_mut<'a>(e: &'a mut Expr, f: &mut impl FnMut(&'a mut Expr)) {
-    match &mut e.kind {
-        ExprKind::Local(_) | ExprKind::Global(_) | ExprKind::Lit(_) | ExprKind::Closure(_) => {}
-        ExprKind::Call(_, xs)
-        | ExprKind::Tuple(xs)
-        | ExprKind::Prim(_, xs)
-        | ExprKind::Vector(xs) => xs.iter_mut().for_each(f),
-        ExprKind::Apply(a, b) | ExprKind::Let(_, a, b) | ExprKind::TangentShape(a, b) => {
-            f(a);
-            f(b);
-        }
-        ExprKind::Proj(a, _)
-        | ExprKind::Inl(a)
-        | ExprKind::Inr(a)
-        | ExprKind::Recode { closure: a, .. } => f(a),
-        ExprKind::Case {
-            scrutinee,
-            left,
-            right,
-        } => {
-            f(scrutinee);
-            f(&mut left.1);
-            f(&mut right.1);
-        }
-        ExprKind::If(a, b, c) | ExprKind::Select(a, b, c) => {
-            f(a);
-            f(b);
-            f(c);
-        }
-    }
-}
-
 fn unsupported(what: &str, span: Span) -> Unsupported {
     Unsupported {
         what: what.to_string(),
@@ -1594,36 +1500,7 @@ impl Neg for Sym {
     }
 }
 
-impl PartialEq<f64> for Sym {
-    fn eq(&self, c: &f64) -> bool {
-        self.ask(Prim::Eq, *c)
-    }
-}
-
-impl PartialOrd<f64> for Sym {
-    fn partial_cmp(&self, c: &f64) -> Option<std::cmp::Ordering> {
-        use std::cmp::Ordering::*;
-        Some(if self.lt(c) {
-            Less
-        } else if self.gt(c) {
-            Greater
-        } else {
-            Equal
-        })
-    }
-    fn lt(&self, c: &f64) -> bool {
-        self.ask(Prim::Lt, *c)
-    }
-    fn le(&self, c: &f64) -> bool {
-        self.ask(Prim::Le, *c)
-    }
-    fn gt(&self, c: &f64) -> bool {
-        self.ask(Prim::Gt, *c)
-    }
-    fn ge(&self, c: &f64) -> bool {
-        self.ask(Prim::Ge, *c)
-    }
-}
+rules::symbolic_comparisons!(Sym, Sym::ask);
 
 impl Number for Sym {
     fn constant(c: f64) -> Sym {

@@ -117,39 +117,52 @@ impl Mul<f64> for Code {
     }
 }
 
-// Comparisons are answered from the exploration script (see the module docs).
-impl PartialEq<f64> for Code {
-    fn eq(&self, c: &f64) -> bool {
-        decide(real_op(Prim::Eq, vec![self.0.clone(), real(*c)]))
-    }
-}
+/// `PartialEq<f64>` and `PartialOrd<f64>` for a symbolic number whose
+/// comparison `cmp` with a constant `c` is asked by `$ask(self, cmp, c)`
+/// (answered from the exploration script: see the module docs).
+macro_rules! symbolic_comparisons {
+    ($t:ty, $ask:expr) => {
+        impl PartialEq<f64> for $t {
+            fn eq(&self, c: &f64) -> bool {
+                $ask(self, Prim::Eq, *c)
+            }
+        }
 
-impl PartialOrd<f64> for Code {
-    fn partial_cmp(&self, c: &f64) -> Option<std::cmp::Ordering> {
-        // Only reached if a rule calls `partial_cmp` itself; the table uses the
-        // operators below. Treat it as the three-way test `<`, `>`, else equal.
-        use std::cmp::Ordering::*;
-        Some(if self.lt(c) {
-            Less
-        } else if self.gt(c) {
-            Greater
-        } else {
-            Equal
-        })
-    }
-    fn lt(&self, c: &f64) -> bool {
-        decide(real_op(Prim::Lt, vec![self.0.clone(), real(*c)]))
-    }
-    fn le(&self, c: &f64) -> bool {
-        decide(real_op(Prim::Le, vec![self.0.clone(), real(*c)]))
-    }
-    fn gt(&self, c: &f64) -> bool {
-        decide(real_op(Prim::Gt, vec![self.0.clone(), real(*c)]))
-    }
-    fn ge(&self, c: &f64) -> bool {
-        decide(real_op(Prim::Ge, vec![self.0.clone(), real(*c)]))
-    }
+        impl PartialOrd<f64> for $t {
+            fn partial_cmp(&self, c: &f64) -> Option<std::cmp::Ordering> {
+                // Only reached if a rule calls `partial_cmp` itself; the table
+                // uses the operators below. The three-way test `<`, `>`, else
+                // equal.
+                use std::cmp::Ordering::*;
+                Some(if self.lt(c) {
+                    Less
+                } else if self.gt(c) {
+                    Greater
+                } else {
+                    Equal
+                })
+            }
+            fn lt(&self, c: &f64) -> bool {
+                $ask(self, Prim::Lt, *c)
+            }
+            fn le(&self, c: &f64) -> bool {
+                $ask(self, Prim::Le, *c)
+            }
+            fn gt(&self, c: &f64) -> bool {
+                $ask(self, Prim::Gt, *c)
+            }
+            fn ge(&self, c: &f64) -> bool {
+                $ask(self, Prim::Ge, *c)
+            }
+        }
+    };
 }
+pub(crate) use symbolic_comparisons;
+
+symbolic_comparisons!(Code, |x: &Code, cmp, c| decide(real_op(
+    cmp,
+    vec![x.0.clone(), real(c)]
+)));
 
 impl Number for Code {
     fn constant(c: f64) -> Code {
