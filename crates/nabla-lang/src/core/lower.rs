@@ -158,7 +158,11 @@ impl Lowerer<'_> {
         }
         Ok(match &e.kind {
             ExprKind::Var(name) => match self.prim_named(name) {
-                Some(p) => Expr::PrimRef(self.prim_at(p, e.id)),
+                // A constant (`pi`) is its value.
+                Some(p) => match p.constant() {
+                    Some(x) => Expr::Lit(Lit::Real(x)),
+                    None => Expr::PrimRef(self.prim_at(p, e.id)),
+                },
                 None => Expr::Var(name.clone()),
             },
             ExprKind::Int(n) => {

@@ -507,6 +507,9 @@ impl Lowerer<'_> {
             Some(Resolved::Global(g)) => Ok(expr(ExprKind::Global(g), ty, span)),
             Some(Resolved::Known(f, n)) => self.fun_value(f, n, &ty, span),
             Some(Resolved::Prim(p)) => {
+                if let Some(x) = p.constant() {
+                    return Ok(expr(ExprKind::Lit(Lit::Real(x)), ty, span));
+                }
                 let n = p.info().arity;
                 self.check_prim(p, span)?;
                 self.curried(Head::Prim(p), Vec::new(), &ty, n, span)
