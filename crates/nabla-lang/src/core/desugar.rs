@@ -416,6 +416,7 @@ impl Desugarer<'_> {
                 Expr::Prim(Prim::Index, vec![self.expr(v)?, self.expr(i)?], span)
             }
             ExprKind::Annot(x, _) => self.expr(x)?,
+            ExprKind::Trace(label, x) => Expr::Trace(label.clone(), Box::new(self.expr(x)?)),
             ExprKind::Deref(r) => Expr::Prim(Prim::Deref, vec![self.expr(r)?], span),
             ExprKind::RunDelta(first, m) => {
                 Expr::RunDelta(Box::new(self.expr(first)?), Box::new(self.expr(m)?), span)

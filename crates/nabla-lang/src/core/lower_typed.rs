@@ -457,6 +457,7 @@ impl Lowerer<'_> {
             A::Neg(a) => ExprKind::Prim(Prim::Neg, vec![self.expr(a)?]),
             A::Index(v, i) => ExprKind::Prim(Prim::Index, vec![self.expr(v)?, self.expr(i)?]),
             A::Annot(x, _) => return self.expr(x),
+            A::Trace(label, x) => ExprKind::Trace(label.clone(), Box::new(self.expr(x)?)),
             A::Bind(..) | A::RunDelta(..) | A::Poly(..) | A::Deref(_) => {
                 return Err(translated(span));
             }
