@@ -1239,15 +1239,15 @@ fn bad_input_data_is_a_clear_error_naming_the_place() {
 
 /// `trace "label" v` prints `label: VALUE` on stderr in evaluation order, on
 /// both back ends alike: inside a fold, under `diff` and `jvp` (the primal,
-/// also through nested levels) and with escapes in the label; `--quiet`
+/// also of vectors and sums two levels deep) and with escapes in the label; `--quiet`
 /// silences it without changing the result.
 #[test]
 fn trace_prints_on_stderr_on_both_backends() {
     let file = "tests/lang/output/trace.nabla";
     let expected = "vector: [1.0, 2.0]\nacc: 1.0\nacc: 3.0\nacc: 6.0\n\
                     tuple: (3.0, [3.0, 6.0], inl 3.0, true)\nin \"diff\"\nnext\\: 9.0\n\
-                    nested: 8.0\njvp: 9.0\nint: 2\n";
-    let value = "([1.0, 2.0], 6.0, 6.0, 8.0, (9.0, 6.0), 5)\n";
+                    nested: 8.0\njvp: 9.0\ndeep: ([4.0, 2.0], inr (2.0, 2))\nint: 2\n";
+    let value = "([1.0, 2.0], 6.0, 6.0, 8.0, (9.0, 6.0), 8.0, 5)\n";
     for backend in ["interp", "native"] {
         let o = run(&["run", "--backend", backend, file]);
         assert!(o.status.success(), "{backend}: {}", stderr(&o));
