@@ -60,6 +60,10 @@ enum Command {
         /// (parsing, checking, lowering, compiling) and evaluating it took.
         #[arg(short, long)]
         verbose: bool,
+        /// Silence `trace`: print nothing for `trace "label" v` (which is
+        /// still `v`).
+        #[arg(short, long)]
+        quiet: bool,
         /// Which backend evaluates `main`: native code, falling back to the
         /// interpreter for what the compiler does not handle yet (auto);
         /// native code only (native: says what it does not handle, and
@@ -602,22 +606,26 @@ fn dispatch(command: Command) -> Report {
             file,
             repeat,
             verbose,
+            quiet,
             backend,
             emit_clif,
             input,
             output,
             limits,
-        } => run(
-            &file,
-            limits.limits(),
-            RunTiming { repeat, verbose },
-            RunChoices {
-                backend,
-                emit_clif,
-                input,
-                output,
-            },
-        ),
+        } => {
+            nabla_lang::eval::tracing::set_quiet(quiet);
+            run(
+                &file,
+                limits.limits(),
+                RunTiming { repeat, verbose },
+                RunChoices {
+                    backend,
+                    emit_clif,
+                    input,
+                    output,
+                },
+            )
+        }
         Command::Check { file } => check(&file),
         Command::Eval { expr, limits } => eval(&expr, limits.limits()),
         Command::Ad {

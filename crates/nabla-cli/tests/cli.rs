@@ -1234,3 +1234,63 @@ fn bad_input_data_is_a_clear_error_naming_the_place() {
     let o = run(&["run", prog]);
     assert!(stderr(&o).contains("give its argument"), "{}", stderr(&o));
 }
+
+// ---- trace ----
+
+/// `trace "label" v` prints `label: VALUE` on stderr in evaluation order, on
+/// both back ends alike: inside a fold, under `diff` and `jvp` (the primal,
+/// also of vectors and sums two levels deep) and with escapes in the label; `--quiet`
+/// silences it without changing the result.
+#[test]
+fn trace_prints_on_stderr_on_both_backends() {
+    let file = "tests/lang/output/trace.nabla";
+    let expected = "vector: [1.0, 2.0]\nacc: 1.0\nacc: 3.0\nacc: 6.0\n\
+                    tuple: (3.0, [3.0, 6.0], inl 3.0, true)\nin \"diff\"\nnext\\: 9.0\n\
+                    nested: 8.0\njvp: 9.0\ndeep: ([4.0, 2.0], inr (2.0, 2))\nint: 2\n";
+    let value = "([1.0, 2.0], 6.0, 6.0, 8.0, (9.0, 6.0), 8.0, 5)\n";
+    for backend in ["interp", "native"] {
+        let o = run(&["run", "--backend", backend, file]);
+        assert!(o.status.success(), "{backend}: {}", stderr(&o));
+        assert_eq!(stdout(&o), value, "{backend}");
+        assert_eq!(stderr(&o), expected, "{backend}");
+        let quiet = run(&["run", "--quiet", "--backend", backend, file]);
+        assert!(quiet.status.success(), "{backend}: {}", stderr(&quiet));
+        assert_eq!(stdout(&quiet), value, "{backend}");
+        assert_eq!(stderr(&quiet), "", "{backend} --quiet");
+    }
+}
+
+/// Under the reverse-mode operators (interpreter) `trace` prints primals.
+#[test]
+fn trace_under_grad_prints_primals() {
+    let o = run(&["run", "tests/lang/output/trace_grad.nabla"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "([2.0, 4.0], [[0.0, 1.0], [1.0, 0.0]])\n");
+    let err = stderr(&o);
+    assert!(err.starts_with("x: 1.0\nx: 4.0\nh: 2.0\n"), "{err}");
+    assert!(
+        err.lines()
+            .all(|l| l == "x: 1.0" || l == "x: 4.0" || l == "h: 2.0"),
+        "{err}"
+    );
+    let quiet = run(&["run", "-q", "tests/lang/output/trace_grad.nabla"]);
+    assert_eq!(stderr(&quiet), "");
+}
+
+/// The `nabla ad` translations refuse `trace` with a clear error.
+#[test]
+fn the_translations_refuse_trace() {
+    let f = temp_file(
+        "trace_ad.nabla",
+        b"def main = grad (fun x -> trace \"t\" (x * x)) 1.0\n",
+    );
+    for mode in ["forward", "reverse", "cps", "linear"] {
+        let o = run(&["ad", "--mode", mode, f.to_str().expect("path")]);
+        assert_eq!(o.status.code(), Some(1), "{mode}");
+        assert!(
+            stderr(&o).starts_with("error: the `nabla ad` translations do not support `trace`"),
+            "{mode}: {}",
+            stderr(&o)
+        );
+    }
+}

@@ -96,6 +96,8 @@ pub enum Prim {
     Trunc,
     /// `stop_gradient`: the identity, with derivative 0 at every level
     StopGradient,
+    /// `pi : Real`, the constant π (see [`Prim::constant`])
+    Pi,
     /// `real` (Int to Real)
     ToReal,
     /// `to_int` (Real to Int, truncating toward zero)
@@ -516,6 +518,7 @@ pub static PRIMS: &[PrimInfo] = &[
         "Real -> Real",
         Some(RealFn::Unary(Unary::StopGradient)),
     ),
+    row(Prim::Pi, "pi", true, 0, "Real", None),
     row(Prim::ToReal, "real", true, 1, "Int -> Real", None),
     row(Prim::ToInt, "to_int", true, 1, "Real -> Int", None),
     row(Prim::Fst, "fst", true, 1, "(a, b) -> a", None),
@@ -692,6 +695,16 @@ impl Prim {
     pub fn info(self) -> &'static PrimInfo {
         // Rows are in variant order (checked by a unit test).
         &PRIMS[self as usize]
+    }
+
+    /// The value of a constant primitive (`pi`). Both lowerings replace a
+    /// constant by its value as a real literal, so every back end, mode and
+    /// translation treats it like one (derivative 0).
+    pub fn constant(self) -> Option<f64> {
+        match self {
+            Prim::Pi => Some(std::f64::consts::PI),
+            _ => None,
+        }
     }
 
     /// True for the differentiation operators.

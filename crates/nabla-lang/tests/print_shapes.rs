@@ -192,6 +192,7 @@ fn ast_shape(e: &ast::Expr) -> String {
             app_shape(ast_shape(head), args)
         }
         ExprKind::Let(p, v, b) => list("let", [ast_pat_shape(p), ast_shape(v), ast_shape(b)]),
+        ExprKind::Trace(l, x) => list("trace", [format!("{l:?}"), ast_shape(x)]),
         ExprKind::LetFun { rec, binding, body } => {
             if *rec {
                 list(

@@ -94,6 +94,11 @@ pub(crate) struct Codegen<'p> {
     jobs: Vec<Job>,
     /// Positions that run-time errors report, by the index code passes.
     pub spans: Vec<Span>,
+    /// The label and type of each `trace` in the code, boxed so that code
+    /// can pass each one's fixed address to [`runtime::rt_trace`]; the
+    /// compiled program keeps them as long as its code.
+    #[allow(clippy::vec_box)] // each box's address is baked into the code
+    pub traces: Vec<Box<runtime::TraceSite>>,
     /// Where each global's slots start in the context's global area (the
     /// first slot is its state: 0 not evaluated, 1 running, 2 done).
     pub global_slots: Vec<usize>,
@@ -123,6 +128,7 @@ impl<'p> Codegen<'p> {
             declared: HashMap::new(),
             jobs: Vec::new(),
             spans: Vec::new(),
+            traces: Vec::new(),
             global_slots: slots,
             imports: HashMap::new(),
             count_calls,
@@ -561,6 +567,41 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         g.b.switch_to_block(unwind);
         let zeros: Vals = g.rets.clone().iter().map(|&t| g.zero(t)).collect();
         g.b.ins().return_(&zeros);
+        Ok(())
+    }
+
+    /// Prints `label: VALUE` for the value `vals` of type `ty` (left alive):
+    /// its slots go to a stack area laid out as an entry's result, which
+    /// [`runtime::rt_trace`] reads by type.
+    fn trace(&mut self, label: &str, ty: &Type, vals: &[ir::Value]) -> R<()> {
+        let site = Box::new(runtime::TraceSite {
+            label: label.to_string(),
+            ty: ty.clone(),
+        });
+        let site_addr = &*site as *const runtime::TraceSite as i64;
+        self.cg.traces.push(site);
+        let bytes = (SLOT as usize * vals.len().max(1)) as u32;
+        let area = self.b.create_sized_stack_slot(ir::StackSlotData::new(
+            ir::StackSlotKind::ExplicitSlot,
+            bytes,
+            3,
+        ));
+        for (k, &v) in vals.iter().enumerate() {
+            // A Bool is one byte: widen it so the whole slot is defined.
+            let v = if self.b.func.dfg.value_type(v) == types::I8 {
+                self.b.ins().uextend(types::I64, v)
+            } else {
+                v
+            };
+            self.b
+                .ins()
+                .stack_store(PTR, v, area, (SLOT * k as i64) as i32);
+        }
+        let slots = self.b.ins().stack_addr(PTR, area, 0);
+        let site = self.b.ins().iconst(PTR, site_addr);
+        let f = self.cg.import("rt_trace", &[PTR, PTR], &[])?;
+        let f = self.func_ref(f);
+        self.b.ins().call(f, &[site, slots]);
         Ok(())
     }
 
@@ -1218,6 +1259,11 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             },
             ExprKind::Call(f, args) => return self.call_known(*f, args, tail, span),
             ExprKind::Closure(f) => self.closure(*f, span)?,
+            ExprKind::Trace(label, x) => {
+                let vals = self.owned_value(x)?;
+                self.trace(label, &x.ty, &vals)?;
+                vals
+            }
             ExprKind::Recode { closure, cases } => {
                 let (c, owned) = self.borrowed(closure)?;
                 let v = self.recode(c[0], cases, span)?;

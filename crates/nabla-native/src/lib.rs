@@ -54,6 +54,9 @@ pub struct Native {
     params: Vec<Type>,
     ty: Type,
     spans: Vec<Span>,
+    /// The `trace` sites generated code points to (kept with the code).
+    #[allow(clippy::vec_box)] // each box's address is baked into the code
+    _traces: Vec<Box<runtime::TraceSite>>,
     global_names: Vec<String>,
     global_area: usize,
     limits: Limits,
@@ -100,6 +103,7 @@ impl Native {
         cg.define_all()?;
         let global_area = cg.global_area();
         let spans = std::mem::take(&mut cg.spans);
+        let traces = std::mem::take(&mut cg.traces);
         let ir = cg.dumps.take().unwrap_or_default();
         let mut module = cg.module;
         module.finalize_definitions().map_err(|e| Unsupported {
@@ -118,6 +122,7 @@ impl Native {
             params,
             ty,
             spans,
+            _traces: traces,
             global_names: prog.globals.iter().map(|g| g.name.clone()).collect(),
             global_area,
             limits: options.limits,

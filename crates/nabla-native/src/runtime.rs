@@ -201,6 +201,36 @@ impl Raised {
     }
 }
 
+/// One `trace "label" e` of the compiled code: what [`rt_trace`] needs to
+/// print its value.
+pub(crate) struct TraceSite {
+    /// The label.
+    pub label: String,
+    /// The type of the traced value (first-order at the call: compiled
+    /// differentiation strips perturbed values to their primal first).
+    pub ty: nabla_lang::types::Type,
+}
+
+/// Prints `label: VALUE` on stderr for a `trace` (unless `nabla run
+/// --quiet`), through the interpreter's printer so that both back ends
+/// print alike. A function in the value prints as `<function>`.
+pub(crate) extern "C" fn rt_trace(site: *const TraceSite, slots: *const u64) {
+    if nabla_lang::eval::tracing::is_quiet() {
+        return;
+    }
+    // SAFETY: `site` is the address of a site the compiled program owns for
+    // as long as its code runs.
+    let site = unsafe { &*site };
+    let width = crate::layout::width(&site.ty);
+    // SAFETY: generated code stored the `width` slots of a live value of
+    // `site.ty` at `slots`.
+    let value = unsafe {
+        let slots = std::slice::from_raw_parts(slots, width);
+        crate::marshal::read_value(&site.ty, slots, &mut 0)
+    };
+    nabla_lang::eval::tracing::emit(&site.label, &value);
+}
+
 /// Records the first error and makes every generated caller return.
 pub(crate) extern "C" fn rt_error(ctx: *mut Ctx, kind: u32, span: u32, a: i64, b: i64) {
     // SAFETY: generated code passes the context it was called with, which
@@ -442,6 +472,7 @@ pub(crate) fn symbols() -> Vec<(&'static str, *const u8)> {
         ("rt_error", rt_error as *const u8),
         ("rt_alloc", rt_alloc as *const u8),
         ("rt_free", rt_free as *const u8),
+        ("rt_trace", rt_trace as *const u8),
     ];
     for op in [
         Unary::Sin,

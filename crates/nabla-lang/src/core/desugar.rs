@@ -278,8 +278,12 @@ impl Desugarer<'_> {
                     vec![self.sum_zero(e.id)],
                     span,
                 ),
-                // A constant (`Zero`, `emptyMap`, `shapeMismatch`).
-                Some(Resolved::Prim(p)) if p.info().arity == 0 => Expr::Prim(p, Vec::new(), span),
+                // A constant: `pi` is its value; `Zero`, `emptyMap` and
+                // `shapeMismatch` are evaluated.
+                Some(Resolved::Prim(p)) if p.info().arity == 0 => match p.constant() {
+                    Some(x) => Expr::Lit(Lit::Real(x)),
+                    None => Expr::Prim(p, Vec::new(), span),
+                },
                 Some(Resolved::Prim(p)) => Expr::PrimRef(p),
                 // The type checker rejects unknown names; keep going harmlessly.
                 None => Expr::Lit(Lit::Unit),
@@ -412,6 +416,7 @@ impl Desugarer<'_> {
                 Expr::Prim(Prim::Index, vec![self.expr(v)?, self.expr(i)?], span)
             }
             ExprKind::Annot(x, _) => self.expr(x)?,
+            ExprKind::Trace(label, x) => Expr::Trace(label.clone(), Box::new(self.expr(x)?)),
             ExprKind::Deref(r) => Expr::Prim(Prim::Deref, vec![self.expr(r)?], span),
             ExprKind::RunDelta(first, m) => {
                 Expr::RunDelta(Box::new(self.expr(first)?), Box::new(self.expr(m)?), span)

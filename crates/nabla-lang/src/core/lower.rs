@@ -39,6 +39,8 @@ use std::collections::HashSet;
 pub enum LowerError {
     /// The native stack budget ran out.
     TooDeep(Span),
+    /// `trace`, which the `nabla ad` translations do not carry.
+    Trace(Span),
 }
 
 impl From<LowerError> for Diagnostic {
@@ -46,6 +48,10 @@ impl From<LowerError> for Diagnostic {
         match e {
             LowerError::TooDeep(span) => Diagnostic::error("program nested too deeply", span)
                 .with_label("nesting limit reached here"),
+            LowerError::Trace(span) => {
+                Diagnostic::error("the `nabla ad` translations do not support `trace`", span)
+                    .with_label("remove this `trace` to translate the program")
+            }
         }
     }
 }
@@ -158,7 +164,11 @@ impl Lowerer<'_> {
         }
         Ok(match &e.kind {
             ExprKind::Var(name) => match self.prim_named(name) {
-                Some(p) => Expr::PrimRef(self.prim_at(p, e.id)),
+                // A constant (`pi`) is its value.
+                Some(p) => match p.constant() {
+                    Some(x) => Expr::Lit(Lit::Real(x)),
+                    None => Expr::PrimRef(self.prim_at(p, e.id)),
+                },
                 None => Expr::Var(name.clone()),
             },
             ExprKind::Int(n) => {
@@ -251,6 +261,7 @@ impl Lowerer<'_> {
                 Expr::RunDelta(Box::new(self.expr(a)?), Box::new(self.expr(m)?))
             }
             // The checker has accepted the type (closed, first-order).
+            ExprKind::Trace(..) => return Err(LowerError::Trace(e.span)),
             ExprKind::Poly(p, te) => Expr::Poly(*p, poly_index_type(te).unwrap_or(Type::Unit)),
             ExprKind::Deref(r) => Expr::Prim(PrimAt::plain(Prim::Deref), vec![self.expr(r)?]),
         })

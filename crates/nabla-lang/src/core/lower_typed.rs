@@ -457,6 +457,7 @@ impl Lowerer<'_> {
             A::Neg(a) => ExprKind::Prim(Prim::Neg, vec![self.expr(a)?]),
             A::Index(v, i) => ExprKind::Prim(Prim::Index, vec![self.expr(v)?, self.expr(i)?]),
             A::Annot(x, _) => return self.expr(x),
+            A::Trace(label, x) => ExprKind::Trace(label.clone(), Box::new(self.expr(x)?)),
             A::Bind(..) | A::RunDelta(..) | A::Poly(..) | A::Deref(_) => {
                 return Err(translated(span));
             }
@@ -507,6 +508,9 @@ impl Lowerer<'_> {
             Some(Resolved::Global(g)) => Ok(expr(ExprKind::Global(g), ty, span)),
             Some(Resolved::Known(f, n)) => self.fun_value(f, n, &ty, span),
             Some(Resolved::Prim(p)) => {
+                if let Some(x) = p.constant() {
+                    return Ok(expr(ExprKind::Lit(Lit::Real(x)), ty, span));
+                }
                 let n = p.info().arity;
                 self.check_prim(p, span)?;
                 self.curried(Head::Prim(p), Vec::new(), &ty, n, span)

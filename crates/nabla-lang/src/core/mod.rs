@@ -118,6 +118,9 @@ pub enum Expr {
     PrimRef(Prim),
     /// A vector literal.
     Vector(Vec<Expr>),
+    /// `trace "label" e`: the value of `e`, printed with its label on the
+    /// way ([`crate::eval::tracing`]).
+    Trace(String, Box<Expr>),
     /// `runDelta first m` (translated programs, Krawiec et al. Fig. 11):
     /// evaluates `first` (the first Delta id), then `m` with a fresh Delta
     /// state, and wraps the Delta of `m`'s result in the bindings it made.

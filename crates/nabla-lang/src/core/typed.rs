@@ -169,6 +169,10 @@ pub enum ExprKind {
     Prim(Prim, Vec<Expr>),
     /// `[e1, …, en]`
     Vector(Vec<Expr>),
+    /// `trace "label" e`: the value of `e`, printed with its label on the
+    /// way (`crate::eval::tracing`). Compiled differentiation keeps it at
+    /// level 0: a perturbed operand is traced by its primal.
+    Trace(String, Box<Expr>),
     /// `()` if the tangent (second) is shaped like the point (first) at the
     /// top — two vectors of the same length, or two sums with the same
     /// constructor — else the interpreter's run-time error for a `jvp` whose
@@ -242,6 +246,7 @@ impl Expr {
             ExprKind::Proj(a, _)
             | ExprKind::Inl(a)
             | ExprKind::Inr(a)
+            | ExprKind::Trace(_, a)
             | ExprKind::Recode { closure: a, .. } => f(a),
             ExprKind::Case {
                 scrutinee,
@@ -275,6 +280,7 @@ impl Expr {
             ExprKind::Proj(a, _)
             | ExprKind::Inl(a)
             | ExprKind::Inr(a)
+            | ExprKind::Trace(_, a)
             | ExprKind::Recode { closure: a, .. } => f(a),
             ExprKind::Case {
                 scrutinee,

@@ -1096,6 +1096,14 @@ impl Cx<'_> {
                 Box::new(move |_, _, _, _| Ok(Value::Prim(p, None)))
             }
             Expr::Prim(p, args, span) => self.prim::<Value>(*p, args, *span),
+            Expr::Trace(label, x) => {
+                let (label, x) = (label.clone(), self.vcode(x));
+                Box::new(move |m, c, bp, clo| {
+                    let v = x(m, c, bp, clo)?;
+                    super::tracing::emit(&label, &v);
+                    Ok(v)
+                })
+            }
             Expr::RunDelta(first, m, span) => {
                 let (first, m, span) = (self.vcode(first), self.vcode(m), *span);
                 Box::new(move |mach, c, bp, clo| {

@@ -36,6 +36,7 @@ pub mod arith;
 mod compile;
 pub mod delta;
 pub mod poly;
+pub mod tracing;
 pub mod value;
 
 pub use value::{Closure, Partial, Value};

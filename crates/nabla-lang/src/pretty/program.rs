@@ -199,7 +199,7 @@ fn walk<'a>(e: &'a Expr, f: &mut dyn FnMut(&'a Expr)) {
 
 const KEYWORDS: &[&str] = &[
     "def", "let", "rec", "in", "fun", "if", "then", "else", "match", "with", "inl", "inr", "true",
-    "false",
+    "false", "trace",
 ];
 
 /// Words that are keywords only in translated files.

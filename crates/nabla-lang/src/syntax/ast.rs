@@ -220,6 +220,9 @@ pub enum ExprKind {
     Index(Box<Expr>, Box<Expr>),
     /// `(e : T)`
     Annot(Box<Expr>, TypeExpr),
+    /// `trace "label" e`: prints `label: VALUE` on stderr and is the value
+    /// of `e` (the label with its escapes resolved).
+    Trace(String, Box<Expr>),
 
     // ---- The translated dialect (files starting `#!translated`) ----
     /// `do { p <- e1; rest }`: run the computation `e1 : M A`, bind its

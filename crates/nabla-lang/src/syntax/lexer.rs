@@ -56,6 +56,9 @@ pub enum Tok {
     /// `false`
     #[token("false")]
     False,
+    /// `trace` (`trace "label" v`)
+    #[token("trace")]
+    Trace,
     /// An identifier (including `_`).
     #[regex(r"[A-Za-z_][A-Za-z0-9_']*")]
     Ident,
@@ -160,10 +163,11 @@ pub enum Tok {
     Do,
     /// `runDelta` (a keyword only in the translated dialect; never produced by logos)
     RunDelta,
-    /// A string literal `"…"`, or an unterminated one running to the end of
-    /// its line. Not part of the language: recognised only so that [`lex`]
-    /// reports the whole literal as one error (never in the token stream).
-    #[regex(r#""[^"\n]*"?"#)]
+    /// A string literal `"…"` (escapes `\"`, `\\`, `\n`; its text is
+    /// [`string_value`]), which only `trace` takes. An unterminated literal
+    /// (running to the end of its line) or one with another escape is matched
+    /// whole so that [`lex`] reports it as one error.
+    #[regex(r#""([^"\\\n]|\\[^\n])*"?"#)]
     Str,
     /// End of input (never produced by logos; appended by [`lex`]).
     Eof,
@@ -187,6 +191,7 @@ impl Tok {
             Tok::Inr => "`inr`",
             Tok::True => "`true`",
             Tok::False => "`false`",
+            Tok::Trace => "`trace`",
             Tok::Ident => "an identifier",
             Tok::Int => "an integer literal",
             Tok::Real => "a real literal",
@@ -257,11 +262,10 @@ impl LexError {
             "unexpected character{} `{t}`",
             if t.chars().count() > 1 { "s" } else { "" },
         );
+        if let Some(problem) = string_error(t) {
+            return problem;
+        }
         let (message, label) = match t.chars().next() {
-            Some('"') => (
-                "string literals are not supported".to_string(),
-                "nabla has no strings: its values are numbers, booleans, tuples, sums, vectors and functions",
-            ),
             Some('\\') => (
                 "a function is written `fun x -> e`".to_string(),
                 "write `fun x -> …` instead of `\\x -> …`",
@@ -289,6 +293,59 @@ impl LexError {
         };
         (message, label.to_string())
     }
+}
+
+/// What is wrong with the text of a [`Tok::Str`] token, if anything: the
+/// headline and the label of its error.
+fn string_error(text: &str) -> Option<(String, String)> {
+    if !text.starts_with('"') {
+        return None;
+    }
+    let body = &text[1..];
+    let mut chars = body.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => return None,
+            '\\' => match chars.next() {
+                Some('"' | '\\' | 'n') => {}
+                Some(other) => {
+                    return Some((
+                        format!("unknown escape `\\{other}` in a string literal"),
+                        "the escapes are `\\\"`, `\\\\` and `\\n`".to_string(),
+                    ));
+                }
+                None => break,
+            },
+            _ => {}
+        }
+    }
+    Some((
+        "unterminated string literal".to_string(),
+        "a string literal ends with `\"` on the same line".to_string(),
+    ))
+}
+
+/// The text a well-formed string literal (a [`Tok::Str`] token, quotes
+/// included) stands for, its escapes resolved.
+pub fn string_value(literal: &str) -> String {
+    let inner = literal
+        .strip_prefix('"')
+        .and_then(|s| s.strip_suffix('"'))
+        .unwrap_or(literal);
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.next() {
+                Some('n') => out.push('\n'),
+                Some(other) => out.push(other),
+                None => {}
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Which language a file is written in.
@@ -365,7 +422,7 @@ pub fn lex_in(text: &str, base: u32, dialect: Dialect) -> (Vec<Token>, Vec<LexEr
             Ok(Tok::At | Tok::Bang | Tok::LBrace | Tok::RBrace | Tok::Semi) if !translated => {
                 Err(())
             }
-            Ok(Tok::Str) => Err(()),
+            Ok(Tok::Str) if string_error(lexer.slice()).is_some() => Err(()),
             other => other,
         };
         match result {

@@ -31,7 +31,7 @@
 //! parentheses.
 
 use super::ast::*;
-use super::lexer::{Dialect, LexError, Tok, Token, lex_in};
+use super::lexer::{self, Dialect, LexError, Tok, Token, lex_in};
 use super::span::{Span, without_byte_order_mark};
 use crate::core::named::Poly;
 use crate::diagnostic::{Diagnostic, Label};
@@ -1209,6 +1209,7 @@ impl<'a> Parser<'a> {
                 | Tok::LParen
                 | Tok::LBracket
                 | Tok::Do
+                | Tok::Str
         )
     }
 
@@ -1237,6 +1238,20 @@ impl<'a> Parser<'a> {
                 let m = self.postfix()?;
                 let span = kw.to(m.span);
                 self.mk(ExprKind::RunDelta(Box::new(first), Box::new(m)), span)
+            }
+            Tok::Trace => {
+                let kw = self.bump().span;
+                if self.peek() != Tok::Str {
+                    return self.error_expected("a string literal (`trace \"label\" value`)");
+                }
+                let label = self.bump().span;
+                let label = lexer::string_value(self.text_of(label));
+                if !self.starts_atom() || self.peek() == Tok::Str {
+                    return self.error_expected("the value to trace");
+                }
+                let v = self.postfix()?;
+                let span = kw.to(v.span);
+                self.mk(ExprKind::Trace(label, Box::new(v)), span)
             }
             _ => self.postfix()?,
         };
@@ -1352,6 +1367,14 @@ impl<'a> Parser<'a> {
                 Ok(self.mk(ExprKind::Bool(t.kind == Tok::True), t.span))
             }
             Tok::Do => self.do_block(),
+            Tok::Str => {
+                self.error(
+                    "a string literal can only be the label of `trace`",
+                    t.span,
+                    "nabla has no strings: write `trace \"label\" value` to print a value",
+                );
+                Err(())
+            }
             Tok::LParen => self.with_seq(true, |p| p.paren()),
             Tok::LBracket => self.with_seq(true, |p| p.vector()),
             _ => self.error_expected("an expression"),
@@ -1455,6 +1478,7 @@ mod tests {
             }
             ExprKind::Deref(a) => format!("(!{})", shape(a)),
             ExprKind::RunDelta(a, b) => format!("(runDelta {} {})", shape(a), shape(b)),
+            ExprKind::Trace(l, v) => format!("(trace {l:?} {})", shape(v)),
             ExprKind::Poly(p, _) => format!("{}@", p.name()),
             ExprKind::Lam(_, b) => format!("(fun {})", shape(b)),
             other => format!("{other:?}"),
@@ -1622,14 +1646,14 @@ mod tests {
 
     #[test]
     fn a_lexical_error_hides_only_the_syntax_errors_it_causes() {
-        // `"x"` leaves `def a =` without a body: one error for `a`, and the
-        // syntax error in `b` is still reported.
-        let (_, errs) = parse_program("def a = \"x\"\ndef b = )\n", 0, &mut IdGen::new());
+        // The unterminated `"x` leaves `def a =` without a body: one error
+        // for `a`, and the syntax error in `b` is still reported.
+        let (_, errs) = parse_program("def a = \"x\ndef b = )\n", 0, &mut IdGen::new());
         let messages: Vec<_> = errs.iter().map(|e| e.message.as_str()).collect();
         assert_eq!(
             messages,
             [
-                "string literals are not supported",
+                "unterminated string literal",
                 "expected an expression, found `)`"
             ]
         );

@@ -1075,6 +1075,35 @@ impl Expander<'_> {
         let same = |kind| mk(kind, e.ty.clone(), span);
         Ok(match &e.kind {
             ExprKind::Lit(_) | ExprKind::Global(_) => (e.clone(), 0),
+            ExprKind::Trace(label, x) => {
+                let (x, l) = self.rewrite(x, cx)?;
+                if l == 0 {
+                    return Ok((same(ExprKind::Trace(label.clone(), Box::new(x))), 0));
+                }
+                // The value stays at its level; what is printed is its
+                // primal, stripped to level 0 as the interpreter prints it.
+                let ty = e.ty.clone();
+                if !first_order(&ty) {
+                    return Err(unsupported(
+                        "`trace` of a value holding a function under `diff`/`jvp`",
+                        span,
+                    ));
+                }
+                let out = self.with_temp(x, |s, v| {
+                    let mut primal = v.clone();
+                    for k in (1..=l).rev() {
+                        primal = s.split(primal, &ty, k, false)?;
+                    }
+                    let traced = mk(ExprKind::Trace(label.clone(), Box::new(primal)), ty, span);
+                    let vty = v.ty.clone();
+                    Ok(mk(
+                        ExprKind::Let(Pat::Wild, Box::new(traced), Box::new(v)),
+                        vty,
+                        span,
+                    ))
+                })?;
+                (out, l)
+            }
             ExprKind::Local(l) => {
                 let (l, level) = cx.get(*l);
                 (self.local_expr(l, span), level)
@@ -1423,6 +1452,17 @@ impl Expander<'_> {
             Ok(pair(primal, tangent))
         })?;
         Ok((out, m))
+    }
+}
+
+/// True if no function is part of a value of type `t`.
+fn first_order(t: &Type) -> bool {
+    match t {
+        Type::Fun(..) => false,
+        Type::Tuple(ts) => ts.iter().all(first_order),
+        Type::Vec(a) => first_order(a),
+        Type::Sum(a, b) => first_order(a) && first_order(b),
+        _ => true,
     }
 }
 

@@ -1007,6 +1007,7 @@ impl Checker {
             | ExprKind::Inr(a)
             | ExprKind::Neg(a)
             | ExprKind::Deref(a)
+            | ExprKind::Trace(_, a)
             | ExprKind::Annot(a, _) => {
                 self.free_globals(a, bound, out)?;
             }
@@ -1573,6 +1574,25 @@ impl Checker {
                     Some((e.span, "vector indices are Ints".into())),
                 )?;
                 Ok(elem)
+            }
+            // `trace` is the identity on data (it prints on the side).
+            ExprKind::Trace(_, x) => {
+                let t = self.infer(x)?;
+                if self.constrain_data(&t).is_err() {
+                    let shown = self.show(&t);
+                    return Err(TypeError {
+                        message: format!(
+                            "`trace` prints first-order data (numbers, booleans, tuples, sums, \
+                             vectors; no functions), found {}",
+                            describe(&shown)
+                        ),
+                        span: x.span,
+                        label: format!("this has type {shown}"),
+                        secondary: vec![(e.span, "traced here".into())],
+                        note: None,
+                    });
+                }
+                Ok(t)
             }
             ExprKind::Annot(x, te) => {
                 let t = self.infer(x)?;

@@ -435,6 +435,7 @@ fn children(k: &mut ExprKind) -> Vec<&mut Expr> {
         | ExprKind::Inr(b)
         | ExprKind::Neg(b)
         | ExprKind::Deref(b)
+        | ExprKind::Trace(_, b)
         | ExprKind::Annot(b, _) => vec![&mut **b],
         ExprKind::App(a, b)
         | ExprKind::Let(_, a, b)
