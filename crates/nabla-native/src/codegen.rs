@@ -28,7 +28,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::JITModule;
 use cranelift_module::{FuncId, Linkage, Module};
 use nabla_lang::core::lower_typed::{Entry, Unsupported};
-use nabla_lang::core::typed::{Expr, ExprKind, FunId, GlobalId, Lit, Local, Pat, Program};
+use nabla_lang::core::typed::{Expr, ExprKind, FunId, GlobalId, Lit, Local, Pat, Program, TapeOp};
 use nabla_lang::prim::{Prim, RealFn, Selection};
 use nabla_lang::syntax::span::Span;
 use nabla_lang::types::Type;
@@ -603,6 +603,42 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let f = self.func_ref(f);
         self.b.ins().call(f, &[site, slots]);
         Ok(())
+    }
+
+    /// An operation on a reverse level's trace: a call of its runtime
+    /// function (`runtime::rt_tape_*`) with the context and the slot first.
+    fn tape(&mut self, op: TapeOp, slot: u8, args: &[Expr], span: Span) -> R<Vals> {
+        let mut vals = vec![self.ctx, self.b.ins().iconst(types::I64, i64::from(slot))];
+        let (name, mut params, rets): (_, Vec<types::Type>, &[types::Type]) = match op {
+            TapeOp::Begin => ("rt_tape_begin", vec![], &[]),
+            TapeOp::Input => ("rt_tape_input", vec![], &[types::I64]),
+            TapeOp::Push => {
+                let s = self.cg.span_index(span);
+                vals.push(self.b.ins().iconst(types::I32, s));
+                (
+                    "rt_tape_push",
+                    vec![types::I32, types::I64, types::F64, types::I64, types::F64],
+                    &[types::I64],
+                )
+            }
+            TapeOp::Sweep => ("rt_tape_sweep", vec![types::I64, types::F64], &[]),
+            TapeOp::Adjoint => ("rt_tape_adjoint", vec![types::I64], &[types::F64]),
+            TapeOp::End => ("rt_tape_end", vec![], &[]),
+        };
+        for a in args {
+            vals.extend(self.owned_value(a)?);
+        }
+        params.splice(0..0, [PTR, types::I64]);
+        if vals.len() != params.len() {
+            return Err(internal("a trace operation with other operands", span));
+        }
+        let f = self.cg.import(name, &params, rets)?;
+        let out = self.call(f, &vals);
+        if op == TapeOp::Push {
+            // Over the memory budget.
+            self.check_failed();
+        }
+        Ok(out)
     }
 
     fn func_ref(&mut self, id: FuncId) -> FuncRef {
@@ -1394,6 +1430,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                     .collect()
             }
             ExprKind::Prim(p, args) => self.prim(*p, args, &e.ty, span)?,
+            ExprKind::Tape { op, slot, args } => self.tape(*op, *slot, args, span)?,
             ExprKind::Vector(es) => {
                 let Type::Vec(elem) = &e.ty else {
                     return Err(internal("a vector of a non-vector type", span));

@@ -7,6 +7,8 @@
 //! panics (a panic cannot unwind through generated frames).
 
 use nabla::{Binary, Unary};
+use nabla_lang::ad::Num;
+use nabla_lang::ad::trace::{NO_PARENT, Trace};
 use nabla_lang::eval::STEP_LIMIT_EXCEEDED;
 use nabla_lang::eval::arith::ArithError;
 use nabla_lang::memory;
@@ -45,6 +47,21 @@ pub(crate) struct Ctx {
     /// sizes: after an error (which returns through every caller without
     /// dropping what they hold) they are garbage, freed with the context.
     large: HashMap<usize, usize>,
+    /// The Delta traces of the active reverse levels, a stack per level
+    /// position ([`nabla_lang::core::typed::ExprKind::Tape`]).
+    tapes: [Vec<Tape>; TAPE_SLOTS],
+}
+
+/// Reverse-level positions have numbers below this (compiled
+/// differentiation nests at most 6 levels).
+pub(crate) const TAPE_SLOTS: usize = 8;
+
+/// One reverse level's trace: the interpreter's own, so that both back ends
+/// record the same Deltas and sweep them by the same loop.
+struct Tape {
+    trace: Trace,
+    /// The inputs' adjoints after the last sweep.
+    adjoints: Vec<f64>,
 }
 
 impl Ctx {
@@ -67,6 +84,7 @@ impl Ctx {
             end: std::ptr::null_mut(),
             chunks: Vec::new(),
             large: HashMap::new(),
+            tapes: Default::default(),
         }
     }
 
@@ -229,6 +247,100 @@ pub(crate) extern "C" fn rt_trace(site: *const TraceSite, slots: *const u64) {
         crate::marshal::read_value(&site.ty, slots, &mut 0)
     };
     nabla_lang::eval::tracing::emit(&site.label, &value);
+}
+
+// ---- reverse levels' traces (ExprKind::Tape) ----
+
+/// The context and the innermost trace of `slot`, if there is one (there
+/// always is between the `Begin` and `End` generated code emits around a
+/// reverse level).
+fn tape<'a>(ctx: *mut Ctx, slot: u64) -> Option<&'a mut Tape> {
+    // SAFETY: generated code passes the context it was called with, which
+    // `Native::run` keeps alive and exclusively lent for the whole run; the
+    // reference does not outlive this runtime call.
+    let ctx = unsafe { &mut *ctx };
+    ctx.tapes.get_mut(slot as usize)?.last_mut()
+}
+
+/// `TapeOp::Begin`: a fresh trace for reverse level `slot`.
+pub(crate) extern "C" fn rt_tape_begin(ctx: *mut Ctx, slot: u64) {
+    // SAFETY: as in `tape`.
+    let ctx = unsafe { &mut *ctx };
+    if let Some(stack) = ctx.tapes.get_mut(slot as usize) {
+        stack.push(Tape {
+            trace: Trace::new(),
+            adjoints: Vec::new(),
+        });
+    }
+}
+
+/// `TapeOp::Input`: a new input Delta.
+pub(crate) extern "C" fn rt_tape_input(ctx: *mut Ctx, slot: u64) -> i64 {
+    tape(ctx, slot).map_or(-1, |t| i64::from(t.trace.push_input()))
+}
+
+/// `TapeOp::Push`: `w0 · Var p0 + w1 · Var p1`, terms with id −1 left out
+/// (−1 if both are). Over the memory budget, raises "out of memory" at
+/// `span`.
+pub(crate) extern "C" fn rt_tape_push(
+    ctx: *mut Ctx,
+    slot: u64,
+    span: u32,
+    p0: i64,
+    w0: f64,
+    p1: i64,
+    w1: f64,
+) -> i64 {
+    let parent = |p: i64| u32::try_from(p).unwrap_or(NO_PARENT);
+    let (p0, p1) = (parent(p0), parent(p1));
+    if p0 == NO_PARENT && p1 == NO_PARENT {
+        return -1;
+    }
+    // The interpreter's layout: the terms present first.
+    let (parents, weights) = if p0 == NO_PARENT {
+        ([p1, NO_PARENT], [w1, 0.0])
+    } else {
+        ([p0, p1], [w0, if p1 == NO_PARENT { 0.0 } else { w1 }])
+    };
+    let Some(t) = tape(ctx, slot) else { return -1 };
+    let id = t.trace.push_plain(parents, weights);
+    if memory::over_budget() {
+        let live = memory::live() as i64;
+        rt_error(ctx, ErrorKind::OutOfMemory as u32, span, 24, live);
+    }
+    i64::from(id)
+}
+
+/// `TapeOp::Sweep`: the backward sweep from Delta `id` with cotangent
+/// `seed`, keeping the inputs' adjoints.
+pub(crate) extern "C" fn rt_tape_sweep(ctx: *mut Ctx, slot: u64, id: i64, seed: f64) {
+    let Some(t) = tape(ctx, slot) else { return };
+    let seeds = match u32::try_from(id) {
+        Ok(id) => vec![(id, Num::Real(seed))],
+        Err(_) => Vec::new(),
+    };
+    t.adjoints = t
+        .trace
+        .backpropagate(seeds)
+        .iter()
+        .map(Num::value)
+        .collect();
+}
+
+/// `TapeOp::Adjoint`: input `id`'s adjoint after the last sweep.
+pub(crate) extern "C" fn rt_tape_adjoint(ctx: *mut Ctx, slot: u64, id: i64) -> f64 {
+    tape(ctx, slot)
+        .and_then(|t| t.adjoints.get(usize::try_from(id).ok()?).copied())
+        .unwrap_or(0.0)
+}
+
+/// `TapeOp::End`: drops the slot's current trace (its buffer kept for the next).
+pub(crate) extern "C" fn rt_tape_end(ctx: *mut Ctx, slot: u64) {
+    // SAFETY: as in `tape`.
+    let ctx = unsafe { &mut *ctx };
+    if let Some(t) = ctx.tapes.get_mut(slot as usize).and_then(Vec::pop) {
+        t.trace.recycle();
+    }
 }
 
 /// Records the first error and makes every generated caller return.
@@ -473,6 +585,12 @@ pub(crate) fn symbols() -> Vec<(&'static str, *const u8)> {
         ("rt_alloc", rt_alloc as *const u8),
         ("rt_free", rt_free as *const u8),
         ("rt_trace", rt_trace as *const u8),
+        ("rt_tape_begin", rt_tape_begin as *const u8),
+        ("rt_tape_input", rt_tape_input as *const u8),
+        ("rt_tape_push", rt_tape_push as *const u8),
+        ("rt_tape_sweep", rt_tape_sweep as *const u8),
+        ("rt_tape_adjoint", rt_tape_adjoint as *const u8),
+        ("rt_tape_end", rt_tape_end as *const u8),
     ];
     for op in [
         Unary::Sin,

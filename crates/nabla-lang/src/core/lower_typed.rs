@@ -573,9 +573,11 @@ impl Lowerer<'_> {
     }
 
     fn check_prim(&self, p: Prim, span: Span) -> R<()> {
-        // `diff` and `jvp` are compiled (`crate::translate::dual`); the
-        // reverse-mode operators are not yet.
-        if p.is_derivative() && !matches!(p, Prim::Diff | Prim::Jvp) {
+        // `diff`, `jvp`, `grad` and `value_and_grad` are compiled
+        // (`crate::translate::dual`); the others are not yet.
+        if p.is_derivative()
+            && !matches!(p, Prim::Diff | Prim::Jvp | Prim::Grad | Prim::ValueAndGrad)
+        {
             return Err(Unsupported {
                 what: format!("the differentiation operator `{}`", p.info().name),
                 span,
@@ -686,7 +688,7 @@ impl Lowerer<'_> {
             Prim::Build => Some((1, 1)),
             Prim::Map => Some((0, 1)),
             Prim::Fold => Some((0, 2)),
-            Prim::Diff | Prim::Jvp => Some((0, 1)),
+            Prim::Diff | Prim::Jvp | Prim::Grad | Prim::ValueAndGrad => Some((0, 1)),
             _ => None,
         };
         let mut lets = Vec::new();

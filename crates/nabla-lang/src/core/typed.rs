@@ -191,6 +191,42 @@ pub enum ExprKind {
         /// (code it may have, code to give it instead).
         cases: Vec<(FunId, FunId)>,
     },
+    /// An operation on the Delta trace of reverse level `slot` (made by
+    /// compiled differentiation; see [`TapeOp`] for the operands and the
+    /// result). The traces of one slot form a stack: a `grad` run while
+    /// another at the same level is active (which cannot see the outer
+    /// one's reals) pushes its own.
+    Tape {
+        /// What is done.
+        op: TapeOp,
+        /// The reverse level's position (1 = outermost).
+        slot: u8,
+        /// The operands.
+        args: Vec<Expr>,
+    },
+}
+
+/// The operations of a reverse level's Delta trace (Krawiec et al. §5.3.3:
+/// the flattened trace of `Let`-bound Deltas, evaluated by one backward
+/// sweep). A Delta id is an `Int`; −1 stands for "no Delta" (a real that is
+/// a constant of the level).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TapeOp {
+    /// `()`: starts a fresh trace for the slot.
+    Begin,
+    /// `Int`: a new input Delta (inputs come first, ids 0, 1, …).
+    Input,
+    /// `Int`: the Delta `w₀ · Var p₀ + w₁ · Var p₁` of operands `[p₀, w₀,
+    /// p₁, w₁]` (ids `Int`, weights `Real`); a term whose id is −1 is left
+    /// out, and with both left out the result is −1.
+    Push,
+    /// `()`: the backward sweep from operand `[id, seed]` (nothing if the id
+    /// is −1), keeping the adjoints of the inputs.
+    Sweep,
+    /// `Real`: the adjoint of input `[id]` after the last sweep.
+    Adjoint,
+    /// `()`: ends the slot's current trace.
+    End,
 }
 
 /// A program in typed form: what is reachable from its entry.
@@ -238,6 +274,7 @@ impl Expr {
             ExprKind::Call(_, xs)
             | ExprKind::Tuple(xs)
             | ExprKind::Prim(_, xs)
+            | ExprKind::Tape { args: xs, .. }
             | ExprKind::Vector(xs) => xs.iter().for_each(f),
             ExprKind::Apply(a, b) | ExprKind::Let(_, a, b) | ExprKind::TangentShape(a, b) => {
                 f(a);
@@ -272,6 +309,7 @@ impl Expr {
             ExprKind::Call(_, xs)
             | ExprKind::Tuple(xs)
             | ExprKind::Prim(_, xs)
+            | ExprKind::Tape { args: xs, .. }
             | ExprKind::Vector(xs) => xs.iter_mut().for_each(f),
             ExprKind::Apply(a, b) | ExprKind::Let(_, a, b) | ExprKind::TangentShape(a, b) => {
                 f(a);

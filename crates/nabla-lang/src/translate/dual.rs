@@ -1,16 +1,19 @@
-//! Compiled forward mode: `diff` and `jvp` in the typed IR, by specialising
-//! every function at the stack of forward levels it runs at (issue 14's
-//! design, first part: forward levels).
+//! Compiled differentiation: `diff`, `jvp`, `grad` and `value_and_grad` in
+//! the typed IR, by specialising every function at the stack of derivative
+//! levels it runs at (issue 14's design).
 //!
-//! A value at *level* ℓ holds the reals of ℓ nested dual numbers: `D₀ Real =
-//! Real`, `Dₗ₊₁ Real = (Dₗ Real, Dₗ Real)` (primal, tangent), and every other
-//! type maps homomorphically (`Dₗ (Vec A) = Vec (Dₗ A)`, tuples, sums and
-//! functions component-wise; `Int`, `Bool`, `()` stay). Levels are positions,
-//! not names: `jvp f x dx` runs `f` at level n = 1 + the highest level of
-//! anything `f` can see (`x`, `dx`, what `f` captures), so no value of an
-//! enclosing level at position n exists inside, and perturbations cannot be
-//! confused (Pearlmutter & Siskind's closure property, here by construction,
-//! as the library gets it from distinct Rust types).
+//! A value at *level* ℓ holds the reals of ℓ nested derivative numbers. At a
+//! forward level a real is a dual number, `Dₗ₊₁ Real = (Dₗ Real, Dₗ Real)`
+//! (primal, tangent); at a reverse level it is `(Dₗ Real, Int)`, the primal
+//! and the id of its Delta on the level's trace (−1 for a constant of the
+//! level: Krawiec et al.'s Zero). Every other type maps homomorphically
+//! (`Dₗ (Vec A) = Vec (Dₗ A)`, tuples, sums and functions component-wise;
+//! `Int`, `Bool`, `()` stay). Levels are positions, not names: `jvp f x dx`
+//! and `grad f x` run `f` at level n = 1 + the highest level of anything `f`
+//! can see (`x`, `dx`, what `f` captures), so no value of an enclosing level
+//! at position n exists inside, and perturbations cannot be confused
+//! (Pearlmutter & Siskind's closure property, here by construction, as the
+//! library gets it from distinct Rust types).
 //!
 //! Each expression's level is known statically. A constant (a literal, a
 //! global, anything computed from level-0 values only) stays a plain real,
@@ -23,19 +26,29 @@
 //! number, and then emitted one level down (so the table's formulas are
 //! themselves differentiated at the enclosing levels): no rule is restated.
 //!
+//! A reverse level's operation records one Delta, `Let`-bound on the run-time
+//! trace of its level ([`TapeOp::Push`]: at most two weighted references to
+//! earlier Deltas, the interpreter's trace entries, Krawiec et al. §5.3.3),
+//! so the trace is linear in the operations. `grad f x` begins a trace,
+//! seeds each real of `x` as an input, runs `f`, sweeps the trace backwards
+//! once from the result and reads the inputs' adjoints into `x`'s shape.
+//!
 //! A function is copied once per (levels of its parameters, levels of its
 //! captures, level depth) it is called at; a closure made as a value takes
 //! its argument at the depth where it is made. What this pass does not
 //! handle yet is refused with its position, and the program then runs in the
-//! interpreter: the reverse-mode operators (`grad`, `vjp`, …; rejected
-//! earlier, when the typed IR is made), a function value from outside a
-//! `diff`/`jvp` applied to a value perturbed inside it, and sums in the point
-//! or result of `jvp`.
+//! interpreter: `vjp`, `jacobian` and `hessian` (rejected earlier, when the
+//! typed IR is made), a reverse level above another level (forward over
+//! reverse, reverse over reverse: the Deltas' weights would themselves need
+//! derivatives), a function value from outside a `diff`/`jvp` applied to a
+//! value perturbed inside it, and sums in the point or result of `jvp`.
 
 use super::rules;
 use crate::core::Lit;
 use crate::core::lower_typed::Unsupported;
-use crate::core::typed::{Expr, ExprKind, Fun, FunId, Local, LocalInfo, Pat, Program, Span};
+use crate::core::typed::{
+    Expr, ExprKind, Fun, FunId, Local, LocalInfo, Pat, Program, Span, TapeOp,
+};
 use crate::prim::{PRIMS, Prim, RealFn, Selection};
 use crate::types::Type;
 use nabla::{Binary, Number, Unary};
@@ -44,13 +57,92 @@ use std::ops::{Add, Div, Mul, Neg, Sub};
 
 type R<T> = Result<T, Unsupported>;
 
-/// A level: how many dual layers a value's reals have.
-type Level = u8;
+/// The kind of a derivative level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Dual numbers: a real is (primal, tangent).
+    Forward,
+    /// A Delta trace: a real is (primal, Delta id), the id −1 for a
+    /// constant of the level.
+    Reverse,
+}
+
+/// A value's level: the stack of derivative levels its reals carry,
+/// outermost first — `n` levels, level k + 1 a reverse one iff bit k of
+/// `reverse` is set. The levels a context uses are prefixes of one stack,
+/// so they compare by height.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct Level {
+    n: u8,
+    reverse: u8,
+}
+
+impl Level {
+    /// Plain values: no level.
+    const PLAIN: Level = Level { n: 0, reverse: 0 };
+
+    /// This stack with one more level on top.
+    fn above(self, mode: Mode) -> Level {
+        let bit = u8::from(mode == Mode::Reverse) << self.n;
+        Level {
+            n: self.n + 1,
+            reverse: self.reverse | bit,
+        }
+    }
+
+    /// The first `k` levels of this stack.
+    fn prefix(self, k: u8) -> Level {
+        Level {
+            n: k,
+            reverse: self.reverse & ((1u16 << k) - 1) as u8,
+        }
+    }
+
+    /// This stack without its top level.
+    fn below(self) -> Level {
+        self.prefix(self.n.saturating_sub(1))
+    }
+
+    /// The kind of the top level (of a stack with at least one).
+    fn mode(self) -> Mode {
+        if self.n > 0 && self.reverse & (1 << (self.n - 1)) != 0 {
+            Mode::Reverse
+        } else {
+            Mode::Forward
+        }
+    }
+
+    /// True if a reverse level is among these (code at such a level
+    /// records Deltas, so it must not be evaluated speculatively).
+    fn records(self) -> bool {
+        self.reverse != 0
+    }
+
+    /// Every level up to [`MAX_LEVEL`] high.
+    fn all() -> impl Iterator<Item = Level> {
+        (0..=MAX_LEVEL).flat_map(|n| {
+            (0..1u16 << n).map(move |r| Level {
+                n,
+                reverse: r as u8,
+            })
+        })
+    }
+}
+
+impl std::fmt::Display for Level {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for k in 0..self.n {
+            let reverse = self.reverse & (1 << k) != 0;
+            f.write_str(if reverse { "r" } else { "f" })?;
+        }
+        Ok(())
+    }
+}
 
 /// Levels deeper than this are refused (a tower of derivatives built by
 /// recursion would otherwise specialise forever; a real at level l is 2^l
 /// reals).
-const MAX_LEVEL: Level = 6;
+const MAX_LEVEL: u8 = 6;
 
 /// At most this many copies of functions are made; a program that needs
 /// more runs in the interpreter (compile time stays bounded).
@@ -71,9 +163,10 @@ pub fn expand(prog: &mut Program) -> R<()> {
         recoded: 0,
         helpers: HashMap::new(),
         queue: Vec::new(),
+        rets: HashMap::new(),
     };
     let top = Ctx {
-        depth: 0,
+        depth: Level::PLAIN,
         fresh: false,
         env: HashMap::new(),
     };
@@ -123,7 +216,10 @@ fn mentions_derivative(e: &Expr) -> bool {
 /// `t` at level `l`.
 fn dual_ty(t: &Type, l: Level) -> Type {
     match t {
-        Type::Real => (0..l).fold(Type::Real, |t, _| Type::Tuple(vec![t.clone(), t])),
+        Type::Real => (1..=l.n).fold(Type::Real, |t, k| match l.prefix(k).mode() {
+            Mode::Forward => Type::Tuple(vec![t.clone(), t]),
+            Mode::Reverse => Type::Tuple(vec![t, Type::Int]),
+        }),
         Type::Tuple(ts) => Type::Tuple(ts.iter().map(|t| dual_ty(t, l)).collect()),
         Type::Sum(a, b) => Type::Sum(Box::new(dual_ty(a, l)), Box::new(dual_ty(b, l))),
         Type::Vec(a) => Type::Vec(Box::new(dual_ty(a, l))),
@@ -194,9 +290,51 @@ fn prim(p: Prim, args: Vec<Expr>, ty: Type, span: Span) -> Expr {
     mk(ExprKind::Prim(p, args), ty, span)
 }
 
-/// The zero real at level `l` (a plain 0.0 in each component).
+fn int_lit(n: i64, span: Span) -> Expr {
+    mk(ExprKind::Lit(Lit::Int(n)), Type::Int, span)
+}
+
+/// The zero real at level `l`: a plain 0.0 in each component, no Delta.
 fn zero_at(l: Level, span: Span) -> Expr {
-    (0..l).fold(real_lit(0.0, span), |z, _| pair(z.clone(), z))
+    if l.n == 0 {
+        return real_lit(0.0, span);
+    }
+    let z = zero_at(l.below(), span);
+    match l.mode() {
+        Mode::Forward => pair(z.clone(), z),
+        Mode::Reverse => pair(z, int_lit(-1, span)),
+    }
+}
+
+/// An operation on the trace of reverse level `slot`.
+fn tape(op: TapeOp, slot: u8, args: Vec<Expr>, span: Span) -> Expr {
+    let ty = match op {
+        TapeOp::Input | TapeOp::Push => Type::Int,
+        TapeOp::Adjoint => Type::Real,
+        TapeOp::Begin | TapeOp::Sweep | TapeOp::End => Type::Unit,
+    };
+    mk(ExprKind::Tape { op, slot, args }, ty, span)
+}
+
+/// `e; rest` (the value of `rest` after the effect of `e`).
+fn then(e: Expr, rest: Expr) -> Expr {
+    let (ty, span) = (rest.ty.clone(), rest.span);
+    mk(
+        ExprKind::Let(Pat::Wild, Box::new(e), Box::new(rest)),
+        ty,
+        span,
+    )
+}
+
+/// `if c then a else b` between reals at level `l`: without a branch
+/// ([`select`]) unless code at `l` records Deltas, which must not run for
+/// the arm not taken.
+fn choose(c: Expr, a: Expr, b: Expr, l: Level) -> Expr {
+    if l.records() {
+        if_(c, a, b)
+    } else {
+        select(c, a, b)
+    }
 }
 
 /// A value of type `t` at level `l` made of zeros (empty vectors, `inl`s):
@@ -233,7 +371,7 @@ struct Ctx {
 
 impl Ctx {
     fn get(&self, l: Local) -> (Local, Level) {
-        self.env.get(&l).copied().unwrap_or((l, 0))
+        self.env.get(&l).copied().unwrap_or((l, Level::PLAIN))
     }
 }
 
@@ -241,13 +379,28 @@ impl Ctx {
 /// (their copies and levels) and the depth its closures take arguments at.
 type Key = (FunId, Vec<Level>, Vec<(Local, Level)>, Level);
 
+/// What [`Expander::split`] takes of a value at a level, one level down.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Part {
+    /// The primal.
+    Primal,
+    /// The tangent (a forward level).
+    Tangent,
+    /// The adjoint after the level's backward sweep (a reverse level whose
+    /// inputs the value holds).
+    Adjoint,
+}
+
 /// Small functions the pass generates, by what they do.
 #[derive(Clone, PartialEq, Eq, Hash)]
 enum Helper {
     /// Moves an element of type `Type` from level `.1` to `.2` ([`Expander::lift`]).
     Lift(Type, Level, Level),
-    /// The primal (`false`) or tangent (`true`) of an element at level `.1`.
-    Split(Type, Level, bool),
+    /// A part of an element at level `.1` ([`Expander::split`]).
+    Split(Type, Level, Part),
+    /// An element at level `.1` seeded as inputs of reverse level `.1`
+    /// above ([`Expander::seed_inputs`]).
+    SeedInputs(Type, Level),
     /// `acc + x` on reals at level `.0`.
     AddReals(Level),
 }
@@ -266,6 +419,8 @@ struct Expander<'p> {
     /// Copies whose bodies are still to be made: (copy, original, context,
     /// result level).
     queue: Vec<(FunId, FunId, Ctx, Level)>,
+    /// The level of each copy's result (an original function's is plain).
+    rets: HashMap<FunId, Level>,
 }
 
 impl Expander<'_> {
@@ -326,7 +481,7 @@ impl Expander<'_> {
             Pat::Wild => Pat::Wild,
             Pat::Tuple(ps) => Pat::Tuple(ps.iter().map(|p| self.bind(p, l, cx)).collect()),
             Pat::Local(old) => {
-                if !cx.fresh && l == 0 {
+                if !cx.fresh && l == Level::PLAIN {
                     return Pat::Local(*old);
                 }
                 let info = self.prog.locals[old.0 as usize].clone();
@@ -346,12 +501,12 @@ impl Expander<'_> {
         depth: Level,
     ) -> R<FunId> {
         let orig = &self.orig[f.0 as usize];
-        if depth == 0
-            && params.iter().all(|&l| l == 0)
+        if depth == Level::PLAIN
+            && params.iter().all(|&l| l == Level::PLAIN)
             && captures
                 .iter()
                 .zip(&orig.captures)
-                .all(|(&(c, l), &o)| l == 0 && c == o)
+                .all(|(&(c, l), &o)| l == Level::PLAIN && c == o)
         {
             return Ok(f);
         }
@@ -359,7 +514,7 @@ impl Expander<'_> {
         if let Some(&g) = self.memo.get(&key) {
             return Ok(g);
         }
-        if self.memo.len() >= MAX_COPIES || depth > MAX_LEVEL {
+        if self.memo.len() >= MAX_COPIES || depth.n > MAX_LEVEL {
             return Err(unsupported(
                 "derivatives that need too many specialised copies of its functions",
                 orig.span,
@@ -382,14 +537,15 @@ impl Expander<'_> {
             .chain(captures.iter().map(|(_, l)| l))
             .copied()
             .max()
-            .unwrap_or(0);
+            .unwrap_or(Level::PLAIN);
         let new_params = orig
             .params
             .iter()
             .zip(&params)
             .map(|((p, t), &l)| (self.bind(p, l, &mut cx), dual_ty(t, l)))
             .collect();
-        let levels: String = params.iter().map(|l| l.to_string()).collect();
+        let levels: Vec<String> = params.iter().map(|l| l.to_string()).collect();
+        let levels = levels.join("_");
         let g = self.new_fun(
             format!("{}'d{levels}", orig.name),
             new_params,
@@ -398,6 +554,7 @@ impl Expander<'_> {
         );
         self.prog.funs[g.0 as usize].captures = captures.iter().map(|(c, _)| *c).collect();
         self.origin.insert(g, key.clone());
+        self.rets.insert(g, ret);
         self.memo.insert(key, g);
         self.queue.push((g, f, cx, ret));
         Ok(g)
@@ -421,8 +578,14 @@ impl Expander<'_> {
         }
         let span = e.span;
         match ty {
-            Type::Real if from < to => Ok((from..to).fold(e, |e, k| pair(e, zero_at(k, span)))),
-            Type::Real => Ok((to..from).fold(e, |e, _| proj(e, 0))),
+            Type::Real if from < to => Ok((from.n..to.n).fold(e, |e, k| {
+                let below = to.prefix(k);
+                match to.prefix(k + 1).mode() {
+                    Mode::Forward => pair(e, zero_at(below, span)),
+                    Mode::Reverse => pair(e, int_lit(-1, span)),
+                }
+            })),
+            Type::Real => Ok((to.n..from.n).fold(e, |e, _| proj(e, 0))),
             Type::Tuple(ts) => self.with_temp(e, |x, t| {
                 let parts = ts
                     .iter()
@@ -497,8 +660,8 @@ impl Expander<'_> {
             return Some(k.clone());
         }
         let f = self.orig.get(g.0 as usize)?;
-        let caps = f.captures.iter().map(|&c| (c, 0)).collect();
-        Some((g, vec![0; f.params.len()], caps, 0))
+        let caps = f.captures.iter().map(|&c| (c, Level::PLAIN)).collect();
+        Some((g, vec![Level::PLAIN; f.params.len()], caps, Level::PLAIN))
     }
 
     /// Lists, in every [`ExprKind::Recode`], each closure of its type (made
@@ -543,7 +706,7 @@ impl Expander<'_> {
                         .iter()
                         .rev()
                         .fold(fun.ret.clone(), |t, (_, p)| Type::fun(p.clone(), t));
-                    let Some(to) = (0..=MAX_LEVEL).find(|&l| dual_ty(&orig_ty, l) == e.ty) else {
+                    let Some(to) = Level::all().find(|&l| dual_ty(&orig_ty, l) == e.ty) else {
                         return Err(unsupported(
                             "internal: a recoding of an unexpected type",
                             e.span,
@@ -607,17 +770,31 @@ impl Expander<'_> {
                 self.prog.funs[f.0 as usize].body = body;
                 f
             }
-            Helper::Split(a, l, tangent) => {
+            Helper::Split(a, l, part) => {
                 let x = self.local("y", dual_ty(a, *l));
                 let f = self.new_fun(
                     "split".into(),
                     vec![(Pat::Local(x), dual_ty(a, *l))],
-                    dual_ty(a, l - 1),
+                    dual_ty(a, l.below()),
                     span,
                 );
                 self.helpers.insert(h.clone(), f);
                 let xe = self.local_expr(x, span);
-                let body = self.split(xe, a, *l, *tangent)?;
+                let body = self.split(xe, a, *l, *part)?;
+                self.prog.funs[f.0 as usize].body = body;
+                f
+            }
+            Helper::SeedInputs(a, l) => {
+                let x = self.local("x", dual_ty(a, *l));
+                let f = self.new_fun(
+                    "seed".into(),
+                    vec![(Pat::Local(x), dual_ty(a, *l))],
+                    dual_ty(a, l.above(Mode::Reverse)),
+                    span,
+                );
+                self.helpers.insert(h.clone(), f);
+                let xe = self.local_expr(x, span);
+                let body = self.seed_inputs(xe, a, *l, span)?;
                 self.prog.funs[f.0 as usize].body = body;
                 f
             }
@@ -663,7 +840,11 @@ impl Expander<'_> {
                             )
                         })
                         .collect::<R<Vec<_>>>()?;
-                    Ok(mk(ExprKind::Tuple(parts), dual_ty(ty, l + 1), span))
+                    Ok(mk(
+                        ExprKind::Tuple(parts),
+                        dual_ty(ty, l.above(Mode::Forward)),
+                        span,
+                    ))
                 })
             }),
             Type::Vec(a) => self.with_temp(x, |s, x| {
@@ -676,7 +857,7 @@ impl Expander<'_> {
                     // One pass, one allocation: `build (size x) (fun i ->
                     // seed x[i] dx[i])` (the lengths are checked above).
                     let i = s.local("i", Type::Int);
-                    let elem = dual_ty(a, l + 1);
+                    let elem = dual_ty(a, l.above(Mode::Forward));
                     let f = s.new_fun("seed".into(), vec![(Pat::Local(i), Type::Int)], elem, span);
                     let mut captures = Vec::new();
                     for v in [&x, &dx] {
@@ -702,7 +883,7 @@ impl Expander<'_> {
                     let seeded = prim(
                         Prim::Build,
                         vec![size, s.closure(f, span)],
-                        dual_ty(ty, l + 1),
+                        dual_ty(ty, l.above(Mode::Forward)),
                         span,
                     );
                     let out_ty = seeded.ty.clone();
@@ -722,7 +903,7 @@ impl Expander<'_> {
                     );
                     // After the check the constructors agree; the other arm of
                     // the tangent's match is never taken.
-                    let out_ty = dual_ty(ty, l + 1);
+                    let out_ty = dual_ty(ty, l.above(Mode::Forward));
                     let mut arms = Vec::new();
                     for (left, t) in [(true, a), (false, b)] {
                         let p = s.local("_", dual_ty(t, l));
@@ -763,6 +944,58 @@ impl Expander<'_> {
         }
     }
 
+    /// The input of reverse level `l` + 1: each real leaf of `x` (at level
+    /// `l`, of original type `ty`) with a fresh input Delta, in the
+    /// interpreter's order (left to right, depth first: ids 0, 1, …).
+    fn seed_inputs(&mut self, x: Expr, ty: &Type, l: Level, span: Span) -> R<Expr> {
+        let out = dual_ty(ty, l.above(Mode::Reverse));
+        match ty {
+            Type::Real => Ok(pair(x, tape(TapeOp::Input, l.n + 1, Vec::new(), span))),
+            Type::Tuple(ts) => self.with_temp(x, |s, x| {
+                let parts = ts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| s.seed_inputs(proj(x.clone(), i as u32), c, l, span))
+                    .collect::<R<Vec<_>>>()?;
+                Ok(mk(ExprKind::Tuple(parts), out, span))
+            }),
+            Type::Vec(a) if has_real(a) => {
+                let f = self.helper(Helper::SeedInputs((**a).clone(), l), span)?;
+                Ok(prim(Prim::Map, vec![self.closure(f, span), x], out, span))
+            }
+            Type::Sum(a, b) if has_real(ty) => {
+                let (p, q) = (
+                    self.local("_", dual_ty(a, l)),
+                    self.local("_", dual_ty(b, l)),
+                );
+                let pe = self.local_expr(p, span);
+                let qe = self.local_expr(q, span);
+                let left = self.seed_inputs(pe, a, l, span)?;
+                let right = self.seed_inputs(qe, b, l, span)?;
+                Ok(mk(
+                    ExprKind::Case {
+                        scrutinee: Box::new(x),
+                        left: (
+                            Pat::Local(p),
+                            Box::new(mk(ExprKind::Inl(Box::new(left)), out.clone(), span)),
+                        ),
+                        right: (
+                            Pat::Local(q),
+                            Box::new(mk(ExprKind::Inr(Box::new(right)), out.clone(), span)),
+                        ),
+                    },
+                    out,
+                    span,
+                ))
+            }
+            _ if !has_real(ty) => Ok(x),
+            _ => Err(unsupported(
+                "a gradient with respect to a value that holds a function",
+                span,
+            )),
+        }
+    }
+
     /// The payload of the sum `dx` (original type `ty`, level `l`) on its
     /// `left` (or right) side, bound to `d`; on the other side (never taken
     /// after a [`ExprKind::TangentShape`] check) a zero of the payload type.
@@ -796,39 +1029,43 @@ impl Expander<'_> {
         )
     }
 
-    /// The primal (or tangent) of `y` (original type `ty`, level `l`), one
-    /// level down. Int and Bool leaves are carried unchanged into both.
-    fn split(&mut self, y: Expr, ty: &Type, l: Level, tangent: bool) -> R<Expr> {
+    /// A part of `y` (original type `ty`, level `l`), one level down: its
+    /// primal, tangent or adjoint. Int and Bool leaves are carried unchanged.
+    fn split(&mut self, y: Expr, ty: &Type, l: Level, part: Part) -> R<Expr> {
         let span = y.span;
         match ty {
-            Type::Real => Ok(proj(y, u32::from(tangent))),
+            Type::Real => Ok(match part {
+                Part::Primal => proj(y, 0),
+                Part::Tangent => proj(y, 1),
+                Part::Adjoint => tape(TapeOp::Adjoint, l.n, vec![proj(y, 1)], span),
+            }),
             Type::Tuple(ts) => self.with_temp(y, |s, y| {
                 let parts = ts
                     .iter()
                     .enumerate()
-                    .map(|(i, c)| s.split(proj(y.clone(), i as u32), c, l, tangent))
+                    .map(|(i, c)| s.split(proj(y.clone(), i as u32), c, l, part))
                     .collect::<R<Vec<_>>>()?;
-                Ok(mk(ExprKind::Tuple(parts), dual_ty(ty, l - 1), span))
+                Ok(mk(ExprKind::Tuple(parts), dual_ty(ty, l.below()), span))
             }),
             Type::Vec(a) => {
-                let f = self.helper(Helper::Split((**a).clone(), l, tangent), span)?;
+                let f = self.helper(Helper::Split((**a).clone(), l, part), span)?;
                 Ok(prim(
                     Prim::Map,
                     vec![self.closure(f, span), y],
-                    dual_ty(ty, l - 1),
+                    dual_ty(ty, l.below()),
                     span,
                 ))
             }
             Type::Sum(a, b) => {
-                let out = dual_ty(ty, l - 1);
+                let out = dual_ty(ty, l.below());
                 let (p, q) = (
                     self.local("_", dual_ty(a, l)),
                     self.local("_", dual_ty(b, l)),
                 );
                 let pe = self.local_expr(p, span);
                 let qe = self.local_expr(q, span);
-                let left = self.split(pe, a, l, tangent)?;
-                let right = self.split(qe, b, l, tangent)?;
+                let left = self.split(pe, a, l, part)?;
+                let right = self.split(qe, b, l, part)?;
                 Ok(mk(
                     ExprKind::Case {
                         scrutinee: Box::new(y),
@@ -855,14 +1092,14 @@ impl Expander<'_> {
 
     /// The real at level `l` stripped to its plain primal.
     fn primal(e: Expr, l: Level) -> Expr {
-        (0..l).fold(e, |e, _| proj(e, 0))
+        (0..l.n).fold(e, |e, _| proj(e, 0))
     }
 
     /// `true` if the real `e` at level `l` is zero in every component (the
     /// interpreter's constant 0: a structural zero).
     fn is_zero(&mut self, e: Expr, l: Level) -> R<Expr> {
         let span = e.span;
-        if l == 0 {
+        if l == Level::PLAIN {
             return Ok(prim(
                 Prim::Eq,
                 vec![e, real_lit(0.0, span)],
@@ -871,8 +1108,17 @@ impl Expander<'_> {
             ));
         }
         self.with_temp(e, |s, e| {
-            let p = s.is_zero(proj(e.clone(), 0), l - 1)?;
-            let t = s.is_zero(proj(e, 1), l - 1)?;
+            let p = s.is_zero(proj(e.clone(), 0), l.below())?;
+            let t = match l.mode() {
+                Mode::Forward => s.is_zero(proj(e, 1), l.below())?,
+                // A real with a Delta is never the constant 0.
+                Mode::Reverse => prim(
+                    Prim::Eq,
+                    vec![proj(e, 1), int_lit(-1, span)],
+                    Type::Bool,
+                    span,
+                ),
+            };
             Ok(select(p, t, bool_lit(false, span)))
         })
     }
@@ -880,8 +1126,11 @@ impl Expander<'_> {
     /// The chain rule's product `p · d` of reals (`nabla::Number::chain`).
     fn chain(&mut self, p: (Expr, Level), d: (Expr, Level), span: Span) -> R<(Expr, Level)> {
         let l = p.1.max(d.1);
-        if l == 0 {
-            return Ok((prim(Prim::Chain, vec![p.0, d.0], Type::Real, span), 0));
+        if l == Level::PLAIN {
+            return Ok((
+                prim(Prim::Chain, vec![p.0, d.0], Type::Real, span),
+                Level::PLAIN,
+            ));
         }
         let (pe, pl) = p;
         let (de, dl) = d;
@@ -892,7 +1141,7 @@ impl Expander<'_> {
                 let either = select(zp, bool_lit(true, span), zd);
                 let (m, ml) = s.op(RealFn::Binary(Binary::Mul), vec![(pe, pl), (de, dl)], span)?;
                 let m = s.lift(m, ml, l, &Type::Real)?;
-                Ok(select(either, zero_at(l, span), m))
+                Ok(choose(either, zero_at(l, span), m, l))
             })
         })?;
         Ok((out, l))
@@ -902,19 +1151,25 @@ impl Expander<'_> {
     /// else Figure 3's (value, Σ ∂ᵢ · dxᵢ) one level down, with the
     /// interpreter's structural zeros.
     fn op(&mut self, f: RealFn, args: Vec<(Expr, Level)>, span: Span) -> R<(Expr, Level)> {
-        let l = args.iter().map(|a| a.1).max().unwrap_or(0);
-        if l == 0 {
+        let l = args.iter().map(|a| a.1).max().unwrap_or(Level::PLAIN);
+        if l == Level::PLAIN {
             let mut args: Vec<Expr> = args.into_iter().map(|a| a.0).collect();
             return Ok(match (f, prim_of(f)) {
-                (_, Some(p)) => (prim(p, args, Type::Real, span), 0),
+                (_, Some(p)) => (prim(p, args, Type::Real, span), Level::PLAIN),
                 // `1 / x`: the value of the table's reciprocal, bit for bit;
                 // its derivative (at higher levels) is the table's own.
                 (RealFn::Unary(Unary::Recip), None) => {
                     args.insert(0, real_lit(1.0, span));
-                    (prim(Prim::Div, args, Type::Real, span), 0)
+                    (prim(Prim::Div, args, Type::Real, span), Level::PLAIN)
                 }
                 _ => return Err(unsupported(&format!("the function {f:?}"), span)),
             });
+        }
+        if l.mode() == Mode::Reverse && l.below() != Level::PLAIN {
+            return Err(unsupported(
+                "reverse mode inside another derivative (the Deltas' weights would be perturbed)",
+                span,
+            ));
         }
         // Bind the operands, then take each apart at level l.
         let mut lets = Vec::new();
@@ -929,7 +1184,7 @@ impl Expander<'_> {
                 self.local_expr(t, span)
             };
             if al == l {
-                primals.push((proj(e.clone(), 0), l - 1));
+                primals.push((proj(e.clone(), 0), l.below()));
                 tangents.push(Some(proj(e, 1)));
             } else {
                 primals.push((e, al));
@@ -940,44 +1195,37 @@ impl Expander<'_> {
         let vt = self.local("_", v.ty.clone());
         lets.push((vt, v));
         let value = (self.local_expr(vt, span), vl);
-        let sym = |(e, l): &(Expr, Level)| Sym::Leaf(e.clone(), *l);
-        let partials: Vec<Sym> = match f {
-            RealFn::Unary(u) => {
-                let x = sym(&primals[0]);
-                let v = sym(&value);
-                vec![rules::explore(
-                    &|| u.derivative(x.clone(), v.clone()),
-                    &Sym::branch,
-                )]
+        let partials = partials(f, &primals, &value, span)?;
+        let perturbation = if l.mode() == Mode::Forward {
+            // Σ chain(∂ᵢ, dxᵢ) over the tangents that are not zero at run
+            // time, added in operand order (the library's `Dual::apply_binary`).
+            let mut terms = Vec::new();
+            for (partial, t) in partials.into_iter().zip(tangents) {
+                if let Some(t) = t {
+                    terms.push((partial, t));
+                }
             }
-            RealFn::Binary(b) => {
-                let (x, y, v) = (sym(&primals[0]), sym(&primals[1]), sym(&value));
-                vec![
-                    rules::explore(
-                        &|| b.partial_x(x.clone(), y.clone(), v.clone()),
-                        &Sym::branch,
-                    ),
-                    rules::explore(
-                        &|| b.partial_y(x.clone(), y.clone(), v.clone()),
-                        &Sym::branch,
-                    ),
-                ]
+            self.sum_terms(terms, l.below(), span)?
+        } else {
+            // One Delta `Σ ∂ᵢ · Var idᵢ` over the operands of this level
+            // (`tangents` holds their Delta ids), as the interpreter records
+            // it; the weights are plain reals (checked above).
+            let mut push = Vec::new();
+            for (partial, id) in partials.into_iter().zip(tangents) {
+                if let Some(id) = id {
+                    let (w, wl) = self.emit(&partial, span)?;
+                    push.push(id);
+                    push.push(self.lift(w, wl, l.below(), &Type::Real)?);
+                }
             }
-            RealFn::Select(_) => {
-                return Err(unsupported("`min`/`max` as an operation", span));
+            while push.len() < 4 {
+                push.push(int_lit(-1, span));
+                push.push(real_lit(0.0, span));
             }
+            tape(TapeOp::Push, l.n, push, span)
         };
-        // Σ chain(∂ᵢ, dxᵢ) over the tangents that are not zero at run time,
-        // added in operand order (the library's `Dual::apply_binary`).
-        let mut terms = Vec::new();
-        for (partial, t) in partials.into_iter().zip(tangents) {
-            if let Some(t) = t {
-                terms.push((partial, t));
-            }
-        }
-        let tangent = self.sum_terms(terms, l - 1, span)?;
-        let value = self.lift(value.0, value.1, l - 1, &Type::Real)?;
-        let mut out = pair(value, tangent);
+        let value = self.lift(value.0, value.1, l.below(), &Type::Real)?;
+        let mut out = pair(value, perturbation);
         for (t, e) in lets.into_iter().rev() {
             let ty = out.ty.clone();
             out = mk(
@@ -1019,8 +1267,8 @@ impl Expander<'_> {
                                 )?;
                                 let sum = s.lift(sum, sl, l, &Type::Real)?;
                                 let only_b = select(zb.clone(), zero_at(l, span), b);
-                                let with_a = select(zb, a, sum);
-                                Ok(select(za, only_b, with_a))
+                                let with_a = choose(zb, a, sum, l);
+                                Ok(choose(za, only_b, with_a, l))
                             })
                         })
                     })
@@ -1033,7 +1281,7 @@ impl Expander<'_> {
     fn emit(&mut self, s: &Sym, span: Span) -> R<(Expr, Level)> {
         match s {
             Sym::Leaf(e, l) => Ok((e.clone(), *l)),
-            Sym::Lit(c) => Ok((real_lit(*c, span), 0)),
+            Sym::Lit(c) => Ok((real_lit(*c, span), Level::PLAIN)),
             Sym::Op(f, args) => {
                 let args = args
                     .iter()
@@ -1074,11 +1322,14 @@ impl Expander<'_> {
         let span = e.span;
         let same = |kind| mk(kind, e.ty.clone(), span);
         Ok(match &e.kind {
-            ExprKind::Lit(_) | ExprKind::Global(_) => (e.clone(), 0),
+            ExprKind::Lit(_) | ExprKind::Global(_) => (e.clone(), Level::PLAIN),
             ExprKind::Trace(label, x) => {
                 let (x, l) = self.rewrite(x, cx)?;
-                if l == 0 {
-                    return Ok((same(ExprKind::Trace(label.clone(), Box::new(x))), 0));
+                if l == Level::PLAIN {
+                    return Ok((
+                        same(ExprKind::Trace(label.clone(), Box::new(x))),
+                        Level::PLAIN,
+                    ));
                 }
                 // The value stays at its level; what is printed is its
                 // primal, stripped to level 0 as the interpreter prints it.
@@ -1091,8 +1342,8 @@ impl Expander<'_> {
                 }
                 let out = self.with_temp(x, |s, v| {
                     let mut primal = v.clone();
-                    for k in (1..=l).rev() {
-                        primal = s.split(primal, &ty, k, false)?;
+                    for k in (1..=l.n).rev() {
+                        primal = s.split(primal, &ty, l.prefix(k), Part::Primal)?;
                     }
                     let traced = mk(ExprKind::Trace(label.clone(), Box::new(primal)), ty, span);
                     let vty = v.ty.clone();
@@ -1119,14 +1370,14 @@ impl Expander<'_> {
                 let caps = self.captures_of(*f, cx);
                 let g = self.specialise(*f, levels, caps, cx.depth)?;
                 let ret = self.prog.fun(g).ret.clone();
-                let level = self.ret_level(g, *f);
+                let level = self.ret_level(g);
                 (mk(ExprKind::Call(g, new_args), ret, span), level)
             }
             ExprKind::Closure(f) => {
                 let caps = self.captures_of(*f, cx);
                 let n = self.orig[f.0 as usize].params.len();
                 let g = self.specialise(*f, vec![cx.depth; n], caps, cx.depth)?;
-                (self.closure(g, span), self.ret_level(g, *f))
+                (self.closure(g, span), self.ret_level(g))
             }
             ExprKind::Apply(f0, x0) => {
                 let (f, fl) = self.rewrite(f0, cx)?;
@@ -1213,19 +1464,16 @@ impl Expander<'_> {
                 )
             }
             ExprKind::Prim(p, args) => self.rewrite_prim(*p, args, e, cx)?,
-            ExprKind::TangentShape(..) | ExprKind::Recode { .. } | ExprKind::Select(..) => {
-                (same(e.kind.clone()), 0)
-            }
+            ExprKind::TangentShape(..)
+            | ExprKind::Recode { .. }
+            | ExprKind::Select(..)
+            | ExprKind::Tape { .. } => (same(e.kind.clone()), Level::PLAIN),
         })
     }
 
-    /// The level of `g`'s result (a copy of `f`).
-    fn ret_level(&self, g: FunId, f: FunId) -> Level {
-        let orig = &self.orig[f.0 as usize].ret;
-        let copy = &self.prog.fun(g).ret;
-        (0..=MAX_LEVEL)
-            .find(|&l| &dual_ty(orig, l) == copy)
-            .unwrap_or(0)
+    /// The level of `g`'s result (a copy of `f`, or `f` itself).
+    fn ret_level(&self, g: FunId) -> Level {
+        self.rets.get(&g).copied().unwrap_or(Level::PLAIN)
     }
 
     /// Rewrites `xs` and lifts them all to the highest of their levels.
@@ -1234,7 +1482,7 @@ impl Expander<'_> {
         for x in xs {
             out.push(self.rewrite(x, cx)?);
         }
-        let l = out.iter().map(|x| x.1).max().unwrap_or(0);
+        let l = out.iter().map(|x| x.1).max().unwrap_or(Level::PLAIN);
         let lifted = out
             .into_iter()
             .zip(xs)
@@ -1247,6 +1495,7 @@ impl Expander<'_> {
         let span = e.span;
         match p {
             Prim::Diff | Prim::Jvp => return self.jvp(p, args, e, cx),
+            Prim::Grad | Prim::ValueAndGrad => return self.grad(p, args, e, cx),
             _ if p.is_derivative() => {
                 return Err(unsupported(
                     &format!("the differentiation operator `{}`", p.info().name),
@@ -1260,7 +1509,7 @@ impl Expander<'_> {
                 let (v, vl) = self.rewrite(&args[1], cx)?;
                 let caps = self.captures_of(f, cx);
                 let g = self.specialise(f, vec![vl], caps, cx.depth)?;
-                let rl = self.ret_level(g, f);
+                let rl = self.ret_level(g);
                 let c = self.closure(g, span);
                 return Ok((prim(Prim::Map, vec![c, v], dual_ty(&e.ty, rl), span), rl));
             }
@@ -1270,8 +1519,8 @@ impl Expander<'_> {
                 };
                 let (n, _) = self.rewrite(&args[0], cx)?;
                 let caps = self.captures_of(f, cx);
-                let g = self.specialise(f, vec![0], caps, cx.depth)?;
-                let rl = self.ret_level(g, f);
+                let g = self.specialise(f, vec![Level::PLAIN], caps, cx.depth)?;
+                let rl = self.ret_level(g);
                 let c = self.closure(g, span);
                 return Ok((prim(Prim::Build, vec![n, c], dual_ty(&e.ty, rl), span), rl));
             }
@@ -1297,22 +1546,22 @@ impl Expander<'_> {
         for a in args {
             new.push(self.rewrite(a, cx)?);
         }
-        let top = new.iter().map(|a| a.1).max().unwrap_or(0);
+        let top = new.iter().map(|a| a.1).max().unwrap_or(Level::PLAIN);
         let on_reals = args.first().is_some_and(|a| a.ty == Type::Real);
-        if top == 0 || !args.iter().any(|a| has_real(&a.ty)) {
+        if top == Level::PLAIN || !args.iter().any(|a| has_real(&a.ty)) {
             let args = new.into_iter().map(|a| a.0).collect();
-            return Ok((prim(p, args, e.ty.clone(), span), 0));
+            return Ok((prim(p, args, e.ty.clone(), span), Level::PLAIN));
         }
         match p {
             // Comparisons and conversions see the plain primal.
             Prim::Lt | Prim::Le | Prim::Gt | Prim::Ge | Prim::Eq | Prim::Ne if on_reals => {
                 let args = new.into_iter().map(|(a, l)| Self::primal(a, l)).collect();
-                Ok((prim(p, args, Type::Bool, span), 0))
+                Ok((prim(p, args, Type::Bool, span), Level::PLAIN))
             }
             Prim::ToInt | Prim::StopGradient => {
                 let (a, l) = new.remove(0);
                 let x = Self::primal(a, l);
-                Ok((prim(p, vec![x], e.ty.clone(), span), 0))
+                Ok((prim(p, vec![x], e.ty.clone(), span), Level::PLAIN))
             }
             Prim::Sum if args[0].ty == Type::Vec(Box::new(Type::Real)) => {
                 // The interpreter's sum: 0 for an empty vector, else the
@@ -1346,7 +1595,7 @@ impl Expander<'_> {
                         Type::Bool,
                         span,
                     );
-                    let start = s.lift(real_lit(-0.0, span), 0, l, &Type::Real)?;
+                    let start = s.lift(real_lit(-0.0, span), Level::PLAIN, l, &Type::Real)?;
                     let fold = prim(Prim::Fold, vec![c, start, v], dual_ty(&Type::Real, l), span);
                     Ok(if_(empty, zero_at(l, span), fold))
                 })?;
@@ -1360,7 +1609,7 @@ impl Expander<'_> {
             }
             Prim::Size => {
                 let args = new.into_iter().map(|a| a.0).collect();
-                Ok((prim(p, args, Type::Int, span), 0))
+                Ok((prim(p, args, Type::Int, span), Level::PLAIN))
             }
             Prim::Zip => {
                 let mut lifted = Vec::new();
@@ -1407,6 +1656,79 @@ impl Expander<'_> {
         }
     }
 
+    /// `grad f x` and `value_and_grad f x`: `f` at a fresh reverse level over
+    /// the point seeded as its inputs, one backward sweep from the result,
+    /// and the inputs' adjoints in the point's shape — the interpreter's
+    /// `value_and_grad`, Delta for Delta.
+    fn grad(&mut self, p: Prim, args: &[Expr], e: &Expr, cx: &Ctx) -> R<(Expr, Level)> {
+        let span = e.span;
+        let ExprKind::Closure(f) = args[0].kind else {
+            return Err(unsupported(
+                "a function given to `grad` that is not known here",
+                span,
+            ));
+        };
+        let (x, xl) = self.rewrite(&args[1], cx)?;
+        let caps = self.captures_of(f, cx);
+        let m = caps.iter().map(|c| c.1).fold(xl, Level::max);
+        if m != Level::PLAIN {
+            return Err(unsupported(
+                &format!(
+                    "`{}` of a function that sees values of another derivative (reverse mode nested in another level)",
+                    p.info().name
+                ),
+                span,
+            ));
+        }
+        let n = m.above(Mode::Reverse);
+        let x_ty = args[1].ty.clone();
+        let g = self.specialise(f, vec![n], caps, n)?;
+        let gl = self.ret_level(g);
+        let ret = self.prog.fun(g).ret.clone();
+        let out_ty = e.ty.clone();
+        // x; begin; let xs = seed x; let y = f xs; sweep from y; let g =
+        // adjoints of xs; end; g
+        let body = self.with_temp(x, |s, x| {
+            let seeded = s.seed_inputs(x, &x_ty, m, span)?;
+            let xs = s.local("x", seeded.ty.clone());
+            let y = s.local("y", dual_ty(&Type::Real, n));
+            let xe = s.local_expr(xs, span);
+            let call = mk(ExprKind::Call(g, vec![xe.clone()]), ret, span);
+            let call = s.lift(call, gl, n, &Type::Real)?;
+            let ye = s.local_expr(y, span);
+            let sweep = tape(
+                TapeOp::Sweep,
+                n.n,
+                vec![proj(ye.clone(), 1), real_lit(1.0, span)],
+                span,
+            );
+            let gradient = s.split(xe, &x_ty, n, Part::Adjoint)?;
+            let gv = s.local("g", gradient.ty.clone());
+            let result = match p {
+                Prim::ValueAndGrad => pair(proj(ye, 0), s.local_expr(gv, span)),
+                _ => s.local_expr(gv, span),
+            };
+            let finish = then(tape(TapeOp::End, n.n, Vec::new(), span), result);
+            let read = mk(
+                ExprKind::Let(Pat::Local(gv), Box::new(gradient), Box::new(finish)),
+                out_ty.clone(),
+                span,
+            );
+            let run = mk(
+                ExprKind::Let(Pat::Local(y), Box::new(call), Box::new(then(sweep, read))),
+                out_ty.clone(),
+                span,
+            );
+            let seeded = mk(
+                ExprKind::Let(Pat::Local(xs), Box::new(seeded), Box::new(run)),
+                out_ty.clone(),
+                span,
+            );
+            Ok(then(tape(TapeOp::Begin, n.n, Vec::new(), span), seeded))
+        })?;
+        Ok((body, m))
+    }
+
     /// `diff f x` and `jvp f x dx`: `f` at a fresh level over the seeded point.
     fn jvp(&mut self, p: Prim, args: &[Expr], e: &Expr, cx: &Ctx) -> R<(Expr, Level)> {
         let span = e.span;
@@ -1419,17 +1741,17 @@ impl Expander<'_> {
         let (x, xl) = self.rewrite(&args[1], cx)?;
         let (dx, dl) = match args.get(2) {
             Some(dx) => self.rewrite(dx, cx)?,
-            None => (real_lit(1.0, span), 0),
+            None => (real_lit(1.0, span), Level::PLAIN),
         };
         let caps = self.captures_of(f, cx);
         let m = caps.iter().map(|c| c.1).fold(xl.max(dl), Level::max);
-        if m + 1 > MAX_LEVEL {
+        if m.n + 1 > MAX_LEVEL {
             return Err(unsupported(
                 &format!("derivatives nested more than {MAX_LEVEL} deep"),
                 span,
             ));
         }
-        let n = m + 1;
+        let n = m.above(Mode::Forward);
         let s_ty = args[1].ty.clone();
         let t_ty = match &args[0].ty {
             Type::Fun(_, t) => (**t).clone(),
@@ -1439,20 +1761,57 @@ impl Expander<'_> {
         let dx = self.lift(dx, dl, m, &s_ty)?;
         let input = self.seed(x, dx, &s_ty, m, span)?;
         let g = self.specialise(f, vec![n], caps, n)?;
-        let gl = self.ret_level(g, f);
+        let gl = self.ret_level(g);
         let ret = self.prog.fun(g).ret.clone();
         let y = mk(ExprKind::Call(g, vec![input]), ret, span);
         let y = self.lift(y, gl, n, &t_ty)?;
         let out = self.with_temp(y, |s, y| {
-            let tangent = s.split(y.clone(), &t_ty, n, true)?;
+            let tangent = s.split(y.clone(), &t_ty, n, Part::Tangent)?;
             if p == Prim::Diff {
                 return Ok(tangent);
             }
-            let primal = s.split(y, &t_ty, n, false)?;
+            let primal = s.split(y, &t_ty, n, Part::Primal)?;
             Ok(pair(primal, tangent))
         })?;
         Ok((out, m))
     }
+}
+
+/// The partial derivatives of `f` at `primals` with value `value`, read off
+/// the library's table (each comparison a rule makes explored both ways).
+fn partials(
+    f: RealFn,
+    primals: &[(Expr, Level)],
+    value: &(Expr, Level),
+    span: Span,
+) -> R<Vec<Sym>> {
+    let sym = |(e, l): &(Expr, Level)| Sym::Leaf(e.clone(), *l);
+    Ok(match f {
+        RealFn::Unary(u) => {
+            let x = sym(&primals[0]);
+            let v = sym(value);
+            vec![rules::explore(
+                &|| u.derivative(x.clone(), v.clone()),
+                &Sym::branch,
+            )]
+        }
+        RealFn::Binary(b) => {
+            let (x, y, v) = (sym(&primals[0]), sym(&primals[1]), sym(value));
+            vec![
+                rules::explore(
+                    &|| b.partial_x(x.clone(), y.clone(), v.clone()),
+                    &Sym::branch,
+                ),
+                rules::explore(
+                    &|| b.partial_y(x.clone(), y.clone(), v.clone()),
+                    &Sym::branch,
+                ),
+            ]
+        }
+        RealFn::Select(_) => {
+            return Err(unsupported("`min`/`max` as an operation", span));
+        }
+    })
 }
 
 /// True if no function is part of a value of type `t`.
