@@ -607,10 +607,35 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
 
     /// An operation on a reverse level's trace: a call of its runtime
     /// function (`runtime::rt_tape_*`) with the context and the slot first.
-    fn tape(&mut self, op: TapeOp, slot: u8, args: &[Expr], span: Span) -> R<Vals> {
+    /// Wide weights and adjoint components travel as 64-bit words (an `f64`
+    /// by its bits); a list of them, through a stack area.
+    fn tape(&mut self, op: TapeOp, slot: u8, args: &[Expr], ty: &Type, span: Span) -> R<Vals> {
         let mut vals = vec![self.ctx, self.b.ins().iconst(types::I64, i64::from(slot))];
-        let (name, mut params, rets): (_, Vec<types::Type>, &[types::Type]) = match op {
-            TapeOp::Begin => ("rt_tape_begin", vec![], &[]),
+        let mut operands = Vec::new();
+        for a in args {
+            operands.extend(self.owned_value(a)?);
+        }
+        let words = |cg: &mut Self, from: usize, operands: &[ir::Value]| {
+            let ws: Vec<ir::Value> = operands[from.min(operands.len())..]
+                .iter()
+                .map(|&v| cg.word(v))
+                .collect();
+            let bytes = (SLOT as usize * ws.len().max(1)) as u32;
+            let area = cg.b.create_sized_stack_slot(ir::StackSlotData::new(
+                ir::StackSlotKind::ExplicitSlot,
+                bytes,
+                3,
+            ));
+            for (k, &w) in ws.iter().enumerate() {
+                cg.b.ins()
+                    .stack_store(PTR, w, area, (SLOT * k as i64) as i32);
+            }
+            let ptr = cg.b.ins().stack_addr(PTR, area, 0);
+            let n = cg.b.ins().iconst(types::I64, ws.len() as i64);
+            (ptr, n)
+        };
+        let (name, params, rets): (_, Vec<types::Type>, &[types::Type]) = match op {
+            TapeOp::Begin => ("rt_tape_begin", vec![types::I64], &[]),
             TapeOp::Input => ("rt_tape_input", vec![], &[types::I64]),
             TapeOp::Push => {
                 let s = self.cg.span_index(span);
@@ -621,24 +646,82 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                     &[types::I64],
                 )
             }
+            TapeOp::PushWide => {
+                let s = self.cg.span_index(span);
+                vals.push(self.b.ins().iconst(types::I32, s));
+                let (ptr, n) = words(self, 2, &operands);
+                operands.truncate(2);
+                operands.extend([ptr, n]);
+                (
+                    "rt_tape_push_wide",
+                    vec![types::I32, types::I64, types::I64, PTR, types::I64],
+                    &[types::I64],
+                )
+            }
             TapeOp::Sweep => ("rt_tape_sweep", vec![types::I64, types::F64], &[]),
             TapeOp::Adjoint => ("rt_tape_adjoint", vec![types::I64], &[types::F64]),
+            TapeOp::Len => ("rt_tape_len", vec![], &[types::I64]),
+            TapeOp::Parent => (
+                "rt_tape_parent",
+                vec![types::I64, types::I64],
+                &[types::I64],
+            ),
+            TapeOp::Weight => (
+                "rt_tape_weight",
+                vec![types::I64, types::I64],
+                &[types::I64],
+            ),
+            TapeOp::AdjInit => {
+                let (ptr, n) = words(self, 0, &operands);
+                operands = vec![ptr, n];
+                ("rt_tape_adj_init", vec![PTR, types::I64], &[])
+            }
+            TapeOp::AdjGet => (
+                "rt_tape_adj_get",
+                vec![types::I64, types::I64],
+                &[types::I64],
+            ),
+            TapeOp::AdjSet => {
+                if let Some(v) = operands.get_mut(2) {
+                    *v = self.word(*v);
+                }
+                (
+                    "rt_tape_adj_set",
+                    vec![types::I64, types::I64, types::I64],
+                    &[],
+                )
+            }
             TapeOp::End => ("rt_tape_end", vec![], &[]),
         };
-        for a in args {
-            vals.extend(self.owned_value(a)?);
-        }
+        vals.extend(operands);
+        let mut params = params;
         params.splice(0..0, [PTR, types::I64]);
         if vals.len() != params.len() {
             return Err(internal("a trace operation with other operands", span));
         }
         let f = self.cg.import(name, &params, rets)?;
-        let out = self.call(f, &vals);
-        if op == TapeOp::Push {
+        let mut out = self.call(f, &vals);
+        if matches!(op, TapeOp::Push | TapeOp::PushWide) {
             // Over the memory budget.
             self.check_failed();
         }
+        if matches!(op, TapeOp::Weight | TapeOp::AdjGet) && *ty == Type::Real {
+            // A word read back as the real it holds.
+            out = out
+                .into_iter()
+                .map(|w| self.b.ins().bitcast(types::F64, MemFlagsData::new(), w))
+                .collect();
+        }
         Ok(out)
+    }
+
+    /// A 64-bit word holding `v`: an `f64` by its bits, an integer as is.
+    fn word(&mut self, v: ir::Value) -> ir::Value {
+        match self.b.func.dfg.value_type(v) {
+            types::F64 => self.b.ins().bitcast(types::I64, MemFlagsData::new(), v),
+            types::I64 => v,
+            _ => self.b.ins().uextend(types::I64, v),
+        }
     }
 
     fn func_ref(&mut self, id: FuncId) -> FuncRef {
@@ -1430,7 +1513,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                     .collect()
             }
             ExprKind::Prim(p, args) => self.prim(*p, args, &e.ty, span)?,
-            ExprKind::Tape { op, slot, args } => self.tape(*op, *slot, args, span)?,
+            ExprKind::Tape { op, slot, args } => self.tape(*op, *slot, args, &e.ty, span)?,
             ExprKind::Vector(es) => {
                 let Type::Vec(elem) = &e.ty else {
                     return Err(internal("a vector of a non-vector type", span));

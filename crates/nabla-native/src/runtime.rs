@@ -57,11 +57,47 @@ pub(crate) struct Ctx {
 pub(crate) const TAPE_SLOTS: usize = 8;
 
 /// One reverse level's trace: the interpreter's own, so that both back ends
-/// record the same Deltas and sweep them by the same loop.
+/// record the same Deltas and sweep them by the same loop. A level above
+/// other levels keeps its wide weights and adjoints beside it
+/// ([`TapeOp`](nabla_lang::core::typed::TapeOp)), and generated code sweeps it.
 struct Tape {
     trace: Trace,
-    /// The inputs' adjoints after the last sweep.
+    /// The inputs' adjoints after the last (plain) sweep.
     adjoints: Vec<f64>,
+    /// Components of a wide weight (0: plain `f64` weights on `trace`).
+    width: usize,
+    /// Wide weights: 2 · width words per Delta.
+    weights: Vec<u64>,
+    /// Wide adjoints: width words per Delta.
+    wide_adjoints: Vec<u64>,
+    /// Bytes charged to the memory budget for the two wide buffers.
+    charged: usize,
+}
+
+impl Tape {
+    fn new(width: usize) -> Tape {
+        Tape {
+            trace: Trace::new(),
+            adjoints: Vec::new(),
+            width,
+            weights: Vec::new(),
+            wide_adjoints: Vec::new(),
+            charged: 0,
+        }
+    }
+
+    /// Charges the wide buffers' growth to the memory budget.
+    fn charge(&mut self) {
+        let bytes = (self.weights.capacity() + self.wide_adjoints.capacity()) * 8;
+        memory::charge(bytes.saturating_sub(self.charged));
+        self.charged = self.charged.max(bytes);
+    }
+}
+
+impl Drop for Tape {
+    fn drop(&mut self) {
+        memory::release(self.charged);
+    }
 }
 
 impl Ctx {
@@ -262,21 +298,26 @@ fn tape<'a>(ctx: *mut Ctx, slot: u64) -> Option<&'a mut Tape> {
     ctx.tapes.get_mut(slot as usize)?.last_mut()
 }
 
-/// `TapeOp::Begin`: a fresh trace for reverse level `slot`.
-pub(crate) extern "C" fn rt_tape_begin(ctx: *mut Ctx, slot: u64) {
+/// `TapeOp::Begin`: a fresh trace for reverse level `slot`, with weights of
+/// `width` words (0: plain `f64` weights).
+pub(crate) extern "C" fn rt_tape_begin(ctx: *mut Ctx, slot: u64, width: i64) {
     // SAFETY: as in `tape`.
     let ctx = unsafe { &mut *ctx };
     if let Some(stack) = ctx.tapes.get_mut(slot as usize) {
-        stack.push(Tape {
-            trace: Trace::new(),
-            adjoints: Vec::new(),
-        });
+        stack.push(Tape::new(usize::try_from(width).unwrap_or(0)));
     }
 }
 
 /// `TapeOp::Input`: a new input Delta.
 pub(crate) extern "C" fn rt_tape_input(ctx: *mut Ctx, slot: u64) -> i64 {
-    tape(ctx, slot).map_or(-1, |t| i64::from(t.trace.push_input()))
+    let Some(t) = tape(ctx, slot) else { return -1 };
+    let id = t.trace.push_input();
+    if t.width > 0 {
+        let w = 2 * t.width;
+        t.weights.resize(t.weights.len() + w, 0);
+        t.charge();
+    }
+    i64::from(id)
 }
 
 /// `TapeOp::Push`: `w0 · Var p0 + w1 · Var p1`, terms with id −1 left out
@@ -311,6 +352,95 @@ pub(crate) extern "C" fn rt_tape_push(
     i64::from(id)
 }
 
+/// `TapeOp::PushWide`: as [`rt_tape_push`] with the `n` words at `words`
+/// as the two wide weights.
+pub(crate) extern "C" fn rt_tape_push_wide(
+    ctx: *mut Ctx,
+    slot: u64,
+    span: u32,
+    p0: i64,
+    p1: i64,
+    words: *const u64,
+    n: u64,
+) -> i64 {
+    let parent = |p: i64| u32::try_from(p).unwrap_or(NO_PARENT);
+    if parent(p0) == NO_PARENT && parent(p1) == NO_PARENT {
+        return -1;
+    }
+    let Some(t) = tape(ctx, slot) else { return -1 };
+    // SAFETY: generated code passes a stack area of `n` words it has just
+    // written, alive for this call.
+    let words = unsafe { std::slice::from_raw_parts(words, n as usize) };
+    let w = 2 * t.width;
+    let id = t.trace.push_plain([parent(p0), parent(p1)], [0.0; 2]);
+    t.weights
+        .extend((0..w).map(|j| words.get(j).copied().unwrap_or(0)));
+    t.charge();
+    if memory::over_budget() {
+        let live = memory::live() as i64;
+        rt_error(ctx, ErrorKind::OutOfMemory as u32, span, 24, live);
+    }
+    i64::from(id)
+}
+
+/// `TapeOp::Len`: the number of Deltas on the slot's trace.
+pub(crate) extern "C" fn rt_tape_len(ctx: *mut Ctx, slot: u64) -> i64 {
+    tape(ctx, slot).map_or(0, |t| t.trace.len() as i64)
+}
+
+/// `TapeOp::Parent`: parent `k` of Delta `id`, −1 if none.
+pub(crate) extern "C" fn rt_tape_parent(ctx: *mut Ctx, slot: u64, id: i64, k: i64) -> i64 {
+    let p = tape(ctx, slot)
+        .zip(u32::try_from(id).ok())
+        .and_then(|(t, id)| t.trace.parents(id).get(k as usize).copied())
+        .unwrap_or(NO_PARENT);
+    if p == NO_PARENT { -1 } else { i64::from(p) }
+}
+
+/// `TapeOp::Weight`: word `j` of Delta `id`'s wide weights.
+pub(crate) extern "C" fn rt_tape_weight(ctx: *mut Ctx, slot: u64, id: i64, j: i64) -> u64 {
+    tape(ctx, slot)
+        .and_then(|t| {
+            let at = usize::try_from(id).ok()? * 2 * t.width + usize::try_from(j).ok()?;
+            t.weights.get(at).copied()
+        })
+        .unwrap_or(0)
+}
+
+/// `TapeOp::AdjInit`: every Delta's wide adjoint set to the `n` words at
+/// `words`.
+pub(crate) extern "C" fn rt_tape_adj_init(ctx: *mut Ctx, slot: u64, words: *const u64, n: u64) {
+    let Some(t) = tape(ctx, slot) else { return };
+    // SAFETY: as in `rt_tape_push_wide`.
+    let words = unsafe { std::slice::from_raw_parts(words, n as usize) };
+    t.wide_adjoints.clear();
+    for _ in 0..t.trace.len() {
+        t.wide_adjoints.extend_from_slice(words);
+    }
+    t.charge();
+}
+
+/// `TapeOp::AdjGet`: word `j` of Delta `id`'s wide adjoint.
+pub(crate) extern "C" fn rt_tape_adj_get(ctx: *mut Ctx, slot: u64, id: i64, j: i64) -> u64 {
+    tape(ctx, slot)
+        .and_then(|t| {
+            let at = usize::try_from(id).ok()? * t.width + usize::try_from(j).ok()?;
+            t.wide_adjoints.get(at).copied()
+        })
+        .unwrap_or(0)
+}
+
+/// `TapeOp::AdjSet`: word `j` of Delta `id`'s wide adjoint set to `word`.
+pub(crate) extern "C" fn rt_tape_adj_set(ctx: *mut Ctx, slot: u64, id: i64, j: i64, word: u64) {
+    let Some(t) = tape(ctx, slot) else { return };
+    let at = usize::try_from(id)
+        .ok()
+        .map(|id| id * t.width + usize::try_from(j).unwrap_or(usize::MAX));
+    if let Some(a) = at.and_then(|at| t.wide_adjoints.get_mut(at)) {
+        *a = word;
+    }
+}
+
 /// `TapeOp::Sweep`: the backward sweep from Delta `id` with cotangent
 /// `seed`, keeping the inputs' adjoints.
 pub(crate) extern "C" fn rt_tape_sweep(ctx: *mut Ctx, slot: u64, id: i64, seed: f64) {
@@ -338,8 +468,8 @@ pub(crate) extern "C" fn rt_tape_adjoint(ctx: *mut Ctx, slot: u64, id: i64) -> f
 pub(crate) extern "C" fn rt_tape_end(ctx: *mut Ctx, slot: u64) {
     // SAFETY: as in `tape`.
     let ctx = unsafe { &mut *ctx };
-    if let Some(t) = ctx.tapes.get_mut(slot as usize).and_then(Vec::pop) {
-        t.trace.recycle();
+    if let Some(mut t) = ctx.tapes.get_mut(slot as usize).and_then(Vec::pop) {
+        std::mem::take(&mut t.trace).recycle();
     }
 }
 
@@ -588,7 +718,14 @@ pub(crate) fn symbols() -> Vec<(&'static str, *const u8)> {
         ("rt_tape_begin", rt_tape_begin as *const u8),
         ("rt_tape_input", rt_tape_input as *const u8),
         ("rt_tape_push", rt_tape_push as *const u8),
+        ("rt_tape_push_wide", rt_tape_push_wide as *const u8),
         ("rt_tape_sweep", rt_tape_sweep as *const u8),
+        ("rt_tape_len", rt_tape_len as *const u8),
+        ("rt_tape_parent", rt_tape_parent as *const u8),
+        ("rt_tape_weight", rt_tape_weight as *const u8),
+        ("rt_tape_adj_init", rt_tape_adj_init as *const u8),
+        ("rt_tape_adj_get", rt_tape_adj_get as *const u8),
+        ("rt_tape_adj_set", rt_tape_adj_set as *const u8),
         ("rt_tape_adjoint", rt_tape_adjoint as *const u8),
         ("rt_tape_end", rt_tape_end as *const u8),
     ];

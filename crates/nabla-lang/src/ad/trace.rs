@@ -140,6 +140,15 @@ impl Trace {
         self.append(Entry { parents, weights })
     }
 
+    /// The parents of Delta `id` ([`NO_PARENT`] where it has none, and for
+    /// an id not on the trace).
+    pub fn parents(&self, id: u32) -> [u32; 2] {
+        self.entries.get(id as usize).map_or([NO_PARENT; 2], |e| {
+            e.parents
+                .map(|p| if p == NO_PARENT { p } else { p & !TAGGED })
+        })
+    }
+
     /// Appends `w₀·Var p₀ + w₁·Var p₁` with weights of any level.
     pub fn push(&mut self, terms: [(u32, Num); 2]) -> u32 {
         let mut entry = Entry {

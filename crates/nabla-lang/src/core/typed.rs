@@ -210,9 +210,19 @@ pub enum ExprKind {
 /// the flattened trace of `Let`-bound Deltas, evaluated by one backward
 /// sweep). A Delta id is an `Int`; −1 stands for "no Delta" (a real that is
 /// a constant of the level).
+///
+/// A reverse level over plain reals has `f64` weights and the runtime
+/// sweeps it ([`TapeOp::Sweep`]). A reverse level above other levels has
+/// weights that are reals of those levels, *wide* weights of `width`
+/// components (the reals and Delta ids of the level's representation,
+/// flattened); its sweep is generated code, which does the enclosing
+/// levels' arithmetic, and reads and writes the trace with the `Parent`,
+/// `Weight` and `Adj*` operations (a component is `Real` or `Int` as its
+/// operand or result type says).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TapeOp {
-    /// `()`: starts a fresh trace for the slot.
+    /// `()`: starts a fresh trace for the slot, of weights of `[width]`
+    /// components (0 for plain `f64` weights).
     Begin,
     /// `Int`: a new input Delta (inputs come first, ids 0, 1, …).
     Input,
@@ -220,11 +230,27 @@ pub enum TapeOp {
     /// p₁, w₁]` (ids `Int`, weights `Real`); a term whose id is −1 is left
     /// out, and with both left out the result is −1.
     Push,
+    /// `Int`: as `Push` with wide weights, operands `[p₀, p₁, w₀…, w₁…]`.
+    PushWide,
     /// `()`: the backward sweep from operand `[id, seed]` (nothing if the id
     /// is −1), keeping the adjoints of the inputs.
     Sweep,
     /// `Real`: the adjoint of input `[id]` after the last sweep.
     Adjoint,
+    /// `Int`: the number of Deltas on the trace.
+    Len,
+    /// `Int`: parent `[id, k]` (k = 0, 1) of a Delta, −1 if it has none.
+    Parent,
+    /// Component `[id, j]` of a Delta's weights (j < 2 · width: weight 0's
+    /// components, then weight 1's).
+    Weight,
+    /// `()`: every Delta's adjoint set to the components `[z…]` (the zero
+    /// of the enclosing levels).
+    AdjInit,
+    /// Component `[id, j]` of a Delta's adjoint.
+    AdjGet,
+    /// `()`: component `[id, j, value]` of a Delta's adjoint set.
+    AdjSet,
     /// `()`: ends the slot's current trace.
     End,
 }

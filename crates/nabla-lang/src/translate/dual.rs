@@ -32,15 +32,17 @@
 //! so the trace is linear in the operations. `grad f x` begins a trace,
 //! seeds each real of `x` as an input, runs `f`, sweeps the trace backwards
 //! once from the result and reads the inputs' adjoints into `x`'s shape.
+//! Above other levels, a Delta's weights are reals of those levels, stored
+//! flattened ([`TapeOp::PushWide`]), and the sweep is generated code in
+//! their arithmetic ([`Expander::sweep`]), so it is itself differentiated:
+//! forward over reverse and reverse over reverse, as in the interpreter.
 //!
 //! A function is copied once per (levels of its parameters, levels of its
 //! captures, level depth) it is called at; a closure made as a value takes
 //! its argument at the depth where it is made. What this pass does not
 //! handle yet is refused with its position, and the program then runs in the
 //! interpreter: `vjp`, `jacobian` and `hessian` (rejected earlier, when the
-//! typed IR is made), a reverse level above another level (forward over
-//! reverse, reverse over reverse: the Deltas' weights would themselves need
-//! derivatives), a function value from outside a `diff`/`jvp` applied to a
+//! typed IR is made), a function value from outside a `diff`/`jvp` applied to a
 //! value perturbed inside it, and sums in the point or result of `jvp`.
 
 use super::rules;
@@ -309,11 +311,74 @@ fn zero_at(l: Level, span: Span) -> Expr {
 /// An operation on the trace of reverse level `slot`.
 fn tape(op: TapeOp, slot: u8, args: Vec<Expr>, span: Span) -> Expr {
     let ty = match op {
-        TapeOp::Input | TapeOp::Push => Type::Int,
+        TapeOp::Input | TapeOp::Push | TapeOp::PushWide | TapeOp::Len | TapeOp::Parent => Type::Int,
         TapeOp::Adjoint => Type::Real,
-        TapeOp::Begin | TapeOp::Sweep | TapeOp::End => Type::Unit,
+        // A component: its type is the caller's ([`tape_word`]).
+        TapeOp::Weight | TapeOp::AdjGet => Type::Real,
+        TapeOp::Begin | TapeOp::Sweep | TapeOp::AdjInit | TapeOp::AdjSet | TapeOp::End => {
+            Type::Unit
+        }
     };
     mk(ExprKind::Tape { op, slot, args }, ty, span)
+}
+
+/// A component of type `ty` (`Real` or `Int`) of a wide weight or adjoint.
+fn tape_word(op: TapeOp, slot: u8, args: Vec<Expr>, ty: Type, span: Span) -> Expr {
+    mk(ExprKind::Tape { op, slot, args }, ty, span)
+}
+
+/// `let t = e in body`.
+fn bind(t: Local, e: Expr, body: Expr) -> Expr {
+    let (ty, span) = (body.ty.clone(), body.span);
+    mk(
+        ExprKind::Let(Pat::Local(t), Box::new(e), Box::new(body)),
+        ty,
+        span,
+    )
+}
+
+fn unit(span: Span) -> Expr {
+    mk(ExprKind::Lit(Lit::Unit), Type::Unit, span)
+}
+
+/// The number of components of a real at level `l`: its reals and Delta
+/// ids, flattened (a wide weight of a reverse level above `l`).
+fn width(l: Level) -> usize {
+    if l == Level::PLAIN {
+        return 1;
+    }
+    match l.mode() {
+        Mode::Forward => 2 * width(l.below()),
+        Mode::Reverse => width(l.below()) + 1,
+    }
+}
+
+/// The components of the real `e` at level `l` (`e` is evaluated once per
+/// component: a local or a projection of one), in [`assemble`]'s order.
+fn components(e: &Expr, l: Level, out: &mut Vec<Expr>) {
+    if l == Level::PLAIN {
+        out.push(e.clone());
+        return;
+    }
+    components(&proj(e.clone(), 0), l.below(), out);
+    match l.mode() {
+        Mode::Forward => components(&proj(e.clone(), 1), l.below(), out),
+        Mode::Reverse => out.push(proj(e.clone(), 1)),
+    }
+}
+
+/// A real at level `l` from its components, each asked of `next` with its
+/// type (`Real`, or `Int` for a Delta id), in [`components`]' order.
+fn assemble(l: Level, next: &mut dyn FnMut(Type) -> Expr) -> Expr {
+    if l == Level::PLAIN {
+        return next(Type::Real);
+    }
+    let p = assemble(l.below(), next);
+    let t = match l.mode() {
+        Mode::Forward => assemble(l.below(), next),
+        Mode::Reverse => next(Type::Int),
+    };
+    pair(p, t)
 }
 
 /// `e; rest` (the value of `rest` after the effect of `e`).
@@ -403,6 +468,9 @@ enum Helper {
     SeedInputs(Type, Level),
     /// `acc + x` on reals at level `.0`.
     AddReals(Level),
+    /// The backward sweep of reverse level `.0` over other levels, from
+    /// Delta `i` down ([`Expander::sweep`]).
+    Sweep(Level),
 }
 
 struct Expander<'p> {
@@ -815,8 +883,127 @@ impl Expander<'_> {
                 self.prog.funs[f.0 as usize].body = body;
                 f
             }
+            Helper::Sweep(n) => {
+                let i = self.local("i", Type::Int);
+                let f = self.new_fun(
+                    "sweep".into(),
+                    vec![(Pat::Local(i), Type::Int)],
+                    Type::Unit,
+                    span,
+                );
+                self.helpers.insert(h.clone(), f);
+                let body = self.sweep(f, i, *n, span)?;
+                self.prog.funs[f.0 as usize].body = body;
+                f
+            }
         };
         Ok(f)
+    }
+
+    /// The body of `sweep i` for reverse level `n` above levels `m` (Figure
+    /// 11's `eval` on the flattened trace, as the interpreter's
+    /// `Trace::sweep` does it): from Delta `i` down to 0, a Delta whose
+    /// adjoint `a` is not the constant 0 adds `chain(wₖ, a)` to the adjoint
+    /// of each parent k — an adjoint still the constant 0 is replaced, not
+    /// added to. The arithmetic is level `m`'s, so the sweep is itself
+    /// differentiated by the levels below.
+    fn sweep(&mut self, sweep: FunId, i: Local, n: Level, span: Span) -> R<Expr> {
+        let m = n.below();
+        let w = width(m) as i64;
+        let slot = n.n;
+        let ie = self.local_expr(i, span);
+        let word = |op: TapeOp, id: &Expr, first: i64| {
+            let id = id.clone();
+            let mut j = first;
+            move |ty: Type| {
+                j += 1;
+                tape_word(op, slot, vec![id.clone(), int_lit(j - 1, span)], ty, span)
+            }
+        };
+        let next = mk(
+            ExprKind::Call(
+                sweep,
+                vec![prim(
+                    Prim::Sub,
+                    vec![ie.clone(), int_lit(1, span)],
+                    Type::Int,
+                    span,
+                )],
+            ),
+            Type::Unit,
+            span,
+        );
+        let real_m = dual_ty(&Type::Real, m);
+        let a = self.local("a", real_m.clone());
+        let ae = self.local_expr(a, span);
+        let mut steps = next.clone();
+        for k in (0..2).rev() {
+            let p = self.local("p", Type::Int);
+            let pe = self.local_expr(p, span);
+            let (wt, acc, new) = (
+                self.local("w", real_m.clone()),
+                self.local("acc", real_m.clone()),
+                self.local("adj", real_m.clone()),
+            );
+            let (we, acce, newe) = (
+                self.local_expr(wt, span),
+                self.local_expr(acc, span),
+                self.local_expr(new, span),
+            );
+            let (term, tl) = self.chain((we, m), (ae.clone(), m), span)?;
+            let term = self.lift(term, tl, m, &Type::Real)?;
+            let tv = self.local("term", real_m.clone());
+            let te = self.local_expr(tv, span);
+            let acc_zero = self.is_zero(acce.clone(), m)?;
+            let (sum, sl) = self.op(
+                RealFn::Binary(Binary::Add),
+                vec![(acce, m), (te.clone(), m)],
+                span,
+            )?;
+            let sum = self.lift(sum, sl, m, &Type::Real)?;
+            let mut store = Vec::new();
+            components(&newe, m, &mut store);
+            let mut write = unit(span);
+            for (j, c) in store.into_iter().enumerate().rev() {
+                let set = tape(
+                    TapeOp::AdjSet,
+                    slot,
+                    vec![pe.clone(), int_lit(j as i64, span), c],
+                    span,
+                );
+                write = then(set, write);
+            }
+            let update = bind(
+                wt,
+                assemble(m, &mut word(TapeOp::Weight, &ie, k * w)),
+                bind(
+                    acc,
+                    assemble(m, &mut word(TapeOp::AdjGet, &pe, 0)),
+                    bind(tv, term, bind(new, if_(acc_zero, te, sum), write)),
+                ),
+            );
+            let absent = prim(
+                Prim::Lt,
+                vec![pe.clone(), int_lit(0, span)],
+                Type::Bool,
+                span,
+            );
+            let parent = tape(
+                TapeOp::Parent,
+                slot,
+                vec![ie.clone(), int_lit(k, span)],
+                span,
+            );
+            steps = bind(p, parent, then(if_(absent, unit(span), update), steps));
+        }
+        let a_zero = self.is_zero(ae, m)?;
+        let visit = bind(
+            a,
+            assemble(m, &mut word(TapeOp::AdjGet, &ie, 0)),
+            if_(a_zero, next, steps),
+        );
+        let done = prim(Prim::Lt, vec![ie, int_lit(0, span)], Type::Bool, span);
+        Ok(if_(done, unit(span), visit))
     }
 
     /// The input of forward level `l + 1`: each real leaf of `x` paired with
@@ -1037,7 +1224,19 @@ impl Expander<'_> {
             Type::Real => Ok(match part {
                 Part::Primal => proj(y, 0),
                 Part::Tangent => proj(y, 1),
-                Part::Adjoint => tape(TapeOp::Adjoint, l.n, vec![proj(y, 1)], span),
+                Part::Adjoint if l.below() == Level::PLAIN => {
+                    tape(TapeOp::Adjoint, l.n, vec![proj(y, 1)], span)
+                }
+                Part::Adjoint => {
+                    return self.with_temp(proj(y, 1), |_, id| {
+                        let mut j = 0;
+                        Ok(assemble(l.below(), &mut |ty| {
+                            j += 1;
+                            let at = vec![id.clone(), int_lit(j - 1, span)];
+                            tape_word(TapeOp::AdjGet, l.n, at, ty, span)
+                        }))
+                    });
+                }
             }),
             Type::Tuple(ts) => self.with_temp(y, |s, y| {
                 let parts = ts
@@ -1165,12 +1364,6 @@ impl Expander<'_> {
                 _ => return Err(unsupported(&format!("the function {f:?}"), span)),
             });
         }
-        if l.mode() == Mode::Reverse && l.below() != Level::PLAIN {
-            return Err(unsupported(
-                "reverse mode inside another derivative (the Deltas' weights would be perturbed)",
-                span,
-            ));
-        }
         // Bind the operands, then take each apart at level l.
         let mut lets = Vec::new();
         let mut primals = Vec::new();
@@ -1209,20 +1402,38 @@ impl Expander<'_> {
         } else {
             // One Delta `Σ ∂ᵢ · Var idᵢ` over the operands of this level
             // (`tangents` holds their Delta ids), as the interpreter records
-            // it; the weights are plain reals (checked above).
-            let mut push = Vec::new();
+            // it; the weights are reals of the levels below.
+            let below = l.below();
+            let mut ids = Vec::new();
+            let mut weights = Vec::new();
             for (partial, id) in partials.into_iter().zip(tangents) {
                 if let Some(id) = id {
                     let (w, wl) = self.emit(&partial, span)?;
-                    push.push(id);
-                    push.push(self.lift(w, wl, l.below(), &Type::Real)?);
+                    ids.push(id);
+                    weights.push(self.lift(w, wl, below, &Type::Real)?);
                 }
             }
-            while push.len() < 4 {
-                push.push(int_lit(-1, span));
-                push.push(real_lit(0.0, span));
+            while ids.len() < 2 {
+                ids.push(int_lit(-1, span));
+                weights.push(zero_at(below, span));
             }
-            tape(TapeOp::Push, l.n, push, span)
+            if below == Level::PLAIN {
+                let mut push = Vec::new();
+                for (id, w) in ids.into_iter().zip(weights) {
+                    push.push(id);
+                    push.push(w);
+                }
+                tape(TapeOp::Push, l.n, push, span)
+            } else {
+                // Wide weights: each bound once, then passed flattened.
+                let mut push = ids;
+                for w in weights {
+                    let t = self.local("w", w.ty.clone());
+                    lets.push((t, w));
+                    components(&self.local_expr(t, span), below, &mut push);
+                }
+                tape(TapeOp::PushWide, l.n, push, span)
+            }
         };
         let value = self.lift(value.0, value.1, l.below(), &Type::Real)?;
         let mut out = pair(value, perturbation);
@@ -1671,21 +1882,18 @@ impl Expander<'_> {
         let (x, xl) = self.rewrite(&args[1], cx)?;
         let caps = self.captures_of(f, cx);
         let m = caps.iter().map(|c| c.1).fold(xl, Level::max);
-        if m != Level::PLAIN {
+        if m.n + 1 > MAX_LEVEL {
             return Err(unsupported(
-                &format!(
-                    "`{}` of a function that sees values of another derivative (reverse mode nested in another level)",
-                    p.info().name
-                ),
+                &format!("derivatives nested more than {MAX_LEVEL} deep"),
                 span,
             ));
         }
         let n = m.above(Mode::Reverse);
         let x_ty = args[1].ty.clone();
+        let x = self.lift(x, xl, m, &x_ty)?;
         let g = self.specialise(f, vec![n], caps, n)?;
         let gl = self.ret_level(g);
         let ret = self.prog.fun(g).ret.clone();
-        let out_ty = e.ty.clone();
         // x; begin; let xs = seed x; let y = f xs; sweep from y; let g =
         // adjoints of xs; end; g
         let body = self.with_temp(x, |s, x| {
@@ -1696,12 +1904,7 @@ impl Expander<'_> {
             let call = mk(ExprKind::Call(g, vec![xe.clone()]), ret, span);
             let call = s.lift(call, gl, n, &Type::Real)?;
             let ye = s.local_expr(y, span);
-            let sweep = tape(
-                TapeOp::Sweep,
-                n.n,
-                vec![proj(ye.clone(), 1), real_lit(1.0, span)],
-                span,
-            );
+            let sweep = s.backward(proj(ye.clone(), 1), n, span)?;
             let gradient = s.split(xe, &x_ty, n, Part::Adjoint)?;
             let gv = s.local("g", gradient.ty.clone());
             let result = match p {
@@ -1709,24 +1912,56 @@ impl Expander<'_> {
                 _ => s.local_expr(gv, span),
             };
             let finish = then(tape(TapeOp::End, n.n, Vec::new(), span), result);
-            let read = mk(
-                ExprKind::Let(Pat::Local(gv), Box::new(gradient), Box::new(finish)),
-                out_ty.clone(),
-                span,
-            );
-            let run = mk(
-                ExprKind::Let(Pat::Local(y), Box::new(call), Box::new(then(sweep, read))),
-                out_ty.clone(),
-                span,
-            );
-            let seeded = mk(
-                ExprKind::Let(Pat::Local(xs), Box::new(seeded), Box::new(run)),
-                out_ty.clone(),
-                span,
-            );
-            Ok(then(tape(TapeOp::Begin, n.n, Vec::new(), span), seeded))
+            let run = bind(y, call, then(sweep, bind(gv, gradient, finish)));
+            let wide = if m == Level::PLAIN { 0 } else { width(m) };
+            let begin = tape(TapeOp::Begin, n.n, vec![int_lit(wide as i64, span)], span);
+            Ok(then(begin, bind(xs, seeded, run)))
         })?;
         Ok((body, m))
+    }
+
+    /// The backward sweep of reverse level `n` from the Delta `id` (an `Int`
+    /// expression) with cotangent 1: the runtime's sweep over plain reals,
+    /// else the generated [`Helper::Sweep`] over wide adjoints.
+    fn backward(&mut self, id: Expr, n: Level, span: Span) -> R<Expr> {
+        let m = n.below();
+        if m == Level::PLAIN {
+            return Ok(tape(
+                TapeOp::Sweep,
+                n.n,
+                vec![id, real_lit(1.0, span)],
+                span,
+            ));
+        }
+        let sweep = self.helper(Helper::Sweep(n), span)?;
+        self.with_temp(id, |s, id| {
+            let mut zero = Vec::new();
+            components(&zero_at(m, span), m, &mut zero);
+            let init = tape(TapeOp::AdjInit, n.n, zero, span);
+            // The seed: adjoint(id) = 1 (lifted to level m), if y has a Delta.
+            let one = s.lift(real_lit(1.0, span), Level::PLAIN, m, &Type::Real)?;
+            let mut seed = unit(span);
+            let mut words = Vec::new();
+            components(&one, m, &mut words);
+            for (j, c) in words.into_iter().enumerate().rev() {
+                let at = vec![id.clone(), int_lit(j as i64, span), c];
+                seed = then(tape(TapeOp::AdjSet, n.n, at, span), seed);
+            }
+            let constant = prim(
+                Prim::Lt,
+                vec![id.clone(), int_lit(0, span)],
+                Type::Bool,
+                span,
+            );
+            let last = prim(
+                Prim::Sub,
+                vec![tape(TapeOp::Len, n.n, Vec::new(), span), int_lit(1, span)],
+                Type::Int,
+                span,
+            );
+            let run = mk(ExprKind::Call(sweep, vec![last]), Type::Unit, span);
+            Ok(then(init, if_(constant, unit(span), then(seed, run))))
+        })
     }
 
     /// `diff f x` and `jvp f x dx`: `f` at a fresh level over the seeded point.

@@ -1,8 +1,8 @@
-//! Compiled forward mode (`diff`, `jvp`: `nabla_lang::translate::dual`) on
-//! the forward-over-forward variants of the nested benchmarks of Siskind &
-//! Pearlmutter (bench/nabla/nested.nabla): native code gives the
-//! interpreter's result bit for bit, frees what it allocates, and compiles
-//! in bounded time.
+//! Compiled differentiation (`nabla_lang::translate::dual`) on the nested
+//! benchmarks of Siskind & Pearlmutter (bench/nabla/nested.nabla) in all
+//! four variants (forward or reverse outside, forward or reverse inside):
+//! native code gives the interpreter's result bit for bit, frees what it
+//! allocates, and compiles in bounded time.
 
 use nabla_lang::driver::Session;
 use nabla_lang::memory;
@@ -30,18 +30,24 @@ fn both(main: &str) -> (String, String, usize) {
     .expect("thread")
 }
 
-#[test]
-fn saddle_forward_over_forward_is_the_interpreters() {
-    let (interp, native, leaked) = both("saddle_ff ()");
-    assert_eq!(native, interp);
-    assert_eq!(leaked, 0, "bytes left allocated");
+fn agrees(main: &str) {
+    let (interp, native, leaked) = both(main);
+    assert_eq!(native, interp, "{main}");
+    assert_eq!(leaked, 0, "{main}: bytes left allocated");
 }
 
 #[test]
-fn particle_forward_over_forward_is_the_interpreters() {
-    let (interp, native, leaked) = both("particle_ff ()");
-    assert_eq!(native, interp);
-    assert_eq!(leaked, 0, "bytes left allocated");
+fn saddle_in_every_mode_is_the_interpreters() {
+    for v in ["ff", "fr", "rf", "rr"] {
+        agrees(&format!("saddle_{v} ()"));
+    }
+}
+
+#[test]
+fn particle_in_every_mode_is_the_interpreters() {
+    for v in ["ff", "fr", "rf", "rr"] {
+        agrees(&format!("particle_{v} ()"));
+    }
 }
 
 #[test]
