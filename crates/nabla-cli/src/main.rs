@@ -362,7 +362,7 @@ fn run_native(
     let measured = timing::measure(timing.repeat, || {
         native
             .call_with(&args)
-            .map_err(|e| vec![Diagnostic::from(e)])
+            .map_err(|e| vec![nabla_lang::driver::runtime_diagnostic(limits, e)])
     });
     Ok(match measured {
         Ok(m) => {

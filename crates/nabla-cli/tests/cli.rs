@@ -1078,8 +1078,8 @@ fn backends_native_auto_and_interp() {
         "{}",
         stderr(&auto)
     );
-    // A program with `grad`: auto falls back (and -v says why), native refuses.
-    let conf = repo().join("examples/perturbation_confusion.nabla");
+    // A program with `hessian`: auto falls back (and -v says why), native refuses.
+    let conf = repo().join("tests/lang/ad/op_hessian.nabla");
     let conf = conf.to_str().expect("utf-8 path");
     let auto = run(&["run", "-v", conf]);
     assert!(auto.status.success());
@@ -1097,8 +1097,8 @@ fn backends_native_auto_and_interp() {
     assert_eq!(native.status.code(), Some(1));
     assert!(
         stderr(&native)
-            .contains("native code does not handle the differentiation operator `grad` yet")
-            && stderr(&native).contains("perturbation_confusion.nabla:"),
+            .contains("native code does not handle the differentiation operator `hessian` yet")
+            && stderr(&native).contains("op_hessian.nabla:"),
         "{}",
         stderr(&native)
     );

@@ -509,8 +509,20 @@ impl Session {
     }
 }
 
-/// A run-time error as a diagnostic; the step limit's says how to raise it.
-fn runtime_diagnostic(limits: Limits, e: RuntimeError) -> Diagnostic {
+/// A run-time error (of either back end) as a diagnostic; the step limit's
+/// says how to raise it.
+///
+/// ```
+/// use nabla_lang::driver::runtime_diagnostic;
+/// use nabla_lang::eval::{Limits, RuntimeError, STEP_LIMIT_EXCEEDED};
+/// use nabla_lang::syntax::span::Span;
+///
+/// let limits = Limits { max_calls: Some(10), ..Limits::default() };
+/// let e = RuntimeError { message: STEP_LIMIT_EXCEEDED.into(), span: Span::default() };
+/// let d = runtime_diagnostic(limits, e);
+/// assert!(d.notes.iter().any(|n| n.contains("--max-calls")));
+/// ```
+pub fn runtime_diagnostic(limits: Limits, e: RuntimeError) -> Diagnostic {
     let limit = limits
         .max_calls
         .filter(|_| e.message == STEP_LIMIT_EXCEEDED);

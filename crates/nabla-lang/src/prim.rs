@@ -787,3 +787,24 @@ mod tests {
         );
     }
 }
+
+/// What the second value of a pair that a derivative operator walks
+/// together is: `jvp`'s tangent beside the point, or a pullback's cotangent
+/// beside the function's output (for the messages of a shape mismatch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// `jvp`'s tangent, shaped like the point.
+    Tangent,
+    /// A pullback's cotangent, shaped like the output.
+    Cotangent,
+}
+
+impl Role {
+    /// How messages name (the primal, the other value).
+    pub fn names(self) -> (&'static str, &'static str) {
+        match self {
+            Role::Tangent => ("the point", "the tangent"),
+            Role::Cotangent => ("the function's output", "the cotangent"),
+        }
+    }
+}

@@ -29,6 +29,7 @@ use cranelift_jit::JITModule;
 use cranelift_module::{FuncId, Linkage, Module};
 use nabla_lang::core::lower_typed::{Entry, Unsupported};
 use nabla_lang::core::typed::{Expr, ExprKind, FunId, GlobalId, Lit, Local, Pat, Program, TapeOp};
+use nabla_lang::prim::Role;
 use nabla_lang::prim::{Prim, RealFn, Selection};
 use nabla_lang::syntax::span::Span;
 use nabla_lang::types::Type;
@@ -599,9 +600,9 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         }
         let slots = self.b.ins().stack_addr(PTR, area, 0);
         let site = self.b.ins().iconst(PTR, site_addr);
-        let f = self.cg.import("rt_trace", &[PTR, PTR], &[])?;
+        let f = self.cg.import("rt_trace", &[PTR, PTR, PTR], &[])?;
         let f = self.func_ref(f);
-        self.b.ins().call(f, &[site, slots]);
+        self.b.ins().call(f, &[self.ctx, site, slots]);
         Ok(())
     }
 
@@ -635,7 +636,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             (ptr, n)
         };
         let (name, params, rets): (_, Vec<types::Type>, &[types::Type]) = match op {
-            TapeOp::Begin => ("rt_tape_begin", vec![types::I64], &[]),
+            TapeOp::Begin => ("rt_tape_begin", vec![types::I64, types::I64], &[]),
             TapeOp::Input => ("rt_tape_input", vec![], &[types::I64]),
             TapeOp::Push => {
                 let s = self.cg.span_index(span);
@@ -658,7 +659,8 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                     &[types::I64],
                 )
             }
-            TapeOp::Sweep => ("rt_tape_sweep", vec![types::I64, types::F64], &[]),
+            TapeOp::Seed => ("rt_tape_seed", vec![types::I64, types::F64], &[]),
+            TapeOp::Sweep => ("rt_tape_sweep", vec![], &[]),
             TapeOp::Adjoint => ("rt_tape_adjoint", vec![types::I64], &[types::F64]),
             TapeOp::Len => ("rt_tape_len", vec![], &[types::I64]),
             TapeOp::Parent => (
@@ -816,6 +818,28 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let ok = self.b.create_block();
         self.b.ins().brif(failed, self.unwind, &[], ok, &[]);
         self.b.switch_to_block(ok);
+    }
+
+    /// After applying a closure that may have raised an error: return if
+    /// it did, giving an error raised "at the application" (a pullback's
+    /// cotangent of the wrong shape) this application's position.
+    fn check_failed_at(&mut self, span: Span) -> R<()> {
+        let failed = self
+            .b
+            .ins()
+            .load(types::I64, flags(), self.ctx, Ctx::FAILED);
+        let bad = self.b.create_block();
+        let ok = self.b.create_block();
+        self.b.set_cold_block(bad);
+        self.b.ins().brif(failed, bad, &[], ok, &[]);
+        self.b.switch_to_block(bad);
+        let f = self.cg.import("rt_error_site", &[PTR, types::I32], &[])?;
+        let s = self.cg.span_index(span);
+        let s = self.b.ins().iconst(types::I32, s);
+        self.call(f, &[self.ctx, s]);
+        self.b.ins().jump(self.unwind, &[]);
+        self.b.switch_to_block(ok);
+        Ok(())
     }
 
     fn call(&mut self, id: FuncId, args: &[ir::Value]) -> Vals {
@@ -1389,19 +1413,23 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 self.release(&closure.ty, &c, owned)?;
                 vec![v]
             }
-            ExprKind::TangentShape(point, tangent) => {
+            ExprKind::TangentShape(point, tangent, role) => {
                 let (p, p_owned) = self.borrowed(point)?;
                 let (t, t_owned) = self.borrowed(tangent)?;
                 let (kind, n, m) = if matches!(point.ty, Type::Sum(..)) {
                     let n = self.b.ins().uextend(types::I64, p[0]);
                     let m = self.b.ins().uextend(types::I64, t[0]);
-                    (ErrorKind::TangentConstructor, n, m)
+                    let kind = match role {
+                        Role::Tangent => ErrorKind::TangentConstructor,
+                        Role::Cotangent => ErrorKind::CotangentConstructor,
+                    };
+                    (kind, n, m)
                 } else {
-                    (
-                        ErrorKind::TangentLength,
-                        self.vec_len(p[0]),
-                        self.vec_len(t[0]),
-                    )
+                    let kind = match role {
+                        Role::Tangent => ErrorKind::TangentLength,
+                        Role::Cotangent => ErrorKind::CotangentLength,
+                    };
+                    (kind, self.vec_len(p[0]), self.vec_len(t[0]))
                 };
                 let differ = self.b.ins().icmp(IntCC::NotEqual, n, m);
                 self.fail_if(differ, kind, span, Some((m, n)))?;
@@ -1423,7 +1451,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 args.extend(xv);
                 let inst = self.b.ins().call_indirect(sig, code, &args);
                 let r = self.b.inst_results(inst).to_vec();
-                self.check_failed();
+                self.check_failed_at(span)?;
                 self.release(&fe.ty, &fv, owned)?;
                 r
             }

@@ -13,6 +13,7 @@ use nabla_lang::eval::STEP_LIMIT_EXCEEDED;
 use nabla_lang::eval::arith::ArithError;
 use nabla_lang::memory;
 use nabla_lang::prim::Prim;
+use nabla_lang::prim::Role;
 use std::alloc::Layout;
 use std::collections::HashMap;
 
@@ -50,6 +51,9 @@ pub(crate) struct Ctx {
     /// The Delta traces of the active reverse levels, a stack per level
     /// position ([`nabla_lang::core::typed::ExprKind::Tape`]).
     tapes: [Vec<Tape>; TAPE_SLOTS],
+    /// How many of the active traces are a pullback's replay of its
+    /// function (`trace` prints nothing then).
+    replaying: u32,
 }
 
 /// Reverse-level positions have numbers below this (compiled
@@ -72,10 +76,14 @@ struct Tape {
     wide_adjoints: Vec<u64>,
     /// Bytes charged to the memory budget for the two wide buffers.
     charged: usize,
+    /// The cotangents of the output Deltas, for the next (plain) sweep.
+    seeds: Vec<(u32, Num)>,
+    /// A pullback's replay of its function.
+    replay: bool,
 }
 
 impl Tape {
-    fn new(width: usize) -> Tape {
+    fn new(width: usize, replay: bool) -> Tape {
         Tape {
             trace: Trace::new(),
             adjoints: Vec::new(),
@@ -83,6 +91,8 @@ impl Tape {
             weights: Vec::new(),
             wide_adjoints: Vec::new(),
             charged: 0,
+            seeds: Vec::new(),
+            replay,
         }
     }
 
@@ -121,6 +131,7 @@ impl Ctx {
             chunks: Vec::new(),
             large: HashMap::new(),
             tapes: Default::default(),
+            replaying: 0,
         }
     }
 
@@ -142,6 +153,10 @@ pub(crate) struct Raised {
     pub span: u32,
     pub a: i64,
     pub b: i64,
+    /// Reported at the closure application it returns through first
+    /// ([`rt_error_site`]): a pullback's cotangent error, which the
+    /// interpreter reports where the pullback is applied.
+    pub at_caller: bool,
 }
 
 /// The run-time errors of native code: the interpreter's, with the same
@@ -171,6 +186,12 @@ pub(crate) enum ErrorKind {
     TangentConstructor = 12,
     /// A bug of the compiler, caught at run time (never expected).
     Internal = 13,
+    /// A pullback's cotangent vector of length `a` for an output of length
+    /// `b` (reported at the pullback's application).
+    CotangentLength = 14,
+    /// A pullback's cotangent with constructor `a` for an output with
+    /// constructor `b` (reported at the pullback's application).
+    CotangentConstructor = 15,
 }
 
 /// The operators whose overflow is an error, by the index generated code passes.
@@ -194,6 +215,8 @@ impl ErrorKind {
             TangentLength,
             TangentConstructor,
             Internal,
+            CotangentLength,
+            CotangentConstructor,
         ]
         .get(code as usize)
         .copied()
@@ -202,6 +225,14 @@ impl ErrorKind {
 }
 
 impl Raised {
+    /// Which value a shape error is about.
+    fn role(&self) -> Role {
+        match self.kind {
+            ErrorKind::CotangentLength | ErrorKind::CotangentConstructor => Role::Cotangent,
+            _ => Role::Tangent,
+        }
+    }
+
     /// The interpreter's message for this error.
     pub(crate) fn message(&self, global_names: &[String]) -> String {
         let (a, b) = (self.a, self.b);
@@ -222,15 +253,15 @@ impl Raised {
             ErrorKind::ZipLengths => {
                 format!("`zip` of vectors of different lengths ({a} and {b})")
             }
-            ErrorKind::TangentLength => {
-                format!(
-                    "length mismatch: the tangent has length {a} where the point has length {b}"
-                )
+            ErrorKind::TangentLength | ErrorKind::CotangentLength => {
+                let (primal, other) = self.role().names();
+                format!("length mismatch: {other} has length {a} where {primal} has length {b}")
             }
-            ErrorKind::TangentConstructor => {
+            ErrorKind::TangentConstructor | ErrorKind::CotangentConstructor => {
+                let (primal, other) = self.role().names();
                 let name = |tag| if tag == 0 { "an `inl`" } else { "an `inr`" };
                 format!(
-                    "the tangent is {} where the point is {}: they must use the same constructor",
+                    "{other} is {} where {primal} is {}: they must use the same constructor",
                     name(a),
                     name(b)
                 )
@@ -267,9 +298,13 @@ pub(crate) struct TraceSite {
 
 /// Prints `label: VALUE` on stderr for a `trace` (unless `nabla run
 /// --quiet`), through the interpreter's printer so that both back ends
-/// print alike. A function in the value prints as `<function>`.
-pub(crate) extern "C" fn rt_trace(site: *const TraceSite, slots: *const u64) {
-    if nabla_lang::eval::tracing::is_quiet() {
+/// print alike. A function in the value prints as `<function>`. Silent
+/// while a pullback replays its function ([`Ctx::replaying`]): the
+/// interpreter runs that function once, when `vjp` is called.
+pub(crate) extern "C" fn rt_trace(ctx: *mut Ctx, site: *const TraceSite, slots: *const u64) {
+    // SAFETY: as in `rt_error`.
+    let replaying = unsafe { (*ctx).replaying } > 0;
+    if nabla_lang::eval::tracing::is_quiet() || replaying {
         return;
     }
     // SAFETY: `site` is the address of a site the compiled program owns for
@@ -299,12 +334,14 @@ fn tape<'a>(ctx: *mut Ctx, slot: u64) -> Option<&'a mut Tape> {
 }
 
 /// `TapeOp::Begin`: a fresh trace for reverse level `slot`, with weights of
-/// `width` words (0: plain `f64` weights).
-pub(crate) extern "C" fn rt_tape_begin(ctx: *mut Ctx, slot: u64, width: i64) {
+/// `width` words (0: plain `f64` weights), for a pullback's replay if
+/// `replay` is 1.
+pub(crate) extern "C" fn rt_tape_begin(ctx: *mut Ctx, slot: u64, width: i64, replay: i64) {
     // SAFETY: as in `tape`.
     let ctx = unsafe { &mut *ctx };
     if let Some(stack) = ctx.tapes.get_mut(slot as usize) {
-        stack.push(Tape::new(usize::try_from(width).unwrap_or(0)));
+        stack.push(Tape::new(usize::try_from(width).unwrap_or(0), replay == 1));
+        ctx.replaying += u32::from(replay == 1);
     }
 }
 
@@ -441,14 +478,19 @@ pub(crate) extern "C" fn rt_tape_adj_set(ctx: *mut Ctx, slot: u64, id: i64, j: i
     }
 }
 
-/// `TapeOp::Sweep`: the backward sweep from Delta `id` with cotangent
-/// `seed`, keeping the inputs' adjoints.
-pub(crate) extern "C" fn rt_tape_sweep(ctx: *mut Ctx, slot: u64, id: i64, seed: f64) {
+/// `TapeOp::Seed`: cotangent `seed` for Delta `id` (nothing if −1) in the
+/// next sweep.
+pub(crate) extern "C" fn rt_tape_seed(ctx: *mut Ctx, slot: u64, id: i64, seed: f64) {
+    if let (Some(t), Ok(id)) = (tape(ctx, slot), u32::try_from(id)) {
+        t.seeds.push((id, Num::Real(seed)));
+    }
+}
+
+/// `TapeOp::Sweep`: the backward sweep from the seeded Deltas, keeping the
+/// inputs' adjoints.
+pub(crate) extern "C" fn rt_tape_sweep(ctx: *mut Ctx, slot: u64) {
     let Some(t) = tape(ctx, slot) else { return };
-    let seeds = match u32::try_from(id) {
-        Ok(id) => vec![(id, Num::Real(seed))],
-        Err(_) => Vec::new(),
-    };
+    let seeds = std::mem::take(&mut t.seeds);
     t.adjoints = t
         .trace
         .backpropagate(seeds)
@@ -469,6 +511,7 @@ pub(crate) extern "C" fn rt_tape_end(ctx: *mut Ctx, slot: u64) {
     // SAFETY: as in `tape`.
     let ctx = unsafe { &mut *ctx };
     if let Some(mut t) = ctx.tapes.get_mut(slot as usize).and_then(Vec::pop) {
+        ctx.replaying -= u32::from(t.replay);
         std::mem::take(&mut t.trace).recycle();
     }
 }
@@ -479,14 +522,30 @@ pub(crate) extern "C" fn rt_error(ctx: *mut Ctx, kind: u32, span: u32, a: i64, b
     // `Native::run` keeps alive and exclusively lent for the whole run.
     let ctx = unsafe { &mut *ctx };
     if ctx.error.is_none() {
+        let kind = ErrorKind::from_code(kind);
         ctx.error = Some(Raised {
-            kind: ErrorKind::from_code(kind),
+            kind,
             span,
             a,
             b,
+            at_caller: matches!(
+                kind,
+                ErrorKind::CotangentLength | ErrorKind::CotangentConstructor
+            ),
         });
     }
     ctx.failed = 1;
+}
+
+/// An error returning through the closure application at `span`: one to be
+/// reported at its caller gets this position.
+pub(crate) extern "C" fn rt_error_site(ctx: *mut Ctx, span: u32) {
+    // SAFETY: as in `rt_error`.
+    let ctx = unsafe { &mut *ctx };
+    if let Some(e) = ctx.error.as_mut().filter(|e| e.at_caller) {
+        e.span = span;
+        e.at_caller = false;
+    }
 }
 
 /// Alignment of every heap object: its slots are 8-byte words.
@@ -715,10 +774,12 @@ pub(crate) fn symbols() -> Vec<(&'static str, *const u8)> {
         ("rt_alloc", rt_alloc as *const u8),
         ("rt_free", rt_free as *const u8),
         ("rt_trace", rt_trace as *const u8),
+        ("rt_error_site", rt_error_site as *const u8),
         ("rt_tape_begin", rt_tape_begin as *const u8),
         ("rt_tape_input", rt_tape_input as *const u8),
         ("rt_tape_push", rt_tape_push as *const u8),
         ("rt_tape_push_wide", rt_tape_push_wide as *const u8),
+        ("rt_tape_seed", rt_tape_seed as *const u8),
         ("rt_tape_sweep", rt_tape_sweep as *const u8),
         ("rt_tape_len", rt_tape_len as *const u8),
         ("rt_tape_parent", rt_tape_parent as *const u8),

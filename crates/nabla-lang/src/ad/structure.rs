@@ -10,6 +10,7 @@
 
 use super::num::{LevelGuard, Num, Perturbation};
 use crate::eval::Value;
+use crate::prim::Role;
 use crate::stack;
 use std::rc::Rc;
 
@@ -67,24 +68,6 @@ fn map_children(v: &Value, mut f: impl FnMut(&Value) -> ShapeResult<Value>) -> S
             ));
         }
     })
-}
-
-/// What the second value of a pair walked together is, for messages.
-#[derive(Clone, Copy, Debug)]
-pub enum Role {
-    /// `jvp`'s tangent, shaped like the point.
-    Tangent,
-    /// A pullback's cotangent, shaped like the output.
-    Cotangent,
-}
-
-impl Role {
-    fn names(self) -> (&'static str, &'static str) {
-        match self {
-            Role::Tangent => ("the point", "the tangent"),
-            Role::Cotangent => ("the function's output", "the cotangent"),
-        }
-    }
 }
 
 /// `x` with every real leaf replaced by `leaf(real)`.

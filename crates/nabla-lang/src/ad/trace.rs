@@ -9,7 +9,6 @@
 
 use super::num::Num;
 use crate::memory;
-use nabla::Number;
 
 /// The parent of a missing term.
 pub const NO_PARENT: u32 = u32::MAX;
@@ -253,14 +252,14 @@ impl Trace {
                     let i = e.weights[k].to_bits() as usize;
                     self.tagged_weights.get(i).cloned().unwrap_or(Num::ZERO)
                 };
-                if let Some(acc) = adjoint.get_mut(p) {
+                // A zero weight adds nothing (`Number::chain`; `a` is not
+                // zero here), as in the plain sweep.
+                if let Some(acc) = adjoint.get_mut(p)
+                    && !w.is_zero()
+                {
                     match (&w, &a, &mut *acc) {
-                        (Num::Real(w), Num::Real(a), Num::Real(acc)) => {
-                            if *w != 0.0 {
-                                *acc += w * a
-                            }
-                        }
-                        _ => accumulate(acc, w.chain(a.clone())),
+                        (Num::Real(w), Num::Real(a), Num::Real(acc)) => *acc += w * a,
+                        _ => accumulate(acc, w * a.clone()),
                     }
                 }
             }
@@ -275,9 +274,15 @@ impl Drop for Trace {
     }
 }
 
-/// `*acc += term`, keeping a constant-0 accumulator structural.
+/// `*acc += term`. A constant-0 accumulator is replaced by a tagged term
+/// (adding it would record a Delta) unless that would give another value
+/// than adding does (`0 + −0` is `+0`): every value is the plain sweep's
+/// `acc + term`, to the sign of a zero, whatever levels the term carries.
 fn accumulate(acc: &mut Num, term: Num) {
-    if acc.is_zero() {
+    let signed_zero = |x: f64| x == 0.0 && x.is_sign_negative();
+    let same_value = !signed_zero(term.value()) || signed_zero(acc.value());
+    let replace = acc.is_zero() && !matches!(term, Num::Real(_)) && same_value;
+    if replace {
         *acc = term;
     } else {
         let old = std::mem::replace(acc, Num::ZERO);

@@ -573,10 +573,13 @@ impl Lowerer<'_> {
     }
 
     fn check_prim(&self, p: Prim, span: Span) -> R<()> {
-        // `diff`, `jvp`, `grad` and `value_and_grad` are compiled
+        // `diff`, `jvp`, `grad`, `value_and_grad` and `vjp` are compiled
         // (`crate::translate::dual`); the others are not yet.
         if p.is_derivative()
-            && !matches!(p, Prim::Diff | Prim::Jvp | Prim::Grad | Prim::ValueAndGrad)
+            && !matches!(
+                p,
+                Prim::Diff | Prim::Jvp | Prim::Grad | Prim::ValueAndGrad | Prim::Vjp
+            )
         {
             return Err(Unsupported {
                 what: format!("the differentiation operator `{}`", p.info().name),
@@ -688,7 +691,7 @@ impl Lowerer<'_> {
             Prim::Build => Some((1, 1)),
             Prim::Map => Some((0, 1)),
             Prim::Fold => Some((0, 2)),
-            Prim::Diff | Prim::Jvp | Prim::Grad | Prim::ValueAndGrad => Some((0, 1)),
+            Prim::Diff | Prim::Jvp | Prim::Grad | Prim::ValueAndGrad | Prim::Vjp => Some((0, 1)),
             _ => None,
         };
         let mut lets = Vec::new();
@@ -716,9 +719,48 @@ impl Lowerer<'_> {
             (Prim::Fst | Prim::Snd, 1) => {
                 ExprKind::Proj(Box::new(lowered.remove(0)), u32::from(p == Prim::Snd))
             }
+            (Prim::Vjp, 2) => {
+                let x = lowered.pop().unwrap_or_else(|| unit(span));
+                let f = lowered.pop().unwrap_or_else(|| unit(span));
+                let x = self.temp(x, &mut lets);
+                return Ok(wrap_lets(lets, self.vjp(f, x, ty, span)?));
+            }
             _ => ExprKind::Prim(p, lowered),
         };
         Ok(wrap_lets(lets, expr(call, ty, span)))
+    }
+
+    /// `vjp f x` as `(f x, fun ct -> vjp f x ct)`: the pullback a closure
+    /// whose body is `Prim::Vjp` of three operands, the pullback of `f` at
+    /// `x` applied to `ct` (`x` a local or literal, `f` a closure of a known
+    /// function: both can be used twice). Compiled differentiation expands
+    /// that application into a recording of `f` and one backward sweep.
+    fn vjp(&mut self, f: Expr, x: Expr, ty: Type, span: Span) -> R<Expr> {
+        let (Type::Tuple(parts), Type::Fun(_, y_ty)) = (&ty, &f.ty) else {
+            return Err(internal("`vjp` of another type", span));
+        };
+        let y_ty = (**y_ty).clone();
+        let Some(pb_ty @ Type::Fun(_, grad_ty)) = parts.get(1) else {
+            return Err(internal("`vjp` of another type", span));
+        };
+        let grad_ty = (**grad_ty).clone();
+        let pb_ty = pb_ty.clone();
+        let y = expr(
+            ExprKind::Apply(Box::new(f.clone()), Box::new(x.clone())),
+            y_ty.clone(),
+            span,
+        );
+        let pb = self.new_fun(format!("{}.pullback", self.current_name()), span);
+        let saved = self.current.replace(pb);
+        let ct = self.new_local("ct", y_ty.clone());
+        self.current = saved;
+        let ct_e = expr(ExprKind::Local(ct), y_ty.clone(), span);
+        let fun = &mut self.prog.funs[pb.0 as usize];
+        fun.params = vec![(Pat::Local(ct), y_ty)];
+        fun.ret = grad_ty.clone();
+        fun.body = expr(ExprKind::Prim(Prim::Vjp, vec![f, x, ct_e]), grad_ty, span);
+        let pb = expr(ExprKind::Closure(pb), pb_ty, span);
+        Ok(expr(ExprKind::Tuple(vec![y, pb]), ty, span))
     }
 
     /// The function argument of `build`/`map`/`fold` as a closure of a known

@@ -28,6 +28,7 @@
 //!   are the types of their arguments.
 
 use crate::prim::Prim;
+use crate::prim::Role;
 /// The source positions the nodes carry (run-time errors report them).
 pub use crate::syntax::span::Span;
 use crate::types::Type;
@@ -165,7 +166,10 @@ pub enum ExprKind {
     /// type without heap parts (reals, Ints, Bools and tuples of them). Made
     /// by compiled differentiation for its structural-zero tests.
     Select(Box<Expr>, Box<Expr>, Box<Expr>),
-    /// A saturated primitive call.
+    /// A saturated primitive call. One primitive takes other operands than
+    /// in the language: `Prim::Vjp` with `[f, x, ct]` is the pullback of
+    /// `f` at `x` applied to `ct` (`vjp f x` is lowered to `(f x, fun ct ->
+    /// vjp f x ct)`).
     Prim(Prim, Vec<Expr>),
     /// `[e1, …, en]`
     Vector(Vec<Expr>),
@@ -173,12 +177,14 @@ pub enum ExprKind {
     /// way (`crate::eval::tracing`). Compiled differentiation keeps it at
     /// level 0: a perturbed operand is traced by its primal.
     Trace(String, Box<Expr>),
-    /// `()` if the tangent (second) is shaped like the point (first) at the
-    /// top — two vectors of the same length, or two sums with the same
-    /// constructor — else the interpreter's run-time error for a `jvp` whose
-    /// tangent is not (made by compiled differentiation,
-    /// `crate::translate::dual`).
-    TangentShape(Box<Expr>, Box<Expr>),
+    /// `()` if the tangent or cotangent (second) is shaped like the point
+    /// or output (first) at the top — two vectors of the same length, or two
+    /// sums with the same constructor — else the interpreter's run-time
+    /// error for a `jvp` tangent or a pullback's cotangent that is not (made
+    /// by compiled differentiation, `crate::translate::dual`). A cotangent's
+    /// error is reported at the application of the pullback, the innermost
+    /// closure application around it, as the interpreter reports it.
+    TangentShape(Box<Expr>, Box<Expr>, Role),
     /// The closure `closure` with its code swapped: if its code is that of
     /// function `from` (of one of the pairs), the closure of `to` over the
     /// same captured values (`to` has `from`'s captures). Compiled
@@ -221,8 +227,10 @@ pub enum ExprKind {
 /// operand or result type says).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TapeOp {
-    /// `()`: starts a fresh trace for the slot, of weights of `[width]`
-    /// components (0 for plain `f64` weights).
+    /// `()`: starts a fresh trace for the slot, of weights of `[width,
+    /// replay]` components (0 for plain `f64` weights); `replay` is 1 for a
+    /// pullback's replay of its function, during which `trace` is silent
+    /// (it printed when `vjp` ran the function).
     Begin,
     /// `Int`: a new input Delta (inputs come first, ids 0, 1, …).
     Input,
@@ -232,8 +240,11 @@ pub enum TapeOp {
     Push,
     /// `Int`: as `Push` with wide weights, operands `[p₀, p₁, w₀…, w₁…]`.
     PushWide,
-    /// `()`: the backward sweep from operand `[id, seed]` (nothing if the id
-    /// is −1), keeping the adjoints of the inputs.
+    /// `()`: cotangent `[id, seed]` (a `Real`) for the next plain sweep
+    /// (nothing if the id is −1).
+    Seed,
+    /// `()`: the plain backward sweep from the seeded Deltas, keeping the
+    /// adjoints of the inputs.
     Sweep,
     /// `Real`: the adjoint of input `[id]` after the last sweep.
     Adjoint,
@@ -302,7 +313,7 @@ impl Expr {
             | ExprKind::Prim(_, xs)
             | ExprKind::Tape { args: xs, .. }
             | ExprKind::Vector(xs) => xs.iter().for_each(f),
-            ExprKind::Apply(a, b) | ExprKind::Let(_, a, b) | ExprKind::TangentShape(a, b) => {
+            ExprKind::Apply(a, b) | ExprKind::Let(_, a, b) | ExprKind::TangentShape(a, b, _) => {
                 f(a);
                 f(b);
             }
@@ -337,7 +348,7 @@ impl Expr {
             | ExprKind::Prim(_, xs)
             | ExprKind::Tape { args: xs, .. }
             | ExprKind::Vector(xs) => xs.iter_mut().for_each(f),
-            ExprKind::Apply(a, b) | ExprKind::Let(_, a, b) | ExprKind::TangentShape(a, b) => {
+            ExprKind::Apply(a, b) | ExprKind::Let(_, a, b) | ExprKind::TangentShape(a, b, _) => {
                 f(a);
                 f(b);
             }

@@ -51,6 +51,7 @@ use crate::core::lower_typed::Unsupported;
 use crate::core::typed::{
     Expr, ExprKind, Fun, FunId, Local, LocalInfo, Pat, Program, Span, TapeOp,
 };
+use crate::prim::Role;
 use crate::prim::{PRIMS, Prim, RealFn, Selection};
 use crate::types::Type;
 use nabla::{Binary, Number, Unary};
@@ -315,9 +316,12 @@ fn tape(op: TapeOp, slot: u8, args: Vec<Expr>, span: Span) -> Expr {
         TapeOp::Adjoint => Type::Real,
         // A component: its type is the caller's ([`tape_word`]).
         TapeOp::Weight | TapeOp::AdjGet => Type::Real,
-        TapeOp::Begin | TapeOp::Sweep | TapeOp::AdjInit | TapeOp::AdjSet | TapeOp::End => {
-            Type::Unit
-        }
+        TapeOp::Begin
+        | TapeOp::Seed
+        | TapeOp::Sweep
+        | TapeOp::AdjInit
+        | TapeOp::AdjSet
+        | TapeOp::End => Type::Unit,
     };
     mk(ExprKind::Tape { op, slot, args }, ty, span)
 }
@@ -379,6 +383,24 @@ fn assemble(l: Level, next: &mut dyn FnMut(Type) -> Expr) -> Expr {
         Mode::Reverse => next(Type::Int),
     };
     pair(p, t)
+}
+
+/// `true` if the plain real `x` (evaluated twice) is −0.
+fn negative_zero(x: Expr, span: Span) -> Expr {
+    let is_zero = prim(
+        Prim::Eq,
+        vec![x.clone(), real_lit(0.0, span)],
+        Type::Bool,
+        span,
+    );
+    let inverse = prim(Prim::Div, vec![real_lit(1.0, span), x], Type::Real, span);
+    let negative = prim(
+        Prim::Lt,
+        vec![inverse, real_lit(0.0, span)],
+        Type::Bool,
+        span,
+    );
+    select(is_zero, negative, bool_lit(false, span))
 }
 
 /// `e; rest` (the value of `rest` after the effect of `e`).
@@ -940,47 +962,24 @@ impl Expander<'_> {
         for k in (0..2).rev() {
             let p = self.local("p", Type::Int);
             let pe = self.local_expr(p, span);
-            let (wt, acc, new) = (
+            let (wt, tv) = (
                 self.local("w", real_m.clone()),
-                self.local("acc", real_m.clone()),
-                self.local("adj", real_m.clone()),
+                self.local("term", real_m.clone()),
             );
-            let (we, acce, newe) = (
-                self.local_expr(wt, span),
-                self.local_expr(acc, span),
-                self.local_expr(new, span),
-            );
-            let (term, tl) = self.chain((we, m), (ae.clone(), m), span)?;
-            let term = self.lift(term, tl, m, &Type::Real)?;
-            let tv = self.local("term", real_m.clone());
-            let te = self.local_expr(tv, span);
-            let acc_zero = self.is_zero(acce.clone(), m)?;
-            let (sum, sl) = self.op(
-                RealFn::Binary(Binary::Add),
-                vec![(acce, m), (te.clone(), m)],
+            let (we, te) = (self.local_expr(wt, span), self.local_expr(tv, span));
+            // A zero weight adds nothing (`a` is not zero here).
+            let w_zero = self.is_zero(we.clone(), m)?;
+            let (term, tl) = self.op(
+                RealFn::Binary(Binary::Mul),
+                vec![(we, m), (ae.clone(), m)],
                 span,
             )?;
-            let sum = self.lift(sum, sl, m, &Type::Real)?;
-            let mut store = Vec::new();
-            components(&newe, m, &mut store);
-            let mut write = unit(span);
-            for (j, c) in store.into_iter().enumerate().rev() {
-                let set = tape(
-                    TapeOp::AdjSet,
-                    slot,
-                    vec![pe.clone(), int_lit(j as i64, span), c],
-                    span,
-                );
-                write = then(set, write);
-            }
+            let term = self.lift(term, tl, m, &Type::Real)?;
+            let add = self.accumulate(&pe, &te, n, span)?;
             let update = bind(
                 wt,
                 assemble(m, &mut word(TapeOp::Weight, &ie, k * w)),
-                bind(
-                    acc,
-                    assemble(m, &mut word(TapeOp::AdjGet, &pe, 0)),
-                    bind(tv, term, bind(new, if_(acc_zero, te, sum), write)),
-                ),
+                if_(w_zero, unit(span), bind(tv, term, add)),
             );
             let absent = prim(
                 Prim::Lt,
@@ -1037,7 +1036,11 @@ impl Expander<'_> {
             Type::Vec(a) => self.with_temp(x, |s, x| {
                 s.with_temp(dx, |s, dx| {
                     let check = mk(
-                        ExprKind::TangentShape(Box::new(x.clone()), Box::new(dx.clone())),
+                        ExprKind::TangentShape(
+                            Box::new(x.clone()),
+                            Box::new(dx.clone()),
+                            Role::Tangent,
+                        ),
                         Type::Unit,
                         span,
                     );
@@ -1084,7 +1087,11 @@ impl Expander<'_> {
             Type::Sum(a, b) => self.with_temp(x, |s, x| {
                 s.with_temp(dx, |s, dx| {
                     let check = mk(
-                        ExprKind::TangentShape(Box::new(x.clone()), Box::new(dx.clone())),
+                        ExprKind::TangentShape(
+                            Box::new(x.clone()),
+                            Box::new(dx.clone()),
+                            Role::Tangent,
+                        ),
                         Type::Unit,
                         span,
                     );
@@ -1311,6 +1318,28 @@ impl Expander<'_> {
             let t = match l.mode() {
                 Mode::Forward => s.is_zero(proj(e, 1), l.below())?,
                 // A real with a Delta is never the constant 0.
+                Mode::Reverse => prim(
+                    Prim::Eq,
+                    vec![proj(e, 1), int_lit(-1, span)],
+                    Type::Bool,
+                    span,
+                ),
+            };
+            Ok(select(p, t, bool_lit(false, span)))
+        })
+    }
+
+    /// `true` if the real `e` at level `l` is a constant of every level (no
+    /// tangent, no Delta: the interpreter's plain `Num::Real`).
+    fn is_plain(&mut self, e: Expr, l: Level) -> R<Expr> {
+        let span = e.span;
+        if l == Level::PLAIN {
+            return Ok(bool_lit(true, span));
+        }
+        self.with_temp(e, |s, e| {
+            let p = s.is_plain(proj(e.clone(), 0), l.below())?;
+            let t = match l.mode() {
+                Mode::Forward => s.is_zero(proj(e, 1), l.below())?,
                 Mode::Reverse => prim(
                     Prim::Eq,
                     vec![proj(e, 1), int_lit(-1, span)],
@@ -1706,7 +1735,7 @@ impl Expander<'_> {
         let span = e.span;
         match p {
             Prim::Diff | Prim::Jvp => return self.jvp(p, args, e, cx),
-            Prim::Grad | Prim::ValueAndGrad => return self.grad(p, args, e, cx),
+            Prim::Grad | Prim::ValueAndGrad | Prim::Vjp => return self.reverse(p, args, e, cx),
             _ if p.is_derivative() => {
                 return Err(unsupported(
                     &format!("the differentiation operator `{}`", p.info().name),
@@ -1867,21 +1896,37 @@ impl Expander<'_> {
         }
     }
 
-    /// `grad f x` and `value_and_grad f x`: `f` at a fresh reverse level over
-    /// the point seeded as its inputs, one backward sweep from the result,
-    /// and the inputs' adjoints in the point's shape — the interpreter's
-    /// `value_and_grad`, Delta for Delta.
-    fn grad(&mut self, p: Prim, args: &[Expr], e: &Expr, cx: &Ctx) -> R<(Expr, Level)> {
+    /// `grad f x`, `value_and_grad f x`, and a pullback applied to a
+    /// cotangent (`Prim::Vjp` with operands `[f, x, ct]`, which
+    /// `lower_typed` makes of `vjp f x`): `f` at a fresh reverse level over
+    /// the point seeded as its inputs, the result's Deltas seeded with the
+    /// cotangent (1 for `grad`), one backward sweep, and the inputs'
+    /// adjoints in the point's shape — the interpreter's `value_and_grad`
+    /// and `apply_pullback`, Delta for Delta. A pullback records `f`'s trace
+    /// anew each time it is applied (the trace lives only as long as the
+    /// application), with `trace` silent: `vjp` ran `f` already.
+    fn reverse(&mut self, p: Prim, args: &[Expr], e: &Expr, cx: &Ctx) -> R<(Expr, Level)> {
         let span = e.span;
         let ExprKind::Closure(f) = args[0].kind else {
             return Err(unsupported(
-                "a function given to `grad` that is not known here",
+                &format!(
+                    "a function given to `{}` that is not known here",
+                    p.info().name
+                ),
                 span,
             ));
         };
+        let Type::Fun(_, y_ty) = &args[0].ty else {
+            return Err(unsupported("`grad` of a non-function", span));
+        };
+        let y_ty = (**y_ty).clone();
         let (x, xl) = self.rewrite(&args[1], cx)?;
+        let (ct, cl) = match args.get(2) {
+            Some(ct) => self.rewrite(ct, cx)?,
+            None => (real_lit(1.0, span), Level::PLAIN),
+        };
         let caps = self.captures_of(f, cx);
-        let m = caps.iter().map(|c| c.1).fold(xl, Level::max);
+        let m = caps.iter().map(|c| c.1).fold(xl.max(cl), Level::max);
         if m.n + 1 > MAX_LEVEL {
             return Err(unsupported(
                 &format!("derivatives nested more than {MAX_LEVEL} deep"),
@@ -1891,77 +1936,259 @@ impl Expander<'_> {
         let n = m.above(Mode::Reverse);
         let x_ty = args[1].ty.clone();
         let x = self.lift(x, xl, m, &x_ty)?;
+        let ct = self.lift(ct, cl, m, &y_ty)?;
         let g = self.specialise(f, vec![n], caps, n)?;
         let gl = self.ret_level(g);
         let ret = self.prog.fun(g).ret.clone();
-        // x; begin; let xs = seed x; let y = f xs; sweep from y; let g =
-        // adjoints of xs; end; g
+        // begin; let xs = seed x; let y = f xs; seed y with ct; sweep;
+        // let g = adjoints of xs; end; g
         let body = self.with_temp(x, |s, x| {
-            let seeded = s.seed_inputs(x, &x_ty, m, span)?;
-            let xs = s.local("x", seeded.ty.clone());
-            let y = s.local("y", dual_ty(&Type::Real, n));
-            let xe = s.local_expr(xs, span);
-            let call = mk(ExprKind::Call(g, vec![xe.clone()]), ret, span);
-            let call = s.lift(call, gl, n, &Type::Real)?;
-            let ye = s.local_expr(y, span);
-            let sweep = s.backward(proj(ye.clone(), 1), n, span)?;
-            let gradient = s.split(xe, &x_ty, n, Part::Adjoint)?;
-            let gv = s.local("g", gradient.ty.clone());
-            let result = match p {
-                Prim::ValueAndGrad => pair(proj(ye, 0), s.local_expr(gv, span)),
-                _ => s.local_expr(gv, span),
-            };
-            let finish = then(tape(TapeOp::End, n.n, Vec::new(), span), result);
-            let run = bind(y, call, then(sweep, bind(gv, gradient, finish)));
-            let wide = if m == Level::PLAIN { 0 } else { width(m) };
-            let begin = tape(TapeOp::Begin, n.n, vec![int_lit(wide as i64, span)], span);
-            Ok(then(begin, bind(xs, seeded, run)))
+            s.with_temp(ct, |s, ct| {
+                let seeded = s.seed_inputs(x, &x_ty, m, span)?;
+                let xs = s.local("x", seeded.ty.clone());
+                let y = s.local("y", dual_ty(&y_ty, n));
+                let xe = s.local_expr(xs, span);
+                let call = mk(ExprKind::Call(g, vec![xe.clone()]), ret, span);
+                let call = s.lift(call, gl, n, &y_ty)?;
+                let ye = s.local_expr(y, span);
+                let seeds = s.seed_outputs(ye.clone(), ct, &y_ty, n, span)?;
+                let sweep = s.backward(seeds, n, span)?;
+                let gradient = s.split(xe, &x_ty, n, Part::Adjoint)?;
+                let gv = s.local("g", gradient.ty.clone());
+                let result = match p {
+                    Prim::ValueAndGrad => pair(proj(ye, 0), s.local_expr(gv, span)),
+                    _ => s.local_expr(gv, span),
+                };
+                let finish = then(tape(TapeOp::End, n.n, Vec::new(), span), result);
+                let run = bind(y, call, then(sweep, bind(gv, gradient, finish)));
+                let wide = if m == Level::PLAIN { 0 } else { width(m) };
+                let replay = i64::from(p == Prim::Vjp);
+                let begin = tape(
+                    TapeOp::Begin,
+                    n.n,
+                    vec![int_lit(wide as i64, span), int_lit(replay, span)],
+                    span,
+                );
+                Ok(then(begin, bind(xs, seeded, run)))
+            })
         })?;
         Ok((body, m))
     }
 
-    /// The backward sweep of reverse level `n` from the Delta `id` (an `Int`
-    /// expression) with cotangent 1: the runtime's sweep over plain reals,
-    /// else the generated [`Helper::Sweep`] over wide adjoints.
-    fn backward(&mut self, id: Expr, n: Level, span: Span) -> R<Expr> {
+    /// The cotangent `ct` (level `n` − 1, original type `ty`) given to the
+    /// Deltas of `y` (level `n`) as the interpreter's `seeds` walks them:
+    /// depth first, vector lengths and sum constructors checked (a
+    /// mismatch is the pullback's error), `Int` and `Bool` leaves ignored.
+    fn seed_outputs(&mut self, y: Expr, ct: Expr, ty: &Type, n: Level, span: Span) -> R<Expr> {
+        let m = n.below();
+        match ty {
+            Type::Real => self.seed_adjoint(proj(y, 1), ct, n, span),
+            Type::Tuple(ts) => self.with_temp(y, |s, y| {
+                s.with_temp(ct, |s, ct| {
+                    let mut out = unit(span);
+                    for (i, c) in ts.iter().enumerate().rev() {
+                        let (yi, ci) = (proj(y.clone(), i as u32), proj(ct.clone(), i as u32));
+                        out = then(s.seed_outputs(yi, ci, c, n, span)?, out);
+                    }
+                    Ok(out)
+                })
+            }),
+            Type::Vec(a) if has_real(a) => self.with_temp(y, |s, y| {
+                s.with_temp(ct, |s, ct| {
+                    let check = mk(
+                        ExprKind::TangentShape(
+                            Box::new(y.clone()),
+                            Box::new(ct.clone()),
+                            Role::Cotangent,
+                        ),
+                        Type::Unit,
+                        span,
+                    );
+                    // `build (size y) (fun i -> seed y[i] ct[i])`, in order.
+                    let i = s.local("i", Type::Int);
+                    let f = s.new_fun(
+                        "seed_out".into(),
+                        vec![(Pat::Local(i), Type::Int)],
+                        Type::Unit,
+                        span,
+                    );
+                    let mut captures = Vec::new();
+                    for v in [&y, &ct] {
+                        if let ExprKind::Local(c) = v.kind {
+                            captures.push(c);
+                        }
+                    }
+                    captures.sort();
+                    captures.dedup();
+                    s.prog.funs[f.0 as usize].captures = captures;
+                    let ie = s.local_expr(i, span);
+                    let at = |v: &Expr, l: Level| {
+                        prim(
+                            Prim::Index,
+                            vec![v.clone(), ie.clone()],
+                            dual_ty(a, l),
+                            span,
+                        )
+                    };
+                    let body = s.seed_outputs(at(&y, n), at(&ct, m), a, n, span)?;
+                    s.prog.funs[f.0 as usize].body = body;
+                    let size = prim(Prim::Size, vec![y], Type::Int, span);
+                    let each = prim(
+                        Prim::Build,
+                        vec![size, s.closure(f, span)],
+                        Type::Vec(Box::new(Type::Unit)),
+                        span,
+                    );
+                    Ok(then(check, then(each, unit(span))))
+                })
+            }),
+            Type::Sum(a, b) if has_real(ty) => self.with_temp(y, |s, y| {
+                s.with_temp(ct, |s, ct| {
+                    let check = mk(
+                        ExprKind::TangentShape(
+                            Box::new(y.clone()),
+                            Box::new(ct.clone()),
+                            Role::Cotangent,
+                        ),
+                        Type::Unit,
+                        span,
+                    );
+                    // After the check the constructors agree.
+                    let mut arms = Vec::new();
+                    for (left, t) in [(true, a), (false, b)] {
+                        let p = s.local("_", dual_ty(t, n));
+                        let d = s.local("_", dual_ty(t, m));
+                        let pe = s.local_expr(p, span);
+                        let de = s.local_expr(d, span);
+                        let c = s.payload(ct.clone(), de, left, ty, m, span);
+                        arms.push((Pat::Local(p), s.seed_outputs(pe, c, t, n, span)?));
+                    }
+                    let (Some(r), Some(l)) = (arms.pop(), arms.pop()) else {
+                        return Err(unsupported("internal: a sum with no arms", span));
+                    };
+                    let case = mk(
+                        ExprKind::Case {
+                            scrutinee: Box::new(y),
+                            left: (l.0, Box::new(l.1)),
+                            right: (r.0, Box::new(r.1)),
+                        },
+                        Type::Unit,
+                        span,
+                    );
+                    Ok(then(check, case))
+                })
+            }),
+            _ if !has_real(ty) => Ok(unit(span)),
+            _ => Err(unsupported(
+                "a pullback of a function that returns a function",
+                span,
+            )),
+        }
+    }
+
+    /// The cotangent `c` (level `n` − 1) added to the adjoint of the Delta
+    /// `id` of reverse level `n` (nothing if `id` is −1): a seed of the
+    /// runtime's plain sweep, or, on wide adjoints, the interpreter's
+    /// `accumulate` (a constant-0 adjoint replaced, else added to).
+    fn seed_adjoint(&mut self, id: Expr, c: Expr, n: Level, span: Span) -> R<Expr> {
         let m = n.below();
         if m == Level::PLAIN {
-            return Ok(tape(
-                TapeOp::Sweep,
-                n.n,
-                vec![id, real_lit(1.0, span)],
-                span,
-            ));
+            return Ok(tape(TapeOp::Seed, n.n, vec![id, c], span));
         }
-        let sweep = self.helper(Helper::Sweep(n), span)?;
-        self.with_temp(id, |s, id| {
-            let mut zero = Vec::new();
-            components(&zero_at(m, span), m, &mut zero);
-            let init = tape(TapeOp::AdjInit, n.n, zero, span);
-            // The seed: adjoint(id) = 1 (lifted to level m), if y has a Delta.
-            let one = s.lift(real_lit(1.0, span), Level::PLAIN, m, &Type::Real)?;
-            let mut seed = unit(span);
+        let (iv, cv) = (
+            self.local("id", Type::Int),
+            self.local("ct", dual_ty(&Type::Real, m)),
+        );
+        let (ie, ce) = (self.local_expr(iv, span), self.local_expr(cv, span));
+        let add = self.accumulate(&ie, &ce, n, span)?;
+        let absent = prim(Prim::Lt, vec![ie, int_lit(0, span)], Type::Bool, span);
+        Ok(bind(iv, id, bind(cv, c, if_(absent, unit(span), add))))
+    }
+
+    /// `()` after adding the real `term` (a local, level `n` − 1) to the
+    /// wide adjoint of Delta `id` (a local) of reverse level `n`, as the
+    /// interpreter's `accumulate`: an adjoint that is the constant 0 is
+    /// replaced by a term that is not a constant of every level (adding it
+    /// would record a Delta) unless the sum's value would differ (`+0 +
+    /// −0`), and is otherwise added to.
+    fn accumulate(&mut self, id: &Expr, term: &Expr, n: Level, span: Span) -> R<Expr> {
+        let m = n.below();
+        let real_m = dual_ty(&Type::Real, m);
+        let (acc, new) = (self.local("acc", real_m.clone()), self.local("adj", real_m));
+        let (acce, newe) = (self.local_expr(acc, span), self.local_expr(new, span));
+        let acc_zero = self.is_zero(acce.clone(), m)?;
+        let term_plain = self.is_plain(term.clone(), m)?;
+        let value = |e: &Expr| {
             let mut words = Vec::new();
-            components(&one, m, &mut words);
-            for (j, c) in words.into_iter().enumerate().rev() {
-                let at = vec![id.clone(), int_lit(j as i64, span), c];
-                seed = then(tape(TapeOp::AdjSet, n.n, at, span), seed);
-            }
-            let constant = prim(
-                Prim::Lt,
-                vec![id.clone(), int_lit(0, span)],
+            components(e, m, &mut words);
+            words.swap_remove(0)
+        };
+        let changes_sign = select(
+            negative_zero(value(term), span),
+            prim(
+                Prim::Not,
+                vec![negative_zero(value(&acce), span)],
                 Type::Bool,
                 span,
-            );
-            let last = prim(
-                Prim::Sub,
-                vec![tape(TapeOp::Len, n.n, Vec::new(), span), int_lit(1, span)],
-                Type::Int,
-                span,
-            );
-            let run = mk(ExprKind::Call(sweep, vec![last]), Type::Unit, span);
-            Ok(then(init, if_(constant, unit(span), then(seed, run))))
-        })
+            ),
+            bool_lit(false, span),
+        );
+        let keep = select(term_plain, bool_lit(true, span), changes_sign);
+        let replace = select(keep, bool_lit(false, span), acc_zero);
+        let (sum, sl) = self.op(
+            RealFn::Binary(Binary::Add),
+            vec![(acce, m), (term.clone(), m)],
+            span,
+        )?;
+        let sum = self.lift(sum, sl, m, &Type::Real)?;
+        let mut j = 0;
+        let read = assemble(m, &mut |ty| {
+            j += 1;
+            let at = vec![id.clone(), int_lit(j - 1, span)];
+            tape_word(TapeOp::AdjGet, n.n, at, ty, span)
+        });
+        let write = self.store_adjoint(id, &newe, n, span);
+        Ok(bind(
+            acc,
+            read,
+            bind(new, if_(replace, term.clone(), sum), write),
+        ))
+    }
+
+    /// `()` after storing the real `v` (a local, level `n` − 1) as the wide
+    /// adjoint of Delta `id` of reverse level `n`.
+    fn store_adjoint(&mut self, id: &Expr, v: &Expr, n: Level, span: Span) -> Expr {
+        let mut words = Vec::new();
+        components(v, n.below(), &mut words);
+        let mut out = unit(span);
+        for (j, c) in words.into_iter().enumerate().rev() {
+            let at = vec![id.clone(), int_lit(j as i64, span), c];
+            out = then(tape(TapeOp::AdjSet, n.n, at, span), out);
+        }
+        out
+    }
+
+    /// The backward sweep of reverse level `n` after `seeds` (the output
+    /// cotangents, [`Expander::seed_outputs`]): the runtime's sweep over
+    /// plain reals, else wide adjoints set to zero, seeded, and swept by the
+    /// generated [`Helper::Sweep`].
+    fn backward(&mut self, seeds: Expr, n: Level, span: Span) -> R<Expr> {
+        let m = n.below();
+        if m == Level::PLAIN {
+            return Ok(then(seeds, tape(TapeOp::Sweep, n.n, Vec::new(), span)));
+        }
+        let sweep = self.helper(Helper::Sweep(n), span)?;
+        let mut zero = Vec::new();
+        components(&zero_at(m, span), m, &mut zero);
+        let init = tape(TapeOp::AdjInit, n.n, zero, span);
+        let last = prim(
+            Prim::Sub,
+            vec![tape(TapeOp::Len, n.n, Vec::new(), span), int_lit(1, span)],
+            Type::Int,
+            span,
+        );
+        let run = mk(ExprKind::Call(sweep, vec![last]), Type::Unit, span);
+        Ok(then(init, then(seeds, run)))
     }
 
     /// `diff f x` and `jvp f x dx`: `f` at a fresh level over the seeded point.
