@@ -573,19 +573,6 @@ impl Lowerer<'_> {
     }
 
     fn check_prim(&self, p: Prim, span: Span) -> R<()> {
-        // `diff`, `jvp`, `grad`, `value_and_grad` and `vjp` are compiled
-        // (`crate::translate::dual`); the others are not yet.
-        if p.is_derivative()
-            && !matches!(
-                p,
-                Prim::Diff | Prim::Jvp | Prim::Grad | Prim::ValueAndGrad | Prim::Vjp
-            )
-        {
-            return Err(Unsupported {
-                what: format!("the differentiation operator `{}`", p.info().name),
-                span,
-            });
-        }
         if p.info().translated {
             return Err(translated(span));
         }
@@ -691,7 +678,7 @@ impl Lowerer<'_> {
             Prim::Build => Some((1, 1)),
             Prim::Map => Some((0, 1)),
             Prim::Fold => Some((0, 2)),
-            Prim::Diff | Prim::Jvp | Prim::Grad | Prim::ValueAndGrad | Prim::Vjp => Some((0, 1)),
+            p if p.is_derivative() => Some((0, 1)),
             _ => None,
         };
         let mut lets = Vec::new();
@@ -719,15 +706,203 @@ impl Lowerer<'_> {
             (Prim::Fst | Prim::Snd, 1) => {
                 ExprKind::Proj(Box::new(lowered.remove(0)), u32::from(p == Prim::Snd))
             }
-            (Prim::Vjp, 2) => {
+            (Prim::Vjp | Prim::Jacobian | Prim::Hessian, 2) => {
                 let x = lowered.pop().unwrap_or_else(|| unit(span));
                 let f = lowered.pop().unwrap_or_else(|| unit(span));
                 let x = self.temp(x, &mut lets);
-                return Ok(wrap_lets(lets, self.vjp(f, x, ty, span)?));
+                let e = match p {
+                    Prim::Vjp => self.vjp(f, x, ty, span)?,
+                    Prim::Jacobian => self.jacobian(f, x, span)?,
+                    _ => self.hessian(f, x, span)?,
+                };
+                return Ok(wrap_lets(lets, e));
             }
             _ => ExprKind::Prim(p, lowered),
         };
         Ok(wrap_lets(lets, expr(call, ty, span)))
+    }
+
+    /// `jacobian f x` (`f : Vec Real -> Vec Real`, `x` a local or literal)
+    /// as the interpreter computes it (`crate::ad::operators`, which this
+    /// must follow step for step, for the same numbers and the same
+    /// `trace` output): one `jvp` along the first basis vector finds the
+    /// output length m; with m ≥ n inputs the other columns come from n − 1
+    /// more `jvp`s, else the rows from one `vjp` and m pullbacks.
+    fn jacobian(&mut self, f: Expr, x: Expr, span: Span) -> R<Expr> {
+        let real_vec = Type::Vec(Box::new(Type::Real));
+        let pair = Type::Tuple(vec![real_vec.clone(), real_vec.clone()]);
+        let size = |v: Expr| expr(ExprKind::Prim(Prim::Size, vec![v]), Type::Int, span);
+        let n = self.let_in("n", size(x.clone()), span)?;
+        let is_empty = int_cmp(Prim::Eq, n.1.clone(), int(0, span));
+        // n = 0: as many empty rows as f x has elements.
+        let y = expr(
+            ExprKind::Apply(Box::new(f.clone()), Box::new(x.clone())),
+            real_vec.clone(),
+            span,
+        );
+        let empty = expr(ExprKind::Vector(Vec::new()), real_vec.clone(), span);
+        let rows = self.build(size(y), real_vec.clone(), span, |_, _| Ok(empty))?;
+        // Otherwise the first column, and the output length m.
+        let e0 = self.basis(&n.1, &int(0, span), span)?;
+        let first = expr(
+            ExprKind::Prim(Prim::Jvp, vec![f.clone(), x.clone(), e0]),
+            pair.clone(),
+            span,
+        );
+        let first = self.let_in("first", first, span)?;
+        let proj = |e: &Expr, i| {
+            expr(
+                ExprKind::Proj(Box::new(e.clone()), i),
+                real_vec.clone(),
+                span,
+            )
+        };
+        let m = self.let_in("m", size(proj(&first.1, 0)), span)?;
+        // m ≥ n: n columns by forward mode.
+        let columns = self.build(n.1.clone(), real_vec.clone(), span, |s, i| {
+            let ei = s.basis(&n.1, &i, span)?;
+            let column = expr(
+                ExprKind::Prim(Prim::Jvp, vec![f.clone(), x.clone(), ei]),
+                pair.clone(),
+                span,
+            );
+            let is_first = int_cmp(Prim::Eq, i, int(0, span));
+            Ok(if_(is_first, proj(&first.1, 1), proj(&column, 1)))
+        })?;
+        let by_columns = self.transpose(columns, &m.1, &n.1, span)?;
+        // m < n: m rows by reverse mode.
+        let pb_ty = Type::fun(real_vec.clone(), real_vec.clone());
+        let q = self.vjp(
+            f,
+            x,
+            Type::Tuple(vec![real_vec.clone(), pb_ty.clone()]),
+            span,
+        )?;
+        let pb = self.let_in(
+            "pb",
+            expr(ExprKind::Proj(Box::new(q), 1), pb_ty, span),
+            span,
+        )?;
+        let by_rows = self.build(m.1.clone(), real_vec.clone(), span, |s, r| {
+            let er = s.basis(&m.1, &r, span)?;
+            Ok(expr(
+                ExprKind::Apply(Box::new(pb.1.clone()), Box::new(er)),
+                real_vec.clone(),
+                span,
+            ))
+        })?;
+        let by_rows = wrap_lets(vec![(pb.0, pb.2)], by_rows);
+        let tall = int_cmp(Prim::Ge, m.1.clone(), n.1.clone());
+        let nonempty = wrap_lets(
+            vec![(first.0, first.2), (m.0, m.2)],
+            if_(tall, by_columns, by_rows),
+        );
+        Ok(wrap_lets(vec![(n.0, n.2)], if_(is_empty, rows, nonempty)))
+    }
+
+    /// `hessian f x` (`f : Vec Real -> Real`, `x` a local or literal) as the
+    /// interpreter computes it (`crate::ad::operators`): forward over
+    /// reverse, column i the derivative of the gradient along the i-th
+    /// basis vector, `jvp (fun z -> grad f z) x eᵢ`.
+    fn hessian(&mut self, f: Expr, x: Expr, span: Span) -> R<Expr> {
+        let real_vec = Type::Vec(Box::new(Type::Real));
+        let pair = Type::Tuple(vec![real_vec.clone(), real_vec.clone()]);
+        let size = expr(ExprKind::Prim(Prim::Size, vec![x.clone()]), Type::Int, span);
+        let n = self.let_in("n", size, span)?;
+        let columns = self.build(n.1.clone(), real_vec.clone(), span, |s, i| {
+            let gradient = s.lambda("z", real_vec.clone(), real_vec.clone(), span, |_, z| {
+                Ok(expr(
+                    ExprKind::Prim(Prim::Grad, vec![f.clone(), z]),
+                    real_vec.clone(),
+                    span,
+                ))
+            })?;
+            let ei = s.basis(&n.1, &i, span)?;
+            let column = expr(
+                ExprKind::Prim(Prim::Jvp, vec![gradient, x.clone(), ei]),
+                pair.clone(),
+                span,
+            );
+            Ok(expr(
+                ExprKind::Proj(Box::new(column), 1),
+                real_vec.clone(),
+                span,
+            ))
+        })?;
+        let body = self.transpose(columns, &n.1, &n.1, span)?;
+        Ok(wrap_lets(vec![(n.0, n.2)], body))
+    }
+
+    /// A new local bound to `value`: (the local, its use, the value).
+    fn let_in(&mut self, name: &str, value: Expr, span: Span) -> R<(Local, Expr, Expr)> {
+        let t = self.new_local(name, value.ty.clone());
+        let use_ = expr(ExprKind::Local(t), value.ty.clone(), span);
+        Ok((t, use_, value))
+    }
+
+    /// The closure of a new function of one parameter, its body made by
+    /// `body` from the parameter (its captures are found at the end).
+    fn lambda(
+        &mut self,
+        name: &str,
+        param: Type,
+        ret: Type,
+        span: Span,
+        body: impl FnOnce(&mut Self, Expr) -> R<Expr>,
+    ) -> R<Expr> {
+        let f = self.new_fun(format!("{}.{name}", self.current_name()), span);
+        let saved = self.current.replace(f);
+        let p = self.new_local(name, param.clone());
+        let made = body(self, expr(ExprKind::Local(p), param.clone(), span));
+        self.current = saved;
+        let fun = &mut self.prog.funs[f.0 as usize];
+        fun.params = vec![(Pat::Local(p), param.clone())];
+        fun.ret = ret.clone();
+        fun.body = made?;
+        Ok(expr(ExprKind::Closure(f), Type::fun(param, ret), span))
+    }
+
+    /// `build n (fun i -> body i)` with elements of type `elem`.
+    fn build(
+        &mut self,
+        n: Expr,
+        elem: Type,
+        span: Span,
+        body: impl FnOnce(&mut Self, Expr) -> R<Expr>,
+    ) -> R<Expr> {
+        let f = self.lambda("i", Type::Int, elem.clone(), span, body)?;
+        Ok(expr(
+            ExprKind::Prim(Prim::Build, vec![n, f]),
+            Type::Vec(Box::new(elem)),
+            span,
+        ))
+    }
+
+    /// The basis vector `eᵢ` of length `n` (both `Int` locals or literals).
+    fn basis(&mut self, n: &Expr, i: &Expr, span: Span) -> R<Expr> {
+        let i = i.clone();
+        self.build(n.clone(), Type::Real, span, |_, j| {
+            let lit = |x| expr(ExprKind::Lit(Lit::Real(x)), Type::Real, span);
+            Ok(if_(int_cmp(Prim::Eq, j, i), lit(1.0), lit(0.0)))
+        })
+    }
+
+    /// The `rows` × `cols` matrix whose column c is `columns[c]` (the
+    /// interpreter's `from_columns`).
+    fn transpose(&mut self, columns: Expr, rows: &Expr, cols: &Expr, span: Span) -> R<Expr> {
+        let real_vec = Type::Vec(Box::new(Type::Real));
+        let (t, use_, value) = self.let_in("columns", columns, span)?;
+        let cols = cols.clone();
+        let matrix = self.build(rows.clone(), real_vec.clone(), span, |s, r| {
+            s.build(cols, Type::Real, span, |_, c| {
+                let index = |v: Expr, i: Expr, ty: Type| {
+                    expr(ExprKind::Prim(Prim::Index, vec![v, i]), ty, span)
+                };
+                let column = index(use_, c, real_vec);
+                Ok(index(column, r, Type::Real))
+            })
+        })?;
+        Ok(wrap_lets(vec![(t, value)], matrix))
     }
 
     /// `vjp f x` as `(f x, fun ct -> vjp f x ct)`: the pullback a closure
@@ -918,6 +1093,25 @@ fn translated(span: Span) -> Unsupported {
         what: "the translated dialect (files starting `#!translated`)".into(),
         span,
     }
+}
+
+fn int(n: i64, span: Span) -> Expr {
+    expr(ExprKind::Lit(Lit::Int(n)), Type::Int, span)
+}
+
+/// The comparison `p` of two `Int`s.
+fn int_cmp(p: Prim, a: Expr, b: Expr) -> Expr {
+    let span = a.span;
+    expr(ExprKind::Prim(p, vec![a, b]), Type::Bool, span)
+}
+
+fn if_(c: Expr, a: Expr, b: Expr) -> Expr {
+    let (ty, span) = (a.ty.clone(), a.span);
+    expr(
+        ExprKind::If(Box::new(c), Box::new(a), Box::new(b)),
+        ty,
+        span,
+    )
 }
 
 fn unit(span: Span) -> Expr {
