@@ -160,8 +160,8 @@ fn forward_derivatives_of_random_programs_agree_on_both_backends() {
 /// pullback records its function again when applied, so a `vjp` made under
 /// an enclosing `grad` whose variable its function depends on leaves the
 /// enclosing trace in another order, and that `grad` may sum its adjoints
-/// in another order. With nested operators inside `g`, the `vjp` part is
-/// compared to 1e-10 relative (signed zeros equal).
+/// in another order. A program with a `vjp` inside `f` or `g` is compared
+/// to 1e-10 relative (signed zeros equal).
 #[test]
 fn reverse_derivatives_of_random_programs_agree_on_both_backends() {
     let cases = cases();
@@ -179,9 +179,9 @@ fn reverse_derivatives_of_random_programs_agree_on_both_backends() {
                     "{}\ndef main = let (y, pb) = vjp g {s0} in (y, pb y)\n",
                     p.source
                 );
-                for (source, tolerance) in
-                    [(grads, None), (pullback, Some(1e-10).filter(|_| nested))]
-                {
+                // The documented exception: a `vjp` inside the function.
+                let tolerance = Some(1e-10).filter(|_| nested && p.source.contains("vjp"));
+                for source in [grads, pullback] {
                     match compare_within(&source, tolerance) {
                         Ok(None) => {}
                         Ok(Some(refused)) => {

@@ -905,9 +905,9 @@ impl Lowerer<'_> {
         Ok(wrap_lets(vec![(t, value)], matrix))
     }
 
-    /// `vjp f x` as `(f x, fun ct -> vjp f x ct)`: the pullback a closure
-    /// whose body is `Prim::Vjp` of three operands, the pullback of `f` at
-    /// `x` applied to `ct` (`x` a local or literal, `f` a closure of a known
+    /// `vjp f x` as `(vjp f x, fun ct -> vjp f x ct)`: `Prim::Vjp` of two
+    /// operands is `f`'s output at `x` computed at a reverse level, of three
+    /// the pullback of `f` at `x` applied to `ct`; the pullback is a closure (`x` a local or literal, `f` a closure of a known
     /// function: both can be used twice). Compiled differentiation expands
     /// that application into a recording of `f` and one backward sweep.
     fn vjp(&mut self, f: Expr, x: Expr, ty: Type, span: Span) -> R<Expr> {
@@ -920,8 +920,10 @@ impl Lowerer<'_> {
         };
         let grad_ty = (**grad_ty).clone();
         let pb_ty = pb_ty.clone();
+        // The output as the interpreter's `vjp` computes it: at a reverse
+        // level (a zero's sign can depend on whether a value is perturbed).
         let y = expr(
-            ExprKind::Apply(Box::new(f.clone()), Box::new(x.clone())),
+            ExprKind::Prim(Prim::Vjp, vec![f.clone(), x.clone()]),
             y_ty.clone(),
             span,
         );

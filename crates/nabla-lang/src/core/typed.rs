@@ -166,10 +166,11 @@ pub enum ExprKind {
     /// type without heap parts (reals, Ints, Bools and tuples of them). Made
     /// by compiled differentiation for its structural-zero tests.
     Select(Box<Expr>, Box<Expr>, Box<Expr>),
-    /// A saturated primitive call. One primitive takes other operands than
-    /// in the language: `Prim::Vjp` with `[f, x, ct]` is the pullback of
-    /// `f` at `x` applied to `ct` (`vjp f x` is lowered to `(f x, fun ct ->
-    /// vjp f x ct)`).
+    /// A saturated primitive call. One primitive means something else than
+    /// in the language: `Prim::Vjp` with `[f, x]` is the output of `f` at
+    /// `x` computed at a reverse level (as the interpreter's `vjp` computes
+    /// it), with `[f, x, ct]` the pullback of `f` at `x` applied to `ct`;
+    /// `vjp f x` is lowered to `(vjp f x, fun ct -> vjp f x ct)`.
     Prim(Prim, Vec<Expr>),
     /// `[e1, …, en]`
     Vector(Vec<Expr>),

@@ -490,6 +490,10 @@ enum Helper {
     SeedInputs(Type, Level),
     /// `acc + x` on reals at level `.0`.
     AddReals(Level),
+    /// `(false, if first then x else acc + x)` of `((first, acc), x)`, reals
+    /// at level `.0`: a sum's step at a level that records Deltas, where
+    /// starting from a constant would record one more.
+    AddFirst(Level),
     /// The backward sweep of reverse level `.0` over other levels, from
     /// Delta `i` down ([`Expander::sweep`]).
     Sweep(Level),
@@ -814,8 +818,8 @@ impl Expander<'_> {
 
     /// `fun acc a -> add acc (g a)`, over `g`'s captures: the element
     /// function of a `sum (map g …)` at level `l`.
-    fn add_mapped(&mut self, add: FunId, g: FunId, l: Level, span: Span) -> FunId {
-        let real = dual_ty(&Type::Real, l);
+    fn add_mapped(&mut self, add: FunId, g: FunId, acc_ty: &Type, span: Span) -> FunId {
+        let real = acc_ty.clone();
         let (param, elem) = match self.prog.fun(g).params.first() {
             Some((_, t)) => (t.clone(), t.clone()),
             None => (Type::Unit, Type::Unit),
@@ -903,6 +907,34 @@ impl Expander<'_> {
                     self.op(RealFn::Binary(Binary::Add), vec![(ae, *l), (be, *l)], span)?;
                 let body = self.lift(body, level, *l, &Type::Real)?;
                 self.prog.funs[f.0 as usize].body = body;
+                f
+            }
+            Helper::AddFirst(l) => {
+                let real = dual_ty(&Type::Real, *l);
+                let state = Type::Tuple(vec![Type::Bool, real.clone()]);
+                let (a, b) = (
+                    self.local("acc", state.clone()),
+                    self.local("x", real.clone()),
+                );
+                let f = self.new_fun(
+                    "add_first".into(),
+                    vec![
+                        (Pat::Local(a), state.clone()),
+                        (Pat::Local(b), real.clone()),
+                    ],
+                    state,
+                    span,
+                );
+                self.helpers.insert(h.clone(), f);
+                let add = self.helper(Helper::AddReals(*l), span)?;
+                let (ae, be) = (self.local_expr(a, span), self.local_expr(b, span));
+                let sum = mk(
+                    ExprKind::Call(add, vec![proj(ae.clone(), 1), be.clone()]),
+                    real,
+                    span,
+                );
+                let next = if_(proj(ae, 0), be, sum);
+                self.prog.funs[f.0 as usize].body = pair(bool_lit(false, span), next);
                 f
             }
             Helper::Sweep(n) => {
@@ -1805,10 +1837,18 @@ impl Expander<'_> {
             }
             Prim::Sum if args[0].ty == Type::Vec(Box::new(Type::Real)) => {
                 // The interpreter's sum: 0 for an empty vector, else the
-                // dual additions from the first element on (starting from the
-                // constant -0.0 is the same, as -0.0 + x = x).
+                // dual additions from the first element on. Starting from
+                // the constant -0.0 is the same (-0.0 + x = x) where no
+                // level records Deltas; where one does, the first element is
+                // taken as it is (`-0.0 + x` would record a Delta).
                 let (v, l) = new.remove(0);
-                let add = self.helper(Helper::AddReals(l), span)?;
+                let real = dual_ty(&Type::Real, l);
+                let (add, acc_ty) = if l.records() {
+                    let state = Type::Tuple(vec![Type::Bool, real.clone()]);
+                    (self.helper(Helper::AddFirst(l), span)?, state)
+                } else {
+                    (self.helper(Helper::AddReals(l), span)?, real.clone())
+                };
                 let mut c = self.closure(add, span);
                 // `sum (map g src)`: each element added as `g` makes it (one
                 // pass, no intermediate vector; the same additions in the
@@ -1818,7 +1858,7 @@ impl Expander<'_> {
                         let src = margs.pop().unwrap_or_else(placeholder);
                         let g = margs.pop().unwrap_or_else(placeholder);
                         if let ExprKind::Closure(g) = g.kind {
-                            let h = self.add_mapped(add, g, l, span);
+                            let h = self.add_mapped(add, g, &acc_ty, span);
                             c = self.closure(h, span);
                             src
                         } else {
@@ -1835,9 +1875,17 @@ impl Expander<'_> {
                         Type::Bool,
                         span,
                     );
-                    let start = s.lift(real_lit(-0.0, span), Level::PLAIN, l, &Type::Real)?;
-                    let fold = prim(Prim::Fold, vec![c, start, v], dual_ty(&Type::Real, l), span);
-                    Ok(if_(empty, zero_at(l, span), fold))
+                    let zero = s.lift(real_lit(-0.0, span), Level::PLAIN, l, &Type::Real)?;
+                    let start = if l.records() {
+                        pair(bool_lit(true, span), zero)
+                    } else {
+                        zero
+                    };
+                    let mut sum = prim(Prim::Fold, vec![c, start, v], acc_ty.clone(), span);
+                    if l.records() {
+                        sum = proj(sum, 1);
+                    }
+                    Ok(if_(empty, zero_at(l, span), sum))
                 })?;
                 Ok((out, l))
             }
@@ -1921,9 +1969,16 @@ impl Expander<'_> {
         };
         let y_ty = (**y_ty).clone();
         let (x, xl) = self.rewrite(&args[1], cx)?;
+        // The cotangent: a pullback's, or 1 for `grad` (and unused for
+        // `vjp`'s output, `Prim::Vjp` of two operands).
         let (ct, cl) = match args.get(2) {
             Some(ct) => self.rewrite(ct, cx)?,
             None => (real_lit(1.0, span), Level::PLAIN),
+        };
+        let ct_ty = if args.len() == 3 {
+            y_ty.clone()
+        } else {
+            Type::Real
         };
         let caps = self.captures_of(f, cx);
         let m = caps.iter().map(|c| c.1).fold(xl.max(cl), Level::max);
@@ -1936,7 +1991,7 @@ impl Expander<'_> {
         let n = m.above(Mode::Reverse);
         let x_ty = args[1].ty.clone();
         let x = self.lift(x, xl, m, &x_ty)?;
-        let ct = self.lift(ct, cl, m, &y_ty)?;
+        let ct = self.lift(ct, cl, m, &ct_ty)?;
         let g = self.specialise(f, vec![n], caps, n)?;
         let gl = self.ret_level(g);
         let ret = self.prog.fun(g).ret.clone();
@@ -1951,6 +2006,18 @@ impl Expander<'_> {
                 let call = mk(ExprKind::Call(g, vec![xe.clone()]), ret, span);
                 let call = s.lift(call, gl, n, &y_ty)?;
                 let ye = s.local_expr(y, span);
+                let wide = if m == Level::PLAIN { 0 } else { width(m) };
+                // A pullback's replay is silent (`trace` printed when `vjp` ran).
+                let begin = |replay: bool| {
+                    let args = vec![int_lit(wide as i64, span), int_lit(replay.into(), span)];
+                    tape(TapeOp::Begin, n.n, args, span)
+                };
+                if p == Prim::Vjp && args.len() == 2 {
+                    // `vjp`'s output: f's, at the reverse level, no sweep.
+                    let primal = s.split(ye, &y_ty, n, Part::Primal)?;
+                    let finish = then(tape(TapeOp::End, n.n, Vec::new(), span), primal);
+                    return Ok(then(begin(false), bind(xs, seeded, bind(y, call, finish))));
+                }
                 let seeds = s.seed_outputs(ye.clone(), ct, &y_ty, n, span)?;
                 let sweep = s.backward(seeds, n, span)?;
                 let gradient = s.split(xe, &x_ty, n, Part::Adjoint)?;
@@ -1961,15 +2028,7 @@ impl Expander<'_> {
                 };
                 let finish = then(tape(TapeOp::End, n.n, Vec::new(), span), result);
                 let run = bind(y, call, then(sweep, bind(gv, gradient, finish)));
-                let wide = if m == Level::PLAIN { 0 } else { width(m) };
-                let replay = i64::from(p == Prim::Vjp);
-                let begin = tape(
-                    TapeOp::Begin,
-                    n.n,
-                    vec![int_lit(wide as i64, span), int_lit(replay, span)],
-                    span,
-                );
-                Ok(then(begin, bind(xs, seeded, run)))
+                Ok(then(begin(p == Prim::Vjp), bind(xs, seeded, run)))
             })
         })?;
         Ok((body, m))
