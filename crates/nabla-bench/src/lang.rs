@@ -31,9 +31,8 @@
 //! implementation) runs every entry point. Native code
 //! ([`Backend::Native`], `nabla-compiled`) runs the primal — for the nested
 //! benchmarks the hand-derived programs `saddle_manual`/`particle_manual` —
-//! and the derivative entry where native code differentiates it (today the
-//! forward-over-forward nested variants: compiled differentiation does
-//! forward mode only; the others report no derivative); its input is converted to native
+//! and the derivative entry (compiled differentiation, every operator and
+//! nesting); its input is converted to native
 //! representation once ([`nabla_native::Native::args`]), as the
 //! interpreter's is built once, and its compile column is native
 //! compilation (monomorphisation, typed IR, Cranelift).
@@ -337,8 +336,7 @@ pub struct FrontEnd {
 pub enum Backend {
     /// The closure-compiling interpreter (`nabla run --backend interp`).
     Interpreter,
-    /// Native code (`nabla run --backend native`): primal only until
-    /// compiled differentiation (issue 14).
+    /// Native code (`nabla run --backend native`), derivatives included.
     Native,
 }
 
