@@ -45,12 +45,8 @@ fn options(nested_ad: bool) -> program::Options {
 }
 
 /// Runs `source`'s `main` on both back ends: `Ok(None)` if they print the
-/// same, `Ok(Some(reason))` if native code refuses it, `Err` if they differ.
-fn compare(source: &str) -> Result<Option<String>, String> {
-    compare_within(source, None)
-}
-
-/// As [`compare`], reals within `tolerance` (relative) if one is given.
+/// same (reals within `tolerance`, relative, if one is given),
+/// `Ok(Some(reason))` if native code refuses it, `Err` if they differ.
 fn compare_within(source: &str, tolerance: Option<f64>) -> Result<Option<String>, String> {
     let mut s = Session::new();
     if let Err(ds) = s.load("generated.nabla", source) {
@@ -90,21 +86,30 @@ fn compare_within(source: &str, tolerance: Option<f64>) -> Result<Option<String>
     Ok(None)
 }
 
-#[test]
-fn random_programs_give_the_same_output_on_both_backends() {
+/// Generates the random programs (`nested`: with and/or without operators
+/// inside them) and compares on both back ends each `main` that `mains`
+/// appends to one, reals within the tolerance it gives (exactly if none);
+/// fails on any refusal or difference.
+fn on_both_backends(
+    nested: &'static [bool],
+    mains: impl Fn(&program::Program, u64) -> Vec<(String, Option<f64>)> + Send + 'static,
+) {
     let cases = cases();
     let failures = nabla_lang::stack::run_with_stack(move || {
         let mut failures = Vec::new();
         for seed in 0..cases {
-            let p = generate(seed, options(false));
-            let s0 = p.s0.source();
-            let source = format!("{}\ndef main = (f {s0}, g {s0})\n", p.source);
-            match compare(&source) {
-                Ok(None) => {}
-                Ok(Some(refused)) => {
-                    failures.push(format!("seed {seed}: refused: {refused}\n{source}"))
+            for &with_operators in nested {
+                let p = generate(seed, options(with_operators));
+                for (main, tolerance) in mains(&p, seed) {
+                    let source = format!("{}\ndef main = {main}\n", p.source);
+                    match compare_within(&source, tolerance) {
+                        Ok(None) => {}
+                        Ok(Some(refused)) => {
+                            failures.push(format!("seed {seed}: refused: {refused}\n{source}"))
+                        }
+                        Err(e) => failures.push(format!("seed {seed}: {e}\n{source}")),
+                    }
                 }
-                Err(e) => failures.push(format!("seed {seed}: {e}\n{source}")),
             }
         }
         failures
@@ -113,41 +118,29 @@ fn random_programs_give_the_same_output_on_both_backends() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+#[test]
+fn random_programs_give_the_same_output_on_both_backends() {
+    on_both_backends(&[false], |p, _| {
+        let s0 = p.s0.source();
+        vec![(format!("(f {s0}, g {s0})"), None)]
+    });
+}
+
 /// Compiled forward mode: `jvp f s0 ds` and `jvp g s0 ds` of the random
 /// programs, bit for bit as the interpreter computes them, with and without
 /// nested operators (`diff`, `jvp` and the reverse-mode operators inside
 /// `f` and `g`): every program must compile.
 #[test]
 fn forward_derivatives_of_random_programs_agree_on_both_backends() {
-    let cases = cases();
-    let failures = nabla_lang::stack::run_with_stack(move || {
-        let mut failures = Vec::new();
-        for seed in 0..cases {
-            for nested in [false, true] {
-                let p = generate(seed, options(nested));
-                let s0 = p.s0.source();
-                let mut rng = program::Rng::new(seed);
-                let n = p.s0.reals().len();
-                let ds =
-                    p.s0.with_reals(&(0..n).map(|_| rng.range(-1.0, 1.0)).collect::<Vec<_>>())
-                        .source();
-                let source = format!(
-                    "{}\ndef main = (jvp f {s0} {ds}, jvp g {s0} {ds})\n",
-                    p.source
-                );
-                match compare(&source) {
-                    Ok(None) => {}
-                    Ok(Some(refused)) => {
-                        failures.push(format!("seed {seed}: refused: {refused}\n{source}"))
-                    }
-                    Err(e) => failures.push(format!("seed {seed}: {e}\n{source}")),
-                }
-            }
-        }
-        failures
-    })
-    .expect("thread");
-    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    on_both_backends(&[false, true], |p, seed| {
+        let s0 = p.s0.source();
+        let mut rng = program::Rng::new(seed);
+        let n = p.s0.reals().len();
+        let ds =
+            p.s0.with_reals(&(0..n).map(|_| rng.range(-1.0, 1.0)).collect::<Vec<_>>())
+                .source();
+        vec![(format!("(jvp f {s0} {ds}, jvp g {s0} {ds})"), None)]
+    });
 }
 
 /// Compiled reverse mode: `grad f s0`, `value_and_grad f s0` and `vjp g
@@ -164,36 +157,12 @@ fn forward_derivatives_of_random_programs_agree_on_both_backends() {
 /// to 1e-10 relative (signed zeros equal).
 #[test]
 fn reverse_derivatives_of_random_programs_agree_on_both_backends() {
-    let cases = cases();
-    let failures = nabla_lang::stack::run_with_stack(move || {
-        let mut failures = Vec::new();
-        for seed in 0..cases {
-            for nested in [false, true] {
-                let p = generate(seed, options(nested));
-                let s0 = p.s0.source();
-                let grads = format!(
-                    "{}\ndef main = (grad f {s0}, value_and_grad f {s0})\n",
-                    p.source
-                );
-                let pullback = format!(
-                    "{}\ndef main = let (y, pb) = vjp g {s0} in (y, pb y)\n",
-                    p.source
-                );
-                // The documented exception: a `vjp` inside the function.
-                let tolerance = Some(1e-10).filter(|_| nested && p.source.contains("vjp"));
-                for source in [grads, pullback] {
-                    match compare_within(&source, tolerance) {
-                        Ok(None) => {}
-                        Ok(Some(refused)) => {
-                            failures.push(format!("seed {seed}: refused: {refused}\n{source}"))
-                        }
-                        Err(e) => failures.push(format!("seed {seed}: {e}\n{source}")),
-                    }
-                }
-            }
-        }
-        failures
-    })
-    .expect("thread");
-    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    on_both_backends(&[false, true], |p, _| {
+        let s0 = p.s0.source();
+        let tolerance = Some(1e-10).filter(|_| p.source.contains("vjp"));
+        vec![
+            (format!("(grad f {s0}, value_and_grad f {s0})"), tolerance),
+            (format!("let (y, pb) = vjp g {s0} in (y, pb y)"), tolerance),
+        ]
+    });
 }

@@ -1189,37 +1189,45 @@ impl Expander<'_> {
                 let f = self.helper(Helper::SeedInputs((**a).clone(), l), span)?;
                 Ok(prim(Prim::Map, vec![self.closure(f, span), x], out, span))
             }
-            Type::Sum(a, b) if has_real(ty) => {
-                let (p, q) = (
-                    self.local("_", dual_ty(a, l)),
-                    self.local("_", dual_ty(b, l)),
-                );
-                let pe = self.local_expr(p, span);
-                let qe = self.local_expr(q, span);
-                let left = self.seed_inputs(pe, a, l, span)?;
-                let right = self.seed_inputs(qe, b, l, span)?;
-                Ok(mk(
-                    ExprKind::Case {
-                        scrutinee: Box::new(x),
-                        left: (
-                            Pat::Local(p),
-                            Box::new(mk(ExprKind::Inl(Box::new(left)), out.clone(), span)),
-                        ),
-                        right: (
-                            Pat::Local(q),
-                            Box::new(mk(ExprKind::Inr(Box::new(right)), out.clone(), span)),
-                        ),
-                    },
-                    out,
-                    span,
-                ))
-            }
+            Type::Sum(a, b) if has_real(ty) => self.map_sum(x, (a, b), l, out, &mut |s, e, t| {
+                s.seed_inputs(e, t, l, span)
+            }),
             _ if !has_real(ty) => Ok(x),
             _ => Err(unsupported(
                 "a gradient with respect to a value that holds a function",
                 span,
             )),
         }
+    }
+
+    /// `match x with inl p -> inl (f p) | inr q -> inr (f q)`: the sum `x`
+    /// (payloads of original types `a`, `b` at level `l`) mapped
+    /// constructor-wise to type `out`.
+    fn map_sum(
+        &mut self,
+        x: Expr,
+        (a, b): (&Type, &Type),
+        l: Level,
+        out: Type,
+        f: &mut dyn FnMut(&mut Self, Expr, &Type) -> R<Expr>,
+    ) -> R<Expr> {
+        let span = x.span;
+        let (p, q) = (
+            self.local("_", dual_ty(a, l)),
+            self.local("_", dual_ty(b, l)),
+        );
+        let left = f(self, self.local_expr(p, span), a)?;
+        let right = f(self, self.local_expr(q, span), b)?;
+        let arm = |kind, pat| (Pat::Local(pat), Box::new(mk(kind, out.clone(), span)));
+        Ok(mk(
+            ExprKind::Case {
+                scrutinee: Box::new(x),
+                left: arm(ExprKind::Inl(Box::new(left)), p),
+                right: arm(ExprKind::Inr(Box::new(right)), q),
+            },
+            out.clone(),
+            span,
+        ))
     }
 
     /// The payload of the sum `dx` (original type `ty`, level `l`) on its
@@ -1296,29 +1304,7 @@ impl Expander<'_> {
             }
             Type::Sum(a, b) => {
                 let out = dual_ty(ty, l.below());
-                let (p, q) = (
-                    self.local("_", dual_ty(a, l)),
-                    self.local("_", dual_ty(b, l)),
-                );
-                let pe = self.local_expr(p, span);
-                let qe = self.local_expr(q, span);
-                let left = self.split(pe, a, l, part)?;
-                let right = self.split(qe, b, l, part)?;
-                Ok(mk(
-                    ExprKind::Case {
-                        scrutinee: Box::new(y),
-                        left: (
-                            Pat::Local(p),
-                            Box::new(mk(ExprKind::Inl(Box::new(left)), out.clone(), span)),
-                        ),
-                        right: (
-                            Pat::Local(q),
-                            Box::new(mk(ExprKind::Inr(Box::new(right)), out.clone(), span)),
-                        ),
-                    },
-                    out,
-                    span,
-                ))
+                self.map_sum(y, (a, b), l, out, &mut |s, e, t| s.split(e, t, l, part))
             }
             _ if !has_real(ty) => Ok(y),
             _ => Err(unsupported(
