@@ -403,6 +403,19 @@ fn negative_zero(x: Expr, span: Span) -> Expr {
     select(is_zero, negative, bool_lit(false, span))
 }
 
+/// `v[i]`, of type `ty`.
+fn index(v: &Expr, i: &Expr, ty: Type) -> Expr {
+    let span = v.span;
+    prim(Prim::Index, vec![v.clone(), i.clone()], ty, span)
+}
+
+/// `()` if `b` is shaped like `a` at the top, else `role`'s error at `span`
+/// ([`ExprKind::TangentShape`]).
+fn shape_check(a: &Expr, b: &Expr, role: Role, span: Span) -> Expr {
+    let kind = ExprKind::TangentShape(Box::new(a.clone()), Box::new(b.clone()), role);
+    mk(kind, Type::Unit, span)
+}
+
 /// `e; rest` (the value of `rest` after the effect of `e`).
 fn then(e: Expr, rest: Expr) -> Expr {
     let (ty, span) = (rest.ty.clone(), rest.span);
@@ -1067,66 +1080,19 @@ impl Expander<'_> {
             }),
             Type::Vec(a) => self.with_temp(x, |s, x| {
                 s.with_temp(dx, |s, dx| {
-                    let check = mk(
-                        ExprKind::TangentShape(
-                            Box::new(x.clone()),
-                            Box::new(dx.clone()),
-                            Role::Tangent,
-                        ),
-                        Type::Unit,
-                        span,
-                    );
                     // One pass, one allocation: `build (size x) (fun i ->
-                    // seed x[i] dx[i])` (the lengths are checked above).
-                    let i = s.local("i", Type::Int);
+                    // seed x[i] dx[i])` after the lengths are checked.
                     let elem = dual_ty(a, l.above(Mode::Forward));
-                    let f = s.new_fun("seed".into(), vec![(Pat::Local(i), Type::Int)], elem, span);
-                    let mut captures = Vec::new();
-                    for v in [&x, &dx] {
-                        if let ExprKind::Local(c) = v.kind {
-                            captures.push(c);
-                        }
-                    }
-                    captures.sort();
-                    captures.dedup();
-                    s.prog.funs[f.0 as usize].captures = captures;
-                    let ie = s.local_expr(i, span);
-                    let at = |v: &Expr| {
-                        prim(
-                            Prim::Index,
-                            vec![v.clone(), ie.clone()],
-                            dual_ty(a, l),
-                            span,
-                        )
-                    };
-                    let body = s.seed(at(&x), at(&dx), a, l, span)?;
-                    s.prog.funs[f.0 as usize].body = body;
-                    let size = prim(Prim::Size, vec![x], Type::Int, span);
-                    let seeded = prim(
-                        Prim::Build,
-                        vec![size, s.closure(f, span)],
-                        dual_ty(ty, l.above(Mode::Forward)),
-                        span,
-                    );
-                    let out_ty = seeded.ty.clone();
-                    Ok(mk(
-                        ExprKind::Let(Pat::Wild, Box::new(check), Box::new(seeded)),
-                        out_ty,
-                        span,
-                    ))
+                    let seeded = s.build_over("seed", &x, &dx, elem, span, &mut |s, i| {
+                        let at = |v: &Expr| index(v, &i, dual_ty(a, l));
+                        s.seed(at(&x), at(&dx), a, l, span)
+                    })?;
+                    Ok(then(shape_check(&x, &dx, Role::Tangent, span), seeded))
                 })
             }),
             Type::Sum(a, b) => self.with_temp(x, |s, x| {
                 s.with_temp(dx, |s, dx| {
-                    let check = mk(
-                        ExprKind::TangentShape(
-                            Box::new(x.clone()),
-                            Box::new(dx.clone()),
-                            Role::Tangent,
-                        ),
-                        Type::Unit,
-                        span,
-                    );
+                    let check = shape_check(&x, &dx, Role::Tangent, span);
                     // After the check the constructors agree; the other arm of
                     // the tangent's match is never taken.
                     let out_ty = dual_ty(ty, l.above(Mode::Forward));
@@ -1198,6 +1164,46 @@ impl Expander<'_> {
                 span,
             )),
         }
+    }
+
+    /// `build (size a) (fun i -> body i)`: elements of type `elem` made by
+    /// a new function `name` that captures the locals (or literals) `a` and
+    /// `b`.
+    fn build_over(
+        &mut self,
+        name: &str,
+        a: &Expr,
+        b: &Expr,
+        elem: Type,
+        span: Span,
+        body: &mut dyn FnMut(&mut Self, Expr) -> R<Expr>,
+    ) -> R<Expr> {
+        let i = self.local("i", Type::Int);
+        let f = self.new_fun(
+            name.into(),
+            vec![(Pat::Local(i), Type::Int)],
+            elem.clone(),
+            span,
+        );
+        let mut captures: Vec<Local> = [a, b]
+            .iter()
+            .filter_map(|v| match v.kind {
+                ExprKind::Local(c) => Some(c),
+                _ => None,
+            })
+            .collect();
+        captures.sort();
+        captures.dedup();
+        self.prog.funs[f.0 as usize].captures = captures;
+        let made = body(self, self.local_expr(i, span))?;
+        self.prog.funs[f.0 as usize].body = made;
+        let size = prim(Prim::Size, vec![a.clone()], Type::Int, span);
+        Ok(prim(
+            Prim::Build,
+            vec![size, self.closure(f, span)],
+            Type::Vec(Box::new(elem)),
+            span,
+        ))
     }
 
     /// `match x with inl p -> inl (f p) | inr q -> inr (f q)`: the sum `x`
@@ -1322,42 +1328,31 @@ impl Expander<'_> {
     /// `true` if the real `e` at level `l` is zero in every component (the
     /// interpreter's constant 0: a structural zero).
     fn is_zero(&mut self, e: Expr, l: Level) -> R<Expr> {
-        let span = e.span;
-        if l == Level::PLAIN {
-            return Ok(prim(
-                Prim::Eq,
-                vec![e, real_lit(0.0, span)],
-                Type::Bool,
-                span,
-            ));
-        }
-        self.with_temp(e, |s, e| {
-            let p = s.is_zero(proj(e.clone(), 0), l.below())?;
-            let t = match l.mode() {
-                Mode::Forward => s.is_zero(proj(e, 1), l.below())?,
-                // A real with a Delta is never the constant 0.
-                Mode::Reverse => prim(
-                    Prim::Eq,
-                    vec![proj(e, 1), int_lit(-1, span)],
-                    Type::Bool,
-                    span,
-                ),
-            };
-            Ok(select(p, t, bool_lit(false, span)))
-        })
+        self.unperturbed(e, l, true)
     }
 
     /// `true` if the real `e` at level `l` is a constant of every level (no
     /// tangent, no Delta: the interpreter's plain `Num::Real`).
     fn is_plain(&mut self, e: Expr, l: Level) -> R<Expr> {
+        self.unperturbed(e, l, false)
+    }
+
+    /// `true` if the real `e` at level `l` has no tangent and no Delta at any
+    /// level, and (if `zero`) its value is 0.
+    fn unperturbed(&mut self, e: Expr, l: Level, zero: bool) -> R<Expr> {
         let span = e.span;
         if l == Level::PLAIN {
-            return Ok(bool_lit(true, span));
+            return Ok(if zero {
+                prim(Prim::Eq, vec![e, real_lit(0.0, span)], Type::Bool, span)
+            } else {
+                bool_lit(true, span)
+            });
         }
         self.with_temp(e, |s, e| {
-            let p = s.is_plain(proj(e.clone(), 0), l.below())?;
+            let p = s.unperturbed(proj(e.clone(), 0), l.below(), zero)?;
             let t = match l.mode() {
                 Mode::Forward => s.is_zero(proj(e, 1), l.below())?,
+                // A real with a Delta is never a constant.
                 Mode::Reverse => prim(
                     Prim::Eq,
                     vec![proj(e, 1), int_lit(-1, span)],
@@ -2040,64 +2035,21 @@ impl Expander<'_> {
             }),
             Type::Vec(a) if has_real(a) => self.with_temp(y, |s, y| {
                 s.with_temp(ct, |s, ct| {
-                    let check = mk(
-                        ExprKind::TangentShape(
-                            Box::new(y.clone()),
-                            Box::new(ct.clone()),
-                            Role::Cotangent,
-                        ),
-                        Type::Unit,
-                        span,
-                    );
-                    // `build (size y) (fun i -> seed y[i] ct[i])`, in order.
-                    let i = s.local("i", Type::Int);
-                    let f = s.new_fun(
-                        "seed_out".into(),
-                        vec![(Pat::Local(i), Type::Int)],
-                        Type::Unit,
-                        span,
-                    );
-                    let mut captures = Vec::new();
-                    for v in [&y, &ct] {
-                        if let ExprKind::Local(c) = v.kind {
-                            captures.push(c);
-                        }
-                    }
-                    captures.sort();
-                    captures.dedup();
-                    s.prog.funs[f.0 as usize].captures = captures;
-                    let ie = s.local_expr(i, span);
-                    let at = |v: &Expr, l: Level| {
-                        prim(
-                            Prim::Index,
-                            vec![v.clone(), ie.clone()],
-                            dual_ty(a, l),
-                            span,
-                        )
-                    };
-                    let body = s.seed_outputs(at(&y, n), at(&ct, m), a, n, span)?;
-                    s.prog.funs[f.0 as usize].body = body;
-                    let size = prim(Prim::Size, vec![y], Type::Int, span);
-                    let each = prim(
-                        Prim::Build,
-                        vec![size, s.closure(f, span)],
-                        Type::Vec(Box::new(Type::Unit)),
-                        span,
-                    );
+                    // `build (size y) (fun i -> seed y[i] ct[i])`, in order,
+                    // after the lengths are checked.
+                    let each =
+                        s.build_over("seed_out", &y, &ct, Type::Unit, span, &mut |s, i| {
+                            let (yi, ci) =
+                                (index(&y, &i, dual_ty(a, n)), index(&ct, &i, dual_ty(a, m)));
+                            s.seed_outputs(yi, ci, a, n, span)
+                        })?;
+                    let check = shape_check(&y, &ct, Role::Cotangent, span);
                     Ok(then(check, then(each, unit(span))))
                 })
             }),
             Type::Sum(a, b) if has_real(ty) => self.with_temp(y, |s, y| {
                 s.with_temp(ct, |s, ct| {
-                    let check = mk(
-                        ExprKind::TangentShape(
-                            Box::new(y.clone()),
-                            Box::new(ct.clone()),
-                            Role::Cotangent,
-                        ),
-                        Type::Unit,
-                        span,
-                    );
+                    let check = shape_check(&y, &ct, Role::Cotangent, span);
                     // After the check the constructors agree.
                     let mut arms = Vec::new();
                     for (left, t) in [(true, a), (false, b)] {
