@@ -616,6 +616,12 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         for a in args {
             operands.extend(self.owned_value(a)?);
         }
+        if op == TapeOp::Push
+            && usize::from(slot) == runtime::STAGED_SLOT
+            && let [p0, w0, p1, w1] = operands[..]
+        {
+            return Ok(vec![self.staged_push(p0, w0, p1, w1, span)?]);
+        }
         let words = |cg: &mut Self, from: usize, operands: &[ir::Value]| {
             let ws: Vec<ir::Value> = operands[from.min(operands.len())..]
                 .iter()
@@ -715,6 +721,93 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 .collect();
         }
         Ok(out)
+    }
+
+    /// `TapeOp::Push` on the outermost reverse level, inline: the Delta
+    /// `w0 · Var p0 + w1 · Var p1` appended to the staging buffer
+    /// ([`runtime::Staging`]), as the runtime's push lays it out (present
+    /// terms first; −1 if neither is), the runtime called only when the
+    /// buffer is full. Returns the Delta's id.
+    fn staged_push(
+        &mut self,
+        p0: ir::Value,
+        w0: ir::Value,
+        p1: ir::Value,
+        w1: ir::Value,
+        span: Span,
+    ) -> R<ir::Value> {
+        let absent0 = self.b.ins().icmp_imm_s(IntCC::Equal, p0, -1);
+        let absent1 = self.b.ins().icmp_imm_s(IntCC::Equal, p1, -1);
+        let both = self.b.ins().band(absent0, absent1);
+        let push = self.b.create_block();
+        let full = self.b.create_block();
+        let write = self.b.create_block();
+        let done = self.b.create_block();
+        self.b.append_block_param(done, types::I64);
+        let none = self.b.ins().iconst(types::I64, -1);
+        self.b.ins().brif(both, done, &[none.into()], push, &[]);
+
+        self.b.switch_to_block(push);
+        let len = self
+            .b
+            .ins()
+            .load(types::I64, flags(), self.ctx, Ctx::STAGING_LEN);
+        let cap = self
+            .b
+            .ins()
+            .load(types::I64, flags(), self.ctx, Ctx::STAGING_CAP);
+        let is_full = self
+            .b
+            .ins()
+            .icmp(IntCC::UnsignedGreaterThanOrEqual, len, cap);
+        self.b.set_cold_block(full);
+        self.b.ins().brif(is_full, full, &[], write, &[]);
+
+        self.b.switch_to_block(full);
+        let flush = self.cg.import("rt_tape_flush", &[PTR, types::I32], &[])?;
+        let s = self.cg.span_index(span);
+        let s = self.b.ins().iconst(types::I32, s);
+        self.call(flush, &[self.ctx, s]);
+        self.check_failed();
+        self.b.ins().jump(write, &[]);
+
+        self.b.switch_to_block(write);
+        // After a flush, `len` is 0 and `base` has moved: read both again.
+        let len = self
+            .b
+            .ins()
+            .load(types::I64, flags(), self.ctx, Ctx::STAGING_LEN);
+        let base = self
+            .b
+            .ins()
+            .load(types::I64, flags(), self.ctx, Ctx::STAGING_BASE);
+        let ptr = self.b.ins().load(PTR, flags(), self.ctx, Ctx::STAGING_PTR);
+        // Present terms first (the runtime's layout): with p0 absent, p1's
+        // term moves to the front; an absent term is (u32::MAX, 0.0).
+        let zero = self.b.ins().f64const(0.0);
+        let first_p = self.b.ins().select(absent0, p1, p0);
+        let first_w = self.b.ins().select(absent0, w1, w0);
+        let no_second = self.b.ins().bor(absent0, absent1);
+        let second_p = self.b.ins().select(no_second, none, p1);
+        let second_w = self.b.ins().select(no_second, zero, w1);
+        let size = std::mem::size_of::<runtime::Staged>() as i64;
+        let offset = self.b.ins().imul_imm_s(len, size);
+        let at = self.b.ins().iadd(ptr, offset);
+        let first_p = self.b.ins().ireduce(types::I32, first_p);
+        let second_p = self.b.ins().ireduce(types::I32, second_p);
+        self.b.ins().store(flags(), first_p, at, 0);
+        self.b.ins().store(flags(), second_p, at, 4);
+        self.b.ins().store(flags(), first_w, at, 8);
+        self.b.ins().store(flags(), second_w, at, 16);
+        let next = self.b.ins().iadd_imm_s(len, 1);
+        self.b
+            .ins()
+            .store(flags(), next, self.ctx, Ctx::STAGING_LEN);
+        let id = self.b.ins().iadd(base, len);
+        self.b.ins().jump(done, &[id.into()]);
+
+        self.b.switch_to_block(done);
+        Ok(self.b.block_params(done)[0])
     }
 
     /// A 64-bit word holding `v`: an `f64` by its bits, an integer as is.

@@ -54,7 +54,36 @@ pub(crate) struct Ctx {
     /// How many of the active traces are a pullback's replay of its
     /// function (`trace` prints nothing then).
     replaying: u32,
+    /// Where generated code appends the Deltas of reverse level 1.
+    pub staging: Staging,
 }
+
+/// A plain Delta `w₀·Var p₀ + w₁·Var p₁` as generated code writes it (an
+/// absent parent is `u32::MAX`, the trace's `NO_PARENT`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Staged {
+    pub parents: [u32; 2],
+    pub weights: [f64; 2],
+}
+
+/// Deltas appended by generated code, inline, for the current trace of
+/// reverse level 1 — the outermost, whose weights are always plain reals,
+/// and which records the most: the entry `base + k` of that trace is
+/// `ptr[k]` for `k < len`. The runtime moves them onto the trace
+/// ([`flush`]) when the buffer is full and before it touches the trace in
+/// any other way, so the trace is the interpreter's, entry for entry.
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct Staging {
+    pub ptr: *mut Staged,
+    pub len: u64,
+    pub cap: u64,
+    pub base: u64,
+}
+
+/// Deltas staged at most between two flushes.
+const STAGED: usize = 4096;
 
 /// Reverse-level positions have numbers below this (compiled
 /// differentiation nests at most 6 levels).
@@ -132,6 +161,12 @@ impl Ctx {
             large: HashMap::new(),
             tapes: Default::default(),
             replaying: 0,
+            staging: Staging {
+                ptr: std::ptr::null_mut(),
+                len: 0,
+                cap: 0,
+                base: 0,
+            },
         }
     }
 
@@ -143,6 +178,57 @@ impl Ctx {
     /// The free list heads, one 8-byte slot per class: class k's at
     /// `FREE + 8k` (generated code pops and pushes them inline).
     pub(crate) const FREE: i32 = std::mem::offset_of!(Ctx, free) as i32;
+    /// The fields of [`Staging`] (generated code appends Deltas inline).
+    pub(crate) const STAGING_PTR: i32 =
+        (std::mem::offset_of!(Ctx, staging) + std::mem::offset_of!(Staging, ptr)) as i32;
+    pub(crate) const STAGING_LEN: i32 =
+        (std::mem::offset_of!(Ctx, staging) + std::mem::offset_of!(Staging, len)) as i32;
+    pub(crate) const STAGING_CAP: i32 =
+        (std::mem::offset_of!(Ctx, staging) + std::mem::offset_of!(Staging, cap)) as i32;
+    pub(crate) const STAGING_BASE: i32 =
+        (std::mem::offset_of!(Ctx, staging) + std::mem::offset_of!(Staging, base)) as i32;
+}
+
+/// The level whose Deltas generated code stages ([`Staging`]).
+pub(crate) const STAGED_SLOT: usize = 1;
+
+/// Moves the staged Deltas onto the current trace of level
+/// [`STAGED_SLOT`] and makes `base` that trace's length again.
+fn flush(ctx: &mut Ctx) {
+    let n = ctx.staging.len as usize;
+    if n > 0 {
+        // SAFETY: generated code wrote entries `0..len` of the staging
+        // buffer (`len ≤ cap`, checked before every write) and is suspended
+        // in this runtime call; nothing else refers to the buffer.
+        let staged = unsafe { std::slice::from_raw_parts(ctx.staging.ptr, n) };
+        if let Some(t) = ctx.tapes[STAGED_SLOT].last_mut() {
+            t.trace
+                .extend_plain(staged.iter().map(|e| (e.parents, e.weights)));
+        }
+    }
+    ctx.staging.len = 0;
+    ctx.staging.base = ctx.tapes[STAGED_SLOT]
+        .last()
+        .map_or(0, |t| t.trace.len() as u64);
+}
+
+/// Generated code found the staging buffer full (or not yet made): flushes
+/// it (making it on first use), and raises "out of memory" at `span` if the
+/// trace is over the budget.
+pub(crate) extern "C" fn rt_tape_flush(ctx: *mut Ctx, span: u32) {
+    // SAFETY: as in `rt_error`.
+    let c = unsafe { &mut *ctx };
+    if c.staging.ptr.is_null() {
+        let buffer = vec![Staged::default(); STAGED].into_boxed_slice();
+        c.staging.ptr = Box::into_raw(buffer).cast::<Staged>();
+        c.staging.cap = STAGED as u64;
+        memory::charge(STAGED * size_of::<Staged>());
+    }
+    flush(c);
+    if memory::over_budget() {
+        let live = memory::live() as i64;
+        rt_error(ctx, ErrorKind::OutOfMemory as u32, span, 24, live);
+    }
 }
 
 /// An error raised by generated code: its kind, the index of its position
@@ -330,6 +416,9 @@ fn tape<'a>(ctx: *mut Ctx, slot: u64) -> Option<&'a mut Tape> {
     // `Native::run` keeps alive and exclusively lent for the whole run; the
     // reference does not outlive this runtime call.
     let ctx = unsafe { &mut *ctx };
+    if slot as usize == STAGED_SLOT {
+        flush(ctx);
+    }
     ctx.tapes.get_mut(slot as usize)?.last_mut()
 }
 
@@ -339,9 +428,16 @@ fn tape<'a>(ctx: *mut Ctx, slot: u64) -> Option<&'a mut Tape> {
 pub(crate) extern "C" fn rt_tape_begin(ctx: *mut Ctx, slot: u64, width: i64, replay: i64) {
     // SAFETY: as in `tape`.
     let ctx = unsafe { &mut *ctx };
+    let staged = slot as usize == STAGED_SLOT;
+    if staged {
+        flush(ctx);
+    }
     if let Some(stack) = ctx.tapes.get_mut(slot as usize) {
         stack.push(Tape::new(usize::try_from(width).unwrap_or(0), replay == 1));
         ctx.replaying += u32::from(replay == 1);
+    }
+    if staged {
+        flush(ctx);
     }
 }
 
@@ -354,7 +450,17 @@ pub(crate) extern "C" fn rt_tape_input(ctx: *mut Ctx, slot: u64) -> i64 {
         t.weights.resize(t.weights.len() + w, 0);
         t.charge();
     }
+    restage(ctx, slot);
     i64::from(id)
+}
+
+/// After an entry was appended to the trace of `slot` directly: staged
+/// Deltas of that level come after it.
+fn restage(ctx: *mut Ctx, slot: u64) {
+    if slot as usize == STAGED_SLOT {
+        // SAFETY: as in `tape`.
+        flush(unsafe { &mut *ctx });
+    }
 }
 
 /// `TapeOp::Push`: `w0 · Var p0 + w1 · Var p1`, terms with id −1 left out
@@ -382,6 +488,7 @@ pub(crate) extern "C" fn rt_tape_push(
     };
     let Some(t) = tape(ctx, slot) else { return -1 };
     let id = t.trace.push_plain(parents, weights);
+    restage(ctx, slot);
     if memory::over_budget() {
         let live = memory::live() as i64;
         rt_error(ctx, ErrorKind::OutOfMemory as u32, span, 24, live);
@@ -510,9 +617,16 @@ pub(crate) extern "C" fn rt_tape_adjoint(ctx: *mut Ctx, slot: u64, id: i64) -> f
 pub(crate) extern "C" fn rt_tape_end(ctx: *mut Ctx, slot: u64) {
     // SAFETY: as in `tape`.
     let ctx = unsafe { &mut *ctx };
+    let staged = slot as usize == STAGED_SLOT;
+    if staged {
+        flush(ctx);
+    }
     if let Some(mut t) = ctx.tapes.get_mut(slot as usize).and_then(Vec::pop) {
         ctx.replaying -= u32::from(t.replay);
         std::mem::take(&mut t.trace).recycle();
+    }
+    if staged {
+        flush(ctx);
     }
 }
 
@@ -576,6 +690,13 @@ impl Drop for Ctx {
     /// in one, and none outlives the run (the host reads the result before
     /// `release`; after an error, what was not dropped is garbage).
     fn drop(&mut self) {
+        if !self.staging.ptr.is_null() {
+            let buffer = std::ptr::slice_from_raw_parts_mut(self.staging.ptr, STAGED);
+            // SAFETY: the buffer was made by `Box::into_raw` of a boxed slice
+            // of `STAGED` entries in `rt_tape_flush`, and is freed only here.
+            drop(unsafe { Box::from_raw(buffer) });
+            memory::release(STAGED * size_of::<Staged>());
+        }
         for chunk in self.chunks.drain(..) {
             free_block(chunk, CHUNK as u64);
         }
@@ -779,6 +900,7 @@ pub(crate) fn symbols() -> Vec<(&'static str, *const u8)> {
         ("rt_tape_input", rt_tape_input as *const u8),
         ("rt_tape_push", rt_tape_push as *const u8),
         ("rt_tape_push_wide", rt_tape_push_wide as *const u8),
+        ("rt_tape_flush", rt_tape_flush as *const u8),
         ("rt_tape_seed", rt_tape_seed as *const u8),
         ("rt_tape_sweep", rt_tape_sweep as *const u8),
         ("rt_tape_len", rt_tape_len as *const u8),

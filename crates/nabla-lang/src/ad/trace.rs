@@ -139,6 +139,16 @@ impl Trace {
         self.append(Entry { parents, weights })
     }
 
+    /// Appends plain Deltas `w₀·Var p₀ + w₁·Var p₁`, in order, as as many
+    /// [`Trace::push_plain`]s would.
+    pub fn extend_plain(&mut self, deltas: impl ExactSizeIterator<Item = ([u32; 2], [f64; 2])>) {
+        while self.entries.capacity() - self.entries.len() < deltas.len() {
+            self.grow();
+        }
+        self.entries
+            .extend(deltas.map(|(parents, weights)| Entry { parents, weights }));
+    }
+
     /// The parents of Delta `id` ([`NO_PARENT`] where it has none, and for
     /// an id not on the trace).
     pub fn parents(&self, id: u32) -> [u32; 2] {
