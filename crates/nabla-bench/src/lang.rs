@@ -35,7 +35,8 @@
 //! nesting); its input is converted to native
 //! representation once ([`nabla_native::Native::args`]), as the
 //! interpreter's is built once, and its compile column is native
-//! compilation (monomorphisation, typed IR, Cranelift).
+//! compilation (monomorphisation, typed IR, Cranelift) of the primal and
+//! derivative entries.
 //!
 //! The language runs on a worker thread with the language's big native
 //! stack (`nabla_lang::stack::run_with_stack`); its values are not `Send`,
@@ -615,9 +616,17 @@ fn serve(
                 let (compile_s, _) = match backend {
                     Backend::Interpreter => min_time(0.1, || session.compile().is_ok()),
                     Backend::Native => {
-                        let entry = iface.primal.as_ref().or(iface.manual.as_ref());
-                        let entry = entry.map_or("", |e| e.0);
-                        min_time(0.1, || compile_native(&session, entry).is_ok())
+                        // The primal (or hand-derived) entry and the
+                        // derivative entry, each compiled on its own.
+                        let primal = iface.primal.as_ref().or(iface.manual.as_ref());
+                        let entries: Vec<&str> = primal
+                            .map(|e| e.0)
+                            .into_iter()
+                            .chain([iface.derivative.0])
+                            .collect();
+                        min_time(0.1, || {
+                            entries.iter().all(|e| compile_native(&session, e).is_ok())
+                        })
                     }
                 };
                 Ok(Response::FrontEnd(FrontEnd {

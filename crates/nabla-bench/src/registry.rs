@@ -208,7 +208,7 @@ pub const IMPLEMENTATIONS: &[Implementation] = &[
     },
     Implementation {
         name: "nabla-compiled",
-        about: "the nabla language compiled to native code (Cranelift, `--backend native`): the same .nabla programs, input converted once to native representation; derivatives compiled too (issue 14); primal of the nested workloads: the hand-derived programs `saddle_manual`/`particle_manual` (the same algorithm as manual, no AD); compile/JIT column = parse+check and native compilation",
+        about: "the nabla language compiled to native code (Cranelift, `--backend native`): the same .nabla programs, input converted once to native representation; derivatives compiled too (issue 14); primal of the nested workloads: the hand-derived programs `saddle_manual`/`particle_manual` (the same algorithm as manual, no AD); compile/JIT column = parse+check and native compilation of the primal and derivative entries",
     },
     Implementation {
         name: "manual",
