@@ -94,6 +94,9 @@ pub enum Prim {
     Round,
     /// `trunc`
     Trunc,
+    /// `signum`: 1 for +0 and positive reals, −1 for −0 and negative ones
+    /// (Rust's `f64::signum`), derivative 0
+    Signum,
     /// `stop_gradient`: the identity, with derivative 0 at every level
     StopGradient,
     /// `pi : Real`, the constant π (see [`Prim::constant`])
@@ -509,6 +512,14 @@ pub static PRIMS: &[PrimInfo] = &[
         1,
         "Real -> Real",
         Some(RealFn::Unary(Unary::Trunc)),
+    ),
+    row(
+        Prim::Signum,
+        "signum",
+        true,
+        1,
+        "Real -> Real",
+        Some(RealFn::Unary(Unary::Signum)),
     ),
     row(
         Prim::StopGradient,

@@ -840,6 +840,7 @@ real_fns! {
     rt_ceil => Unary::Ceil,
     rt_round => Unary::Round,
     rt_trunc => Unary::Trunc,
+    rt_signum => Unary::Signum,
 }
 
 pub(crate) extern "C" fn rt_powf(x: f64, y: f64) -> f64 {
@@ -874,6 +875,7 @@ pub(crate) fn unary_symbol(op: Unary) -> Option<(&'static str, *const u8)> {
         Unary::Ceil => ("rt_ceil", rt_ceil as *const u8),
         Unary::Round => ("rt_round", rt_round as *const u8),
         Unary::Trunc => ("rt_trunc", rt_trunc as *const u8),
+        Unary::Signum => ("rt_signum", rt_signum as *const u8),
         _ => return None,
     })
 }
@@ -929,6 +931,7 @@ pub(crate) fn symbols() -> Vec<(&'static str, *const u8)> {
         Unary::Ceil,
         Unary::Round,
         Unary::Trunc,
+        Unary::Signum,
     ] {
         s.extend(unary_symbol(op));
     }
