@@ -1,7 +1,6 @@
 //! Embedding nabla in a Rust program: load a `.nabla` file, pass it Rust
-//! data, read Rust data back — the loss compiled to native code, its
-//! gradient in the interpreter (native code does not differentiate yet) —
-//! and fit a line by gradient descent.
+//! data, read Rust data back — the loss and its gradient compiled to native
+//! code — and fit a line by gradient descent.
 //!
 //! `cargo run --release -p nabla-native --example embed`
 
@@ -20,13 +19,13 @@ fn fit() -> Result<(Vec<f64>, f64, f64), String> {
     let xs: Vec<f64> = (0..50).map(|i| f64::from(i) / 10.0).collect();
     let ys: Vec<f64> = xs.iter().map(|x| 2.0 * x + 1.0).collect();
 
-    // The loss as native code, the gradient in the interpreter.
-    let (prog, entry) = session.typed_program("loss").map_err(|u| u.what)?;
-    let loss = Native::compile(&prog, entry, &Options::default()).map_err(|u| u.what)?;
-    let mut interpreter = session.compile().map_err(|d| session.render(&d))?;
-    let loss_grad = interpreter
-        .global("loss_grad")
-        .map_err(|d| session.render(&d))?;
+    // The loss and its gradient (`grad` inside `loss_grad`) as native code.
+    let native = |name: &str| {
+        let (prog, entry) = session.typed_program(name).map_err(|u| u.what)?;
+        Native::compile(&prog, entry, &Options::default()).map_err(|u| u.what)
+    };
+    let loss = native("loss")?;
+    let loss_grad = native("loss_grad")?;
 
     let mut p = vec![0.0, 0.0];
     let first = f64::from_value(
@@ -37,9 +36,7 @@ fn fit() -> Result<(Vec<f64>, f64, f64), String> {
     .map_err(|e| e.to_string())?;
     for _ in 0..2000 {
         let input = (p.clone(), xs.clone(), ys.clone()).into_value();
-        let g = interpreter
-            .apply(loss_grad.clone(), input)
-            .map_err(|d| session.render(&d))?;
+        let g = loss_grad.call(&[input]).map_err(|e| e.message)?;
         let g = Vec::<f64>::from_value(&g).map_err(|e| e.to_string())?;
         p = p.iter().zip(&g).map(|(pi, gi)| pi - 0.05 * gi).collect();
     }
