@@ -9,15 +9,13 @@ use nabla_lang::memory;
 use nabla_lang::pretty::print_value;
 use nabla_native::{Native, Options};
 
-fn both(main: &str) -> (String, String, usize) {
-    let src = format!(
-        "{}\ndef main = {main}\n",
-        include_str!("../../../bench/nabla/nested.nabla")
-    );
+/// `main` of `src` run natively: what it prints, and the bytes it left
+/// allocated. Also run by the interpreter if `interpret`: what that prints.
+fn run(src: String, interpret: bool) -> (Option<String>, String, usize) {
     nabla_lang::stack::run_with_stack(move || {
         let mut s = Session::new();
         s.load("nested.nabla", &src).expect("checks");
-        let interp = s.run_main().map_err(|ds| s.render(&ds)).expect("runs");
+        let interp = interpret.then(|| s.run_main().map_err(|ds| s.render(&ds)).expect("runs"));
         let (prog, entry) = s.typed_program("main").expect("compiles its derivatives");
         let native = Native::compile_main(&prog, entry, &Options::default()).expect("compiles");
         let before = memory::live();
@@ -28,6 +26,15 @@ fn both(main: &str) -> (String, String, usize) {
         (interp, out, memory::live() - before)
     })
     .expect("thread")
+}
+
+fn both(main: &str) -> (String, String, usize) {
+    let src = format!(
+        "{}\ndef main = {main}\n",
+        include_str!("../../../bench/nabla/nested.nabla")
+    );
+    let (interp, native, leaked) = run(src, true);
+    (interp.unwrap_or_default(), native, leaked)
 }
 
 fn agrees(main: &str) {
@@ -75,18 +82,7 @@ fn a_million_step_sharing_chain_differentiates_in_linear_time_and_memory() {
                  let rec go i y = if i == 0 then y else go (i - 1) (0.5 * (y + y)) in
                  go 1000000 x
                def main = (grad chain 3.0, value_and_grad chain 3.0)";
-    nabla_lang::stack::run_with_stack(move || {
-        let mut s = Session::new();
-        s.load("chain.nabla", src).expect("checks");
-        let (prog, entry) = s.typed_program("main").expect("compiles its derivatives");
-        let native = Native::compile_main(&prog, entry, &Options::default()).expect("compiles");
-        let before = memory::live();
-        let out = native
-            .run()
-            .map(|v| print_value(&v))
-            .expect("runs natively");
-        assert_eq!(out, "(1.0, (3.0, 1.0))");
-        assert_eq!(memory::live() - before, 0, "bytes left allocated");
-    })
-    .expect("thread");
+    let (_, out, leaked) = run(src.to_string(), false);
+    assert_eq!(out, "(1.0, (3.0, 1.0))");
+    assert_eq!(leaked, 0, "bytes left allocated");
 }
