@@ -616,11 +616,15 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         for a in args {
             operands.extend(self.owned_value(a)?);
         }
-        if op == TapeOp::Push
-            && usize::from(slot) == runtime::STAGED_SLOT
-            && let [p0, w0, p1, w1] = operands[..]
-        {
-            return Ok(vec![self.staged_push(p0, w0, p1, w1, span)?]);
+        if op == TapeOp::Push {
+            // Plain weights: only the outermost level has them, and its
+            // Deltas are appended inline.
+            return match operands[..] {
+                [p0, w0, p1, w1] if usize::from(slot) == runtime::STAGED_SLOT => {
+                    Ok(vec![self.staged_push(p0, w0, p1, w1, span)?])
+                }
+                _ => Err(internal("a plain Delta below the outermost level", span)),
+            };
         }
         let words = |cg: &mut Self, from: usize, operands: &[ir::Value]| {
             let ws: Vec<ir::Value> = operands[from.min(operands.len())..]
@@ -644,15 +648,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let (name, params, rets): (_, Vec<types::Type>, &[types::Type]) = match op {
             TapeOp::Begin => ("rt_tape_begin", vec![types::I64, types::I64], &[]),
             TapeOp::Input => ("rt_tape_input", vec![], &[types::I64]),
-            TapeOp::Push => {
-                let s = self.cg.span_index(span);
-                vals.push(self.b.ins().iconst(types::I32, s));
-                (
-                    "rt_tape_push",
-                    vec![types::I32, types::I64, types::F64, types::I64, types::F64],
-                    &[types::I64],
-                )
-            }
+            TapeOp::Push => return Err(internal("a plain Delta pushed by a call", span)),
             TapeOp::PushWide => {
                 let s = self.cg.span_index(span);
                 vals.push(self.b.ins().iconst(types::I32, s));
@@ -709,7 +705,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         }
         let f = self.cg.import(name, &params, rets)?;
         let mut out = self.call(f, &vals);
-        if matches!(op, TapeOp::Push | TapeOp::PushWide) {
+        if op == TapeOp::PushWide {
             // Over the memory budget.
             self.check_failed();
         }
@@ -723,11 +719,11 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         Ok(out)
     }
 
-    /// `TapeOp::Push` on the outermost reverse level, inline: the Delta
-    /// `w0 · Var p0 + w1 · Var p1` appended to the staging buffer
-    /// ([`runtime::Staging`]), as the runtime's push lays it out (present
-    /// terms first; −1 if neither is), the runtime called only when the
-    /// buffer is full. Returns the Delta's id.
+    /// `TapeOp::Push` (only on the outermost reverse level), inline: the
+    /// Delta `w0 · Var p0 + w1 · Var p1` appended to the staging buffer
+    /// ([`runtime::Staging`]) in the interpreter's layout (present terms
+    /// first; no Delta and id −1 if neither is), the runtime called only
+    /// when the buffer is full. Returns the Delta's id.
     fn staged_push(
         &mut self,
         p0: ir::Value,
@@ -748,14 +744,8 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         self.b.ins().brif(both, done, &[none.into()], push, &[]);
 
         self.b.switch_to_block(push);
-        let len = self
-            .b
-            .ins()
-            .load(types::I64, flags(), self.ctx, Ctx::STAGING_LEN);
-        let cap = self
-            .b
-            .ins()
-            .load(types::I64, flags(), self.ctx, Ctx::STAGING_CAP);
+        let len = self.ctx_word(Ctx::STAGING_LEN);
+        let cap = self.ctx_word(Ctx::STAGING_CAP);
         let is_full = self
             .b
             .ins()
@@ -773,17 +763,11 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
 
         self.b.switch_to_block(write);
         // After a flush, `len` is 0 and `base` has moved: read both again.
-        let len = self
-            .b
-            .ins()
-            .load(types::I64, flags(), self.ctx, Ctx::STAGING_LEN);
-        let base = self
-            .b
-            .ins()
-            .load(types::I64, flags(), self.ctx, Ctx::STAGING_BASE);
+        let len = self.ctx_word(Ctx::STAGING_LEN);
+        let base = self.ctx_word(Ctx::STAGING_BASE);
         let ptr = self.b.ins().load(PTR, flags(), self.ctx, Ctx::STAGING_PTR);
-        // Present terms first (the runtime's layout): with p0 absent, p1's
-        // term moves to the front; an absent term is (u32::MAX, 0.0).
+        // Present terms first: with p0 absent, p1's term moves to the
+        // front; an absent term is (u32::MAX, the trace's NO_PARENT; 0.0).
         let zero = self.b.ins().f64const(0.0);
         let first_p = self.b.ins().select(absent0, p1, p0);
         let first_w = self.b.ins().select(absent0, w1, w0);
@@ -852,10 +836,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     }
 
     fn count_call(&mut self, span: Span) -> R<()> {
-        let left = self
-            .b
-            .ins()
-            .load(types::I64, flags(), self.ctx, Ctx::CALLS_LEFT);
+        let left = self.ctx_word(Ctx::CALLS_LEFT);
         let left = self.b.ins().iadd_imm_s(left, -1);
         self.b.ins().store(flags(), left, self.ctx, Ctx::CALLS_LEFT);
         let out = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, left, 0);
@@ -902,12 +883,14 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         Ok(())
     }
 
+    /// The 64-bit field of the run's context at `offset` ([`Ctx`]).
+    fn ctx_word(&mut self, offset: i32) -> ir::Value {
+        self.b.ins().load(types::I64, flags(), self.ctx, offset)
+    }
+
     /// After a call that may have raised an error: return if it did.
     fn check_failed(&mut self) {
-        let failed = self
-            .b
-            .ins()
-            .load(types::I64, flags(), self.ctx, Ctx::FAILED);
+        let failed = self.ctx_word(Ctx::FAILED);
         let ok = self.b.create_block();
         self.b.ins().brif(failed, self.unwind, &[], ok, &[]);
         self.b.switch_to_block(ok);
@@ -917,10 +900,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     /// it did, giving an error raised "at the application" (a pullback's
     /// cotangent of the wrong shape) this application's position.
     fn check_failed_at(&mut self, span: Span) -> R<()> {
-        let failed = self
-            .b
-            .ins()
-            .load(types::I64, flags(), self.ctx, Ctx::FAILED);
+        let failed = self.ctx_word(Ctx::FAILED);
         let bad = self.b.create_block();
         let ok = self.b.create_block();
         self.b.set_cold_block(bad);
@@ -1372,10 +1352,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let neg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, n, 0);
         let zero = self.b.ins().iconst(types::I64, 0);
         self.fail_if(neg, ErrorKind::NegativeBuild, span, Some((n, zero)))?;
-        let max = self
-            .b
-            .ins()
-            .load(types::I64, flags(), self.ctx, Ctx::MAX_VECTOR_LEN);
+        let max = self.ctx_word(Ctx::MAX_VECTOR_LEN);
         let big = self.b.ins().icmp(IntCC::SignedGreaterThan, n, max);
         self.fail_if(big, ErrorKind::BuildTooLong, span, Some((n, max)))?;
         Ok(n)

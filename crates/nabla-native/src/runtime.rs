@@ -463,41 +463,10 @@ fn restage(ctx: *mut Ctx, slot: u64) {
     }
 }
 
-/// `TapeOp::Push`: `w0 · Var p0 + w1 · Var p1`, terms with id −1 left out
-/// (−1 if both are). Over the memory budget, raises "out of memory" at
-/// `span`.
-pub(crate) extern "C" fn rt_tape_push(
-    ctx: *mut Ctx,
-    slot: u64,
-    span: u32,
-    p0: i64,
-    w0: f64,
-    p1: i64,
-    w1: f64,
-) -> i64 {
-    let parent = |p: i64| u32::try_from(p).unwrap_or(NO_PARENT);
-    let (p0, p1) = (parent(p0), parent(p1));
-    if p0 == NO_PARENT && p1 == NO_PARENT {
-        return -1;
-    }
-    // The interpreter's layout: the terms present first.
-    let (parents, weights) = if p0 == NO_PARENT {
-        ([p1, NO_PARENT], [w1, 0.0])
-    } else {
-        ([p0, p1], [w0, if p1 == NO_PARENT { 0.0 } else { w1 }])
-    };
-    let Some(t) = tape(ctx, slot) else { return -1 };
-    let id = t.trace.push_plain(parents, weights);
-    restage(ctx, slot);
-    if memory::over_budget() {
-        let live = memory::live() as i64;
-        rt_error(ctx, ErrorKind::OutOfMemory as u32, span, 24, live);
-    }
-    i64::from(id)
-}
-
-/// `TapeOp::PushWide`: as [`rt_tape_push`] with the `n` words at `words`
-/// as the two wide weights.
+/// `TapeOp::PushWide`: the Delta `w₀ · Var p₀ + w₁ · Var p₁` with the `n`
+/// words at `words` as its two wide weights; a term whose id is −1 is left
+/// out, and with both left out the result is −1. Over the memory budget,
+/// raises "out of memory" at `span`.
 pub(crate) extern "C" fn rt_tape_push_wide(
     ctx: *mut Ctx,
     slot: u64,
@@ -900,7 +869,6 @@ pub(crate) fn symbols() -> Vec<(&'static str, *const u8)> {
         ("rt_error_site", rt_error_site as *const u8),
         ("rt_tape_begin", rt_tape_begin as *const u8),
         ("rt_tape_input", rt_tape_input as *const u8),
-        ("rt_tape_push", rt_tape_push as *const u8),
         ("rt_tape_push_wide", rt_tape_push_wide as *const u8),
         ("rt_tape_flush", rt_tape_flush as *const u8),
         ("rt_tape_seed", rt_tape_seed as *const u8),

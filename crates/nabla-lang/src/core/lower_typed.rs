@@ -18,7 +18,9 @@
 //! the next step) and the translated dialect.
 
 use super::Lit;
-use super::typed::{Expr, ExprKind, Fun, FunId, Global, GlobalId, Local, LocalInfo, Pat, Program};
+use super::typed::{
+    Expr, ExprKind, Fun, FunId, Global, GlobalId, Local, LocalInfo, Pat, Program, if_, int_lit,
+};
 use crate::prim::{self, Prim};
 use crate::stack;
 use crate::syntax::ast::{self, BinOp, ExprKind as A, Pattern};
@@ -733,7 +735,7 @@ impl Lowerer<'_> {
         let pair = Type::Tuple(vec![real_vec.clone(), real_vec.clone()]);
         let size = |v: Expr| expr(ExprKind::Prim(Prim::Size, vec![v]), Type::Int, span);
         let n = self.let_in("n", size(x.clone()), span)?;
-        let is_empty = int_cmp(Prim::Eq, n.1.clone(), int(0, span));
+        let is_empty = int_cmp(Prim::Eq, n.1.clone(), int_lit(0, span));
         // n = 0: as many empty rows as f x has elements.
         let y = expr(
             ExprKind::Apply(Box::new(f.clone()), Box::new(x.clone())),
@@ -743,7 +745,7 @@ impl Lowerer<'_> {
         let empty = expr(ExprKind::Vector(Vec::new()), real_vec.clone(), span);
         let rows = self.build(size(y), real_vec.clone(), span, |_, _| Ok(empty))?;
         // Otherwise the first column, and the output length m.
-        let e0 = self.basis(&n.1, &int(0, span), span)?;
+        let e0 = self.basis(&n.1, &int_lit(0, span), span)?;
         let first = expr(
             ExprKind::Prim(Prim::Jvp, vec![f.clone(), x.clone(), e0]),
             pair.clone(),
@@ -766,7 +768,7 @@ impl Lowerer<'_> {
                 pair.clone(),
                 span,
             );
-            let is_first = int_cmp(Prim::Eq, i, int(0, span));
+            let is_first = int_cmp(Prim::Eq, i, int_lit(0, span));
             Ok(if_(is_first, proj(&first.1, 1), proj(&column, 1)))
         })?;
         let by_columns = self.transpose(columns, &m.1, &n.1, span)?;
@@ -1097,23 +1099,10 @@ fn translated(span: Span) -> Unsupported {
     }
 }
 
-fn int(n: i64, span: Span) -> Expr {
-    expr(ExprKind::Lit(Lit::Int(n)), Type::Int, span)
-}
-
 /// The comparison `p` of two `Int`s.
 fn int_cmp(p: Prim, a: Expr, b: Expr) -> Expr {
     let span = a.span;
     expr(ExprKind::Prim(p, vec![a, b]), Type::Bool, span)
-}
-
-fn if_(c: Expr, a: Expr, b: Expr) -> Expr {
-    let (ty, span) = (a.ty.clone(), a.span);
-    expr(
-        ExprKind::If(Box::new(c), Box::new(a), Box::new(b)),
-        ty,
-        span,
-    )
 }
 
 fn unit(span: Span) -> Expr {

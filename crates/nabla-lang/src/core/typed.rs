@@ -375,3 +375,22 @@ impl Expr {
         }
     }
 }
+
+/// `if c then a else b` (of `a`'s type).
+pub fn if_(c: Expr, a: Expr, b: Expr) -> Expr {
+    let (ty, span) = (a.ty.clone(), a.span);
+    Expr {
+        kind: ExprKind::If(Box::new(c), Box::new(a), Box::new(b)),
+        ty,
+        span,
+    }
+}
+
+/// The `Int` literal `n`.
+pub fn int_lit(n: i64, span: Span) -> Expr {
+    Expr {
+        kind: ExprKind::Lit(Lit::Int(n)),
+        ty: Type::Int,
+        span,
+    }
+}

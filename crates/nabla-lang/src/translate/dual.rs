@@ -34,7 +34,7 @@
 //! once from the result and reads the inputs' adjoints into `x`'s shape.
 //! Above other levels, a Delta's weights are reals of those levels, stored
 //! flattened ([`TapeOp::PushWide`]), and the sweep is generated code in
-//! their arithmetic ([`Expander::sweep`]), so it is itself differentiated:
+//! their arithmetic (`Expander::sweep`), so it is itself differentiated:
 //! forward over reverse and reverse over reverse, as in the interpreter.
 //!
 //! A function is copied once per (levels of its parameters, levels of its
@@ -49,7 +49,7 @@ use super::rules;
 use crate::core::Lit;
 use crate::core::lower_typed::Unsupported;
 use crate::core::typed::{
-    Expr, ExprKind, Fun, FunId, Local, LocalInfo, Pat, Program, Span, TapeOp,
+    Expr, ExprKind, Fun, FunId, Local, LocalInfo, Pat, Program, Span, TapeOp, if_, int_lit,
 };
 use crate::prim::Role;
 use crate::prim::{PRIMS, Prim, RealFn, Selection};
@@ -269,15 +269,6 @@ fn pair(a: Expr, b: Expr) -> Expr {
     mk(ExprKind::Tuple(vec![a, b]), ty, span)
 }
 
-fn if_(c: Expr, a: Expr, b: Expr) -> Expr {
-    let (ty, span) = (a.ty.clone(), a.span);
-    mk(
-        ExprKind::If(Box::new(c), Box::new(a), Box::new(b)),
-        ty,
-        span,
-    )
-}
-
 /// `if c then a else b` without a branch (both evaluated; see
 /// [`ExprKind::Select`]).
 fn select(c: Expr, a: Expr, b: Expr) -> Expr {
@@ -291,10 +282,6 @@ fn select(c: Expr, a: Expr, b: Expr) -> Expr {
 
 fn prim(p: Prim, args: Vec<Expr>, ty: Type, span: Span) -> Expr {
     mk(ExprKind::Prim(p, args), ty, span)
-}
-
-fn int_lit(n: i64, span: Span) -> Expr {
-    mk(ExprKind::Lit(Lit::Int(n)), Type::Int, span)
 }
 
 /// The zero real at level `l`: a plain 0.0 in each component, no Delta.
