@@ -4,7 +4,7 @@
 
 use nabla_lang::data;
 use nabla_lang::eval::Value;
-use nabla_lang::pretty::{print_type, print_value};
+use nabla_lang::pretty::{print_type, print_value_as};
 use nabla_lang::types::Type;
 
 /// The most data `--input` reads (1 GiB).
@@ -20,11 +20,12 @@ pub(crate) enum Output {
     Json,
 }
 
-/// Prints `v` as `output` says, with a final newline.
-pub(crate) fn print(v: &Value, output: Output) -> Result<String, String> {
+/// Prints `v`, of type `ty` (as checked: records by their fields), as
+/// `output` says, with a final newline.
+pub(crate) fn print(v: &Value, ty: &Type, output: Output) -> Result<String, String> {
     match output {
-        Output::Text => Ok(format!("{}\n", print_value(v))),
-        Output::Json => data::encode_json(v)
+        Output::Text => Ok(format!("{}\n", print_value_as(v, ty))),
+        Output::Json => data::encode_json_as(v, ty)
             .map(|s| s + "\n")
             .map_err(|e| format!("error: `--output json`: {e}\n")),
     }

@@ -338,6 +338,17 @@ struct RunChoices {
     output: input::Output,
 }
 
+/// The type of what `nabla run` prints: `main`'s, or its result's when it
+/// is applied to an argument.
+fn printed_type(session: &Session, applied: bool) -> nabla_lang::types::Type {
+    use nabla_lang::types::Type;
+    match (session.type_of("main"), applied) {
+        (Some(Type::Fun(_, result)), true) => (**result).clone(),
+        (Some(t), _) => t.clone(),
+        (None, _) => Type::Unit,
+    }
+}
+
 /// `nabla run` on native code, or why it cannot run there (the caller
 /// falls back to the interpreter or reports it).
 fn run_native(
@@ -378,7 +389,12 @@ fn run_native(
                     native.compile_time.as_secs_f64() * 1e3
                 ));
             }
-            printed(&m.value, choices.output, stderr)
+            printed(
+                &m.value,
+                &printed_type(session, !argument.is_empty()),
+                choices.output,
+                stderr,
+            )
         }
         Err(ds) => {
             stderr.push_str(&session.render(&ds));
@@ -392,8 +408,13 @@ fn run_native(
 }
 
 /// The report of a run that produced `value`.
-fn printed(value: &nabla_lang::eval::Value, output: input::Output, stderr: String) -> Report {
-    match input::print(value, output) {
+fn printed(
+    value: &nabla_lang::eval::Value,
+    ty: &nabla_lang::types::Type,
+    output: input::Output,
+    stderr: String,
+) -> Report {
+    match input::print(value, ty, output) {
         Ok(stdout) => Report {
             stdout,
             stderr,
@@ -477,6 +498,7 @@ fn run(file: &str, limits: Limits, timing: RunTiming, choices: RunChoices) -> Re
     match measured {
         Ok(m) => printed(
             &m.value,
+            &printed_type(&session, argument.is_some()),
             choices.output,
             notes
                 + &fallback_note

@@ -16,6 +16,7 @@
 //! | `(A, B, …)` | an array of as many elements |
 //! | `Vec A` | an array |
 //! | `A + B` | `{"inl": a}` or `{"inr": b}` |
+//! | `{ b : B, w : W }` | an object with exactly the fields `b` and `w` |
 //!
 //! Written JSON uses the same table; reals are printed in their shortest
 //! form that reads back to the same bits, and the three reals JSON has no
@@ -72,6 +73,11 @@ fn expected(ty: &Type) -> String {
         Type::Vec(_) => format!("an array (for {})", print_type(ty)),
         Type::Sum(..) => format!(
             "an object {{\"inl\": …}} or {{\"inr\": …}} (for {})",
+            print_type(ty)
+        ),
+        Type::Record(names, _) => format!(
+            "an object with the fields {} (for {})",
+            names.join(", "),
             print_type(ty)
         ),
         _ => print_type(ty),
@@ -140,6 +146,34 @@ fn from_json(j: &serde_json::Value, ty: &Type, path: &mut String) -> Result<Valu
                 out.push(at_index(path, k, |p| from_json(x, elem, p))?);
             }
             Ok(Value::vector(out))
+        }
+        (Type::Record(names, ts), J::Object(fields)) => {
+            if let Some(extra) = fields.keys().find(|k| !names.contains(k)) {
+                return Err(error(
+                    path.clone(),
+                    format!("unknown field {extra:?}: expected {}", expected(ty)),
+                ));
+            }
+            let mut out = Vec::with_capacity(ts.len());
+            for (name, t) in names.iter().zip(ts) {
+                let Some(x) = fields.get(name) else {
+                    return Err(error(
+                        path.clone(),
+                        format!("missing field {name:?}: expected {}", expected(ty)),
+                    ));
+                };
+                let len = path.len();
+                path.push('.');
+                path.push_str(name);
+                out.push(from_json(x, t, path)?);
+                path.truncate(len);
+            }
+            // A record runs as the tuple of its fields in name order (one
+            // field: the field itself; see `core::records`).
+            Ok(match out.len() {
+                1 => out.remove(0),
+                _ => Value::Tuple(std::rc::Rc::new(out)),
+            })
         }
         (Type::Sum(a, b), J::Object(fields)) if fields.len() == 1 => {
             let (side, x) = fields
@@ -358,6 +392,60 @@ pub fn decode_npy(bytes: &[u8], ty: &Type) -> Result<Value, DataError> {
 /// derivative machinery's values have no JSON form.
 pub fn encode_json(v: &Value) -> Result<String, String> {
     Ok(to_json(v)?.to_string())
+}
+
+/// The value `v` of type `ty` (as checked) as JSON: as [`encode_json`],
+/// but a record is an object of its fields.
+///
+/// ```
+/// use nabla_lang::data::{decode_json, encode_json_as};
+/// use nabla_lang::types::Type;
+/// let ty = Type::record(vec![("w".into(), Type::Vec(Box::new(Type::Real))), ("b".into(), Type::Real)]);
+/// let v = decode_json(r#"{"w": [1, 2], "b": 0.5}"#, &ty).unwrap();
+/// assert_eq!(encode_json_as(&v, &ty).unwrap(), r#"{"b":0.5,"w":[1.0,2.0]}"#);
+/// ```
+pub fn encode_json_as(v: &Value, ty: &Type) -> Result<String, String> {
+    Ok(to_json_as(v, ty)?.to_string())
+}
+
+fn to_json_as(v: &Value, ty: &Type) -> Result<serde_json::Value, String> {
+    use serde_json::Value as J;
+    Ok(match (v, ty) {
+        (_, Type::Record(names, ts)) => {
+            let one = [v.clone()];
+            let parts: &[Value] = match v {
+                Value::Tuple(vs) if ts.len() > 1 => vs,
+                _ => &one,
+            };
+            let mut object = serde_json::Map::new();
+            for ((n, t), x) in names.iter().zip(ts).zip(parts) {
+                object.insert(n.clone(), to_json_as(x, t)?);
+            }
+            J::Object(object)
+        }
+        (Value::Tuple(vs), Type::Tuple(ts)) if vs.len() == ts.len() => J::Array(
+            vs.iter()
+                .zip(ts)
+                .map(|(x, t)| to_json_as(x, t))
+                .collect::<Result<_, _>>()?,
+        ),
+        (Value::Vec(vs), Type::Vec(t)) => J::Array(
+            vs.iter()
+                .map(|x| to_json_as(x, t))
+                .collect::<Result<_, _>>()?,
+        ),
+        (Value::Inl(x), Type::Sum(a, _)) => J::Object(
+            [("inl".to_string(), to_json_as(x, a)?)]
+                .into_iter()
+                .collect(),
+        ),
+        (Value::Inr(x), Type::Sum(_, b)) => J::Object(
+            [("inr".to_string(), to_json_as(x, b)?)]
+                .into_iter()
+                .collect(),
+        ),
+        _ => to_json(v)?,
+    })
 }
 
 fn to_json(v: &Value) -> Result<serde_json::Value, String> {

@@ -4,12 +4,12 @@
 use crate::core::{self, desugar_program, lower_typed};
 use crate::diagnostic::Diagnostic;
 use crate::eval::{Limits, Machine, RuntimeError, STEP_LIMIT_EXCEEDED, Value};
-use crate::pretty::{TypeNamer, print_value};
+use crate::pretty::{TypeNamer, print_value_as};
 use crate::syntax::ast::{Def, Expr, FunBinding, Ident};
 use crate::syntax::parser::{IdGen, parse_expression, parse_program};
 use crate::syntax::span::{SourceMap, Span};
 use crate::translate;
-use crate::types::{Kind, Typing, check_program};
+use crate::types::{CheckedProgram, Kind, Type, Typing, check_program};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
@@ -30,8 +30,15 @@ pub struct Session {
     /// All source text, for rendering diagnostics.
     pub sources: SourceMap,
     ids: IdGen,
+    /// The definitions as written (records and all).
     defs: Vec<Def>,
-    /// The checker's facts about `defs`, from the last successful `load`.
+    /// The type of each of `defs`, from the last successful `load`.
+    def_types: Vec<Type>,
+    /// `defs` with records erased to tuples ([`core::records`]): the
+    /// program every back end and translation runs. Its first definitions
+    /// are `defs`' in the same order.
+    core_defs: Vec<Def>,
+    /// The checker's facts about `core_defs`, from the last successful `load`.
     typing: Option<Typing>,
     /// Limits applied to every evaluation.
     pub limits: Limits,
@@ -92,13 +99,14 @@ impl Session {
             .collect();
         let first_new = defs.len();
         defs.extend(prog.defs);
-        let checked = check_program(&defs)
-            .map_err(|es| es.into_iter().map(Diagnostic::from).collect::<Vec<_>>())?;
-        let out = Self::named_types(&defs, &checked.def_types)
+        let (source, core_defs, checked) = checked_core(&defs)?;
+        let out = Self::named_types(&defs, &source.def_types)
             .into_iter()
             .skip(first_new)
             .collect();
         self.defs = defs;
+        self.def_types = source.def_types;
+        self.core_defs = core_defs;
         self.typing = Some(checked.typing);
         Ok(out)
     }
@@ -110,12 +118,13 @@ impl Session {
         let typing = match &self.typing {
             Some(t) => t,
             None => {
-                checked = check_program(&self.defs)
+                checked = check_program(&self.core_defs)
                     .map_err(|es| es.into_iter().map(Diagnostic::from).collect::<Vec<_>>())?;
                 &checked.typing
             }
         };
-        let prog = desugar_program(&self.defs, typing).map_err(|e| vec![Diagnostic::from(e)])?;
+        let prog =
+            desugar_program(&self.core_defs, typing).map_err(|e| vec![Diagnostic::from(e)])?;
         Ok(Compiled {
             machine: Machine::new(&prog, self.limits),
             names: prog.globals.iter().map(|g| g.name.clone()).collect(),
@@ -130,7 +139,7 @@ impl Session {
         &self,
         entry: &str,
     ) -> Result<(crate::core::typed::Program, lower_typed::Entry), lower_typed::Unsupported> {
-        let mono = crate::types::monomorphise(&self.defs).map_err(|es| {
+        let mono = crate::types::monomorphise(&self.core_defs).map_err(|es| {
             let e = es.into_iter().next();
             lower_typed::Unsupported {
                 what: format!(
@@ -143,6 +152,14 @@ impl Session {
         let (mut program, entry) = lower_typed::lower_typed(&mono, entry)?;
         crate::translate::dual::expand(&mut program)?;
         Ok((program, entry))
+    }
+
+    /// The type of definition `name` as written (records by their fields),
+    /// if it is defined: what its value is printed and encoded by
+    /// ([`crate::pretty::print_value_as`], [`crate::data::encode_json_as`]).
+    pub fn type_of(&self, name: &str) -> Option<&Type> {
+        let index = self.defs.iter().position(|d| d.binding.name.name == name)?;
+        self.def_types.get(index)
     }
 
     /// The type of `main`'s argument, if `main` is a function, as data for
@@ -185,7 +202,11 @@ impl Session {
 
     /// Evaluates `main` and prints its value.
     pub fn run_main(&self) -> Outcome<String> {
-        self.prepare_main()?.evaluate().map(|v| print_value(&v))
+        let v = self.prepare_main()?.evaluate()?;
+        Ok(print_value_as(
+            &v,
+            self.type_of("main").unwrap_or(&Type::Unit),
+        ))
     }
 
     /// Prepares `main` of the definitions in force (already checked by
@@ -220,11 +241,10 @@ impl Session {
     }
 
     /// Checks `defs` and evaluates definition `index`: its value and type.
-    fn evaluate(&self, defs: &[Def], index: usize) -> Outcome<(Value, String)> {
-        let checked = check_program(defs)
-            .map_err(|es| es.into_iter().map(Diagnostic::from).collect::<Vec<_>>())?;
+    fn evaluate(&self, defs: &[Def], index: usize) -> Outcome<(Value, Type)> {
+        let (source, core_defs, checked) = checked_core(defs)?;
         let prog: core::Program =
-            desugar_program(defs, &checked.typing).map_err(|e| vec![Diagnostic::from(e)])?;
+            desugar_program(&core_defs, &checked.typing).map_err(|e| vec![Diagnostic::from(e)])?;
         let mut m = Machine::new(&prog, self.limits);
         if let Some(flag) = &self.interrupt {
             m.set_interrupt(Arc::clone(flag));
@@ -238,8 +258,7 @@ impl Session {
         let v = m
             .global(index, span)
             .map_err(|e| vec![runtime_diagnostic(self.limits, *e)])?;
-        let ty = TypeNamer::new().print(&checked.def_types[index], &|_| Kind::Any);
-        Ok((v, ty))
+        Ok((v, source.def_types[index].clone()))
     }
 
     /// Keeps `value` (of type `ty`) as `it` for later expressions if it is
@@ -299,8 +318,8 @@ impl Session {
     pub fn eval_expr(&mut self, name: &str, text: &str) -> Outcome<String> {
         let (defs, index) = self.with_expr(name, text)?;
         let (value, ty) = self.evaluate(&defs, index)?;
-        let printed = print_value(&value);
-        self.keep_it(value, &ty);
+        let printed = print_value_as(&value, &ty);
+        self.keep_it(value, &TypeNamer::new().print(&ty, &|_| Kind::Any));
         Ok(printed)
     }
 
@@ -318,9 +337,9 @@ impl Session {
     /// The definitions in force as a named-core program (the input of the
     /// AD translations).
     pub fn named_program(&self) -> Outcome<crate::core::named::Program> {
-        let checked = check_program(&self.defs)
+        let checked = check_program(&self.core_defs)
             .map_err(|es| es.into_iter().map(Diagnostic::from).collect::<Vec<_>>())?;
-        crate::core::lower::lower_program(&self.defs, &checked)
+        crate::core::lower::lower_program(&self.core_defs, &checked)
             .map_err(|e| vec![Diagnostic::from(e)])
     }
 
@@ -507,6 +526,23 @@ impl Session {
     pub fn render(&self, diags: &[Diagnostic]) -> String {
         crate::diagnostic::render_all(diags, &self.sources)
     }
+}
+
+/// Checks `defs`: their types as written, and the program with records
+/// erased to tuples ([`core::records`]) with its own facts — what every
+/// back end runs. Without records, that program is `defs` itself.
+fn checked_core(defs: &[Def]) -> Outcome<(CheckedProgram, Vec<Def>, CheckedProgram)> {
+    let diagnostics =
+        |es: Vec<crate::types::TypeError>| es.into_iter().map(Diagnostic::from).collect::<Vec<_>>();
+    let source = check_program(defs).map_err(diagnostics)?;
+    if !core::records::has_records(&source.typing) {
+        let checked = source.clone();
+        return Ok((source, defs.to_vec(), checked));
+    }
+    let program = source.typing.specialised.as_deref().unwrap_or(defs);
+    let erased = core::records::erase_records(program, &source.typing).map_err(|d| vec![d])?;
+    let checked = check_program(&erased).map_err(diagnostics)?;
+    Ok((source, erased, checked))
 }
 
 /// A run-time error (of either back end) as a diagnostic; the step limit's

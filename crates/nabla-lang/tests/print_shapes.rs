@@ -36,6 +36,12 @@ fn ast_pat_shape(p: &Pattern) -> String {
             ps.iter().map(ast_pat_shape).collect::<Vec<_>>().join(" ")
         ),
         Pattern::Annot(p, _, _) => ast_pat_shape(p),
+        Pattern::Record { fields, .. } => list(
+            "record",
+            fields
+                .iter()
+                .map(|(f, p)| format!("{}={}", f.name, ast_pat_shape(p))),
+        ),
     }
 }
 
@@ -167,6 +173,12 @@ fn type_of(te: &ast::TypeExpr) -> Type {
         ast::TypeExpr::Vec(a, _) => Type::Vec(Box::new(type_of(a))),
         ast::TypeExpr::Fun(a, b, _) => Type::fun(type_of(a), type_of(b)),
         ast::TypeExpr::Con(c, args, _) => Type::Con(*c, args.iter().map(type_of).collect()),
+        ast::TypeExpr::Record(fields, _) => Type::record(
+            fields
+                .iter()
+                .map(|(f, t)| (f.name.clone(), type_of(t)))
+                .collect(),
+        ),
     }
 }
 
@@ -247,6 +259,21 @@ fn ast_shape(e: &ast::Expr) -> String {
         ExprKind::RunDelta(a, b) => list("runDelta", [ast_shape(a), ast_shape(b)]),
         ExprKind::Poly(p, t) => format!("{}@{:?}", p.name(), type_of(t)),
         ExprKind::Deref(a) => list("deref", [ast_shape(a)]),
+        ExprKind::Record(fields) => list(
+            "record",
+            fields
+                .iter()
+                .map(|(f, x)| format!("{}={}", f.name, ast_shape(x))),
+        ),
+        ExprKind::Field(r, f) => list("field", [ast_shape(r), f.name.clone()]),
+        ExprKind::Update(r, fields) => list(
+            "update",
+            [ast_shape(r)].into_iter().chain(
+                fields
+                    .iter()
+                    .map(|(f, x)| format!("{}={}", f.name, ast_shape(x))),
+            ),
+        ),
     }
 }
 

@@ -401,6 +401,7 @@ fn sanitize(name: &str) -> String {
 
 fn type_name(t: &Type, out: &mut String) {
     match t {
+        Type::Record(..) => type_name(&t.without_records(), out),
         Type::Real => out.push('R'),
         Type::Int => out.push('I'),
         Type::Bool => out.push('B'),

@@ -57,6 +57,8 @@ pub(crate) fn flatten(
                 span,
             });
         }
+        // Records are erased to tuples before the typed IR; as a tuple anyway.
+        Type::Record(..) => flatten(&ty.without_records(), out, span)?,
     }
     Ok(())
 }
@@ -75,6 +77,7 @@ pub(crate) fn width(ty: &Type) -> usize {
         Type::Unit | Type::Var(_) | Type::Con(..) => 0,
         Type::Tuple(ts) => ts.iter().map(width).sum(),
         Type::Sum(a, b) => 1 + width(a) + width(b),
+        Type::Record(..) => width(&ty.without_records()),
     }
 }
 

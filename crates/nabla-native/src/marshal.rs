@@ -135,6 +135,8 @@ pub(crate) unsafe fn read_value(ty: &Type, slots: &[u64], at: &mut usize) -> Val
         Type::Int => Value::Int(next() as i64),
         Type::Bool => Value::Bool(next() & 0xff != 0),
         Type::Unit | Type::Var(_) | Type::Con(..) | Type::Fun(..) => Value::Unit,
+        // SAFETY: the caller's guarantee; a record is laid out as its tuple.
+        Type::Record(..) => unsafe { read_value(&ty.without_records(), slots, at) },
         Type::Tuple(ts) => {
             // SAFETY: the caller's guarantee, component by component.
             let items = ts

@@ -13,6 +13,9 @@ use std::collections::HashMap;
 pub enum DesugarError {
     /// The native stack budget ran out.
     TooDeep(Span),
+    /// A record construct: records are erased to tuples before this
+    /// ([`super::records`]); reaching here is a bug.
+    Record(Span),
 }
 
 impl From<DesugarError> for Diagnostic {
@@ -20,6 +23,7 @@ impl From<DesugarError> for Diagnostic {
         match e {
             DesugarError::TooDeep(span) => Diagnostic::error("program nested too deeply", span)
                 .with_label("nesting limit reached here"),
+            DesugarError::Record(span) => super::records::not_erased(span),
         }
     }
 }
@@ -168,6 +172,7 @@ impl Desugarer<'_> {
             return Err(DesugarError::TooDeep(p.span()));
         }
         match p {
+            Pattern::Record { span, .. } => return Err(DesugarError::Record(*span)),
             Pattern::Var(id) => {
                 let slot = match src {
                     Expr::Var(VarRef::Local(s), _) => s,
@@ -271,6 +276,9 @@ impl Desugarer<'_> {
         }
         let span = e.span;
         Ok(match &e.kind {
+            ExprKind::Record(..) | ExprKind::Field(..) | ExprKind::Update(..) => {
+                return Err(DesugarError::Record(span));
+            }
             ExprKind::Var(name) => match self.resolve(name) {
                 Some(Resolved::Var(r)) => Expr::Var(r, span),
                 Some(Resolved::Prim(Prim::Sum)) => Expr::App(

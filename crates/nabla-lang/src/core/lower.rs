@@ -41,6 +41,9 @@ pub enum LowerError {
     TooDeep(Span),
     /// `trace`, which the `nabla ad` translations do not carry.
     Trace(Span),
+    /// A record construct: records are erased to tuples before this
+    /// ([`super::records`]); reaching here is a bug.
+    Record(Span),
 }
 
 impl From<LowerError> for Diagnostic {
@@ -52,6 +55,7 @@ impl From<LowerError> for Diagnostic {
                 Diagnostic::error("the `nabla ad` translations do not support `trace`", span)
                     .with_label("remove this `trace` to translate the program")
             }
+            LowerError::Record(span) => super::records::not_erased(span),
         }
     }
 }
@@ -102,6 +106,7 @@ pub fn lower_pattern(p: &Pattern) -> LResult<Pat> {
         Pattern::Wild(_) => Pat::Wild,
         Pattern::Unit(_) => Pat::Tuple(Vec::new()),
         Pattern::Tuple(ps, _) => Pat::Tuple(ps.iter().map(lower_pattern).collect::<LResult<_>>()?),
+        Pattern::Record { span, .. } => return Err(LowerError::Record(*span)),
         Pattern::Annot(inner, _, _) => lower_pattern(inner)?,
     })
 }
@@ -163,6 +168,9 @@ impl Lowerer<'_> {
             return Err(LowerError::TooDeep(e.span));
         }
         Ok(match &e.kind {
+            ExprKind::Record(..) | ExprKind::Field(..) | ExprKind::Update(..) => {
+                return Err(LowerError::Record(e.span));
+            }
             ExprKind::Var(name) => match self.prim_named(name) {
                 // A constant (`pi`) is its value.
                 Some(p) => match p.constant() {

@@ -143,6 +143,7 @@ fn close(t: &Type) -> Type {
         Type::Vec(a) => Type::Vec(Box::new(close(a))),
         Type::Fun(a, b) => Type::fun(close(a), close(b)),
         Type::Con(c, ts) => Type::Con(*c, ts.iter().map(close).collect()),
+        Type::Record(..) => close(&t.without_records()),
     }
 }
 
@@ -311,6 +312,9 @@ impl Lowerer<'_> {
             return Err(internal("pattern nested too deeply", p.span()));
         }
         Ok(match p {
+            Pattern::Record { span, .. } => {
+                return Err(internal(super::records::NOT_ERASED, *span));
+            }
             Pattern::Var(id) => {
                 let l = self.new_local(&id.name, ty.clone());
                 self.scope.push((id.name.clone(), Bound::Local(l)));
@@ -355,6 +359,9 @@ impl Lowerer<'_> {
         let span = e.span;
         let ty = self.ty(e)?;
         let kind = match &e.kind {
+            A::Record(..) | A::Field(..) | A::Update(..) => {
+                return Err(internal(super::records::NOT_ERASED, span));
+            }
             A::Var(name) => return self.var(name, ty, span),
             A::Int(n) => ExprKind::Lit(if ty == Type::Real {
                 Lit::Real(*n as f64)

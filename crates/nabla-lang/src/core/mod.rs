@@ -12,6 +12,7 @@ pub mod desugar;
 pub mod lower;
 pub mod lower_typed;
 pub mod named;
+pub mod records;
 pub mod typed;
 
 pub use desugar::{DesugarError, desugar_program};

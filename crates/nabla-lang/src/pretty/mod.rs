@@ -3,7 +3,7 @@
 pub mod program;
 mod value;
 
-pub use value::{format_real, print_delta, print_value};
+pub use value::{format_real, print_delta, print_value, print_value_as};
 
 use crate::types::{Kind, Type};
 use std::collections::HashMap;
@@ -69,6 +69,18 @@ impl TypeNamer {
                     self.go(t, 0, kind_of, out);
                 }
                 out.push(')');
+            }
+            Type::Record(ns, ts) => {
+                out.push_str("{ ");
+                for (i, (n, t)) in ns.iter().zip(ts).enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    out.push_str(n);
+                    out.push_str(" : ");
+                    self.go(t, 0, kind_of, out);
+                }
+                out.push_str(" }");
             }
             Type::Sum(a, b) => {
                 // `+` is left-associative: `A + B + C` = `(A + B) + C`.

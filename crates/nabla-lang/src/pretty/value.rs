@@ -3,6 +3,7 @@
 use crate::eval::Value;
 use crate::eval::delta::Delta;
 use crate::stack;
+use crate::types::Type;
 use std::fmt::Write;
 
 /// Formats a Real: shortest representation that reads back to the same
@@ -44,6 +45,81 @@ pub fn print_value(v: &Value) -> String {
     let mut out = String::new();
     go(v, &mut out, false);
     out
+}
+
+/// Prints a value of type `ty` (as checked: records by their fields) in
+/// surface syntax: as [`print_value`], but a record, which runs as the tuple
+/// of its fields in name order, is printed with its field names,
+/// `{ b = 0.5, w = [1.0, 2.0] }`.
+///
+/// ```
+/// use nabla_lang::eval::Value;
+/// use nabla_lang::pretty::print_value_as;
+/// use nabla_lang::types::Type;
+/// let ty = Type::record(vec![("w".into(), Type::Real), ("b".into(), Type::Int)]);
+/// let v = Value::Tuple(std::rc::Rc::new(vec![Value::Int(1), Value::Real(2.0)]));
+/// assert_eq!(print_value_as(&v, &ty), "{ b = 1, w = 2.0 }");
+/// ```
+pub fn print_value_as(v: &Value, ty: &Type) -> String {
+    let mut out = String::new();
+    go_as(v, ty, &mut out, false);
+    out
+}
+
+fn go_as(v: &Value, ty: &Type, out: &mut String, arg: bool) {
+    if stack::check().is_err() {
+        out.push_str("...");
+        return;
+    }
+    let list = |out: &mut String, items: &mut dyn Iterator<Item = (&Value, &Type)>| {
+        for (i, (x, t)) in items.enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            go_as(x, t, out, false);
+        }
+    };
+    match (v, ty) {
+        (_, Type::Record(names, ts)) => {
+            let one = [v.clone()];
+            let parts: &[Value] = match v {
+                Value::Tuple(vs) if ts.len() > 1 => vs,
+                _ => &one,
+            };
+            out.push_str("{ ");
+            for (i, ((n, t), x)) in names.iter().zip(ts).zip(parts).enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(n);
+                out.push_str(" = ");
+                go_as(x, t, out, false);
+            }
+            out.push_str(" }");
+        }
+        (Value::Tuple(vs), Type::Tuple(ts)) if vs.len() == ts.len() => {
+            out.push('(');
+            list(out, &mut vs.iter().zip(ts));
+            out.push(')');
+        }
+        (Value::Vec(vs), Type::Vec(t)) => {
+            out.push('[');
+            list(out, &mut vs.iter().map(|x| (x, &**t)));
+            out.push(']');
+        }
+        (Value::Inl(x) | Value::Inr(x), Type::Sum(a, b)) => {
+            if arg {
+                out.push('(');
+            }
+            let left = matches!(v, Value::Inl(_));
+            out.push_str(if left { "inl " } else { "inr " });
+            go_as(x, if left { a } else { b }, out, true);
+            if arg {
+                out.push(')');
+            }
+        }
+        _ => go(v, out, arg),
+    }
 }
 
 fn go(v: &Value, out: &mut String, arg: bool) {

@@ -34,6 +34,8 @@ pub enum TypeExpr {
     Vec(Box<TypeExpr>, Span),
     /// `A -> B`
     Fun(Box<TypeExpr>, Box<TypeExpr>, Span),
+    /// `{ w : Vec Real, b : Real }` (fields as written; at least one)
+    Record(Vec<(Ident, TypeExpr)>, Span),
     /// `Delta`, `DeltaMap`, `M A`, `Ref A` (translated dialect only; the
     /// arguments are as many as [`Con::arity`]).
     Con(Con, Vec<TypeExpr>, Span),
@@ -49,6 +51,7 @@ impl TypeExpr {
             | TypeExpr::Sum(_, _, s)
             | TypeExpr::Vec(_, s)
             | TypeExpr::Fun(_, _, s)
+            | TypeExpr::Record(_, s)
             | TypeExpr::Con(_, _, s) => *s,
         }
     }
@@ -67,9 +70,34 @@ pub enum Pattern {
     Tuple(Vec<Pattern>, Span),
     /// `(p : T)`
     Annot(Box<Pattern>, TypeExpr, Span),
+    /// `{ w = p, b }` (`b` short for `b = b`); `open` if it ends with `..`
+    /// (the other fields ignored). `id` names it in the checker's facts.
+    Record {
+        /// The fields named, as written.
+        fields: Vec<(Ident, Pattern)>,
+        /// Ends with `..`?
+        open: bool,
+        /// Where.
+        span: Span,
+        /// Identity for side tables.
+        id: NodeId,
+    },
 }
 
 impl Pattern {
+    /// Calls `f` on the id of every record pattern in this one.
+    pub fn for_each_record_id(&self, f: &mut dyn FnMut(NodeId)) {
+        match self {
+            Pattern::Var(_) | Pattern::Wild(_) | Pattern::Unit(_) => {}
+            Pattern::Tuple(ps, _) => ps.iter().for_each(|p| p.for_each_record_id(f)),
+            Pattern::Annot(p, _, _) => p.for_each_record_id(f),
+            Pattern::Record { fields, id, .. } => {
+                f(*id);
+                fields.iter().for_each(|(_, p)| p.for_each_record_id(f));
+            }
+        }
+    }
+
     /// Where the pattern was written.
     pub fn span(&self) -> Span {
         match self {
@@ -77,7 +105,8 @@ impl Pattern {
             Pattern::Wild(s)
             | Pattern::Unit(s)
             | Pattern::Tuple(_, s)
-            | Pattern::Annot(_, _, s) => *s,
+            | Pattern::Annot(_, _, s)
+            | Pattern::Record { span: s, .. } => *s,
         }
     }
 }
@@ -220,6 +249,12 @@ pub enum ExprKind {
     Index(Box<Expr>, Box<Expr>),
     /// `(e : T)`
     Annot(Box<Expr>, TypeExpr),
+    /// `{ w = e1, b = e2 }` (fields as written; `{ b }` is `{ b = b }`)
+    Record(Vec<(Ident, Expr)>),
+    /// `r.w`
+    Field(Box<Expr>, Ident),
+    /// `{ r with b = e }`: `r` with the fields named replaced
+    Update(Box<Expr>, Vec<(Ident, Expr)>),
     /// `trace "label" e`: prints `label: VALUE` on stderr and is the value
     /// of `e` (the label with its escapes resolved).
     Trace(String, Box<Expr>),

@@ -1,8 +1,8 @@
 //! The lexer: source text to [`Token`]s, built with `logos`.
 //!
-//! The tokens of the translated dialect (`@ ! += <- { } ;` and the keywords
+//! The tokens of the translated dialect (`@ ! += <- ;` and the keywords
 //! `do`, `runDelta`) exist only in files that opt in with a first line
-//! `#!translated` ([`Dialect::Translated`]); elsewhere `@ ! { } ;` are
+//! `#!translated` ([`Dialect::Translated`]); elsewhere `@ ! ;` are
 //! unexpected characters, `+=` is `+` `=`, `<-` is `<` `-`, and `do`,
 //! `runDelta` are identifiers, exactly as before the dialect existed.
 
@@ -59,6 +59,9 @@ pub enum Tok {
     /// `trace` (`trace "label" v`)
     #[token("trace")]
     Trace,
+    /// `type` (`type Model = { w : Vec Real, b : Real }`)
+    #[token("type")]
+    Type,
     /// An identifier (including `_`).
     #[regex(r"[A-Za-z_][A-Za-z0-9_']*")]
     Ident,
@@ -150,12 +153,15 @@ pub enum Tok {
     /// `<-` (translated dialect: bind in a `do` block)
     #[token("<-")]
     LArrow,
-    /// `{` (translated dialect)
+    /// `{` (records; `do` blocks in the translated dialect)
     #[token("{")]
     LBrace,
-    /// `}` (translated dialect)
+    /// `}`
     #[token("}")]
     RBrace,
+    /// `.` (a record's field: `r.w`)
+    #[token(".")]
+    Dot,
     /// `;` (translated dialect: statement separator and sequencing)
     #[token(";")]
     Semi,
@@ -192,6 +198,7 @@ impl Tok {
             Tok::True => "`true`",
             Tok::False => "`false`",
             Tok::Trace => "`trace`",
+            Tok::Type => "`type`",
             Tok::Ident => "an identifier",
             Tok::Int => "an integer literal",
             Tok::Real => "a real literal",
@@ -224,6 +231,7 @@ impl Tok {
             Tok::LArrow => "`<-`",
             Tok::LBrace => "`{`",
             Tok::RBrace => "`}`",
+            Tok::Dot => "`.`",
             Tok::Semi => "`;`",
             Tok::Do => "`do`",
             Tok::RunDelta => "`runDelta`",
@@ -281,14 +289,6 @@ impl LexError {
             Some('!') => (unexpected, "negate a Bool with `not b`"),
             Some('&') => (unexpected, "the logical and is `&&`"),
             Some('$') => (unexpected, "there is no `$` operator: write `f (g x)`"),
-            Some('.') => (
-                unexpected,
-                "a real literal has digits on both sides of `.` (`0.5`, `1.0`); there is no `.` operator",
-            ),
-            Some('{' | '}') => (
-                unexpected,
-                "nabla has no braces: group with parentheses; a tuple is `(a, b)`",
-            ),
             _ => (unexpected, "not part of any token"),
         };
         (message, label.to_string())
@@ -419,9 +419,7 @@ pub fn lex_in(text: &str, base: u32, dialect: Dialect) -> (Vec<Token>, Vec<LexEr
                 });
                 continue;
             }
-            Ok(Tok::At | Tok::Bang | Tok::LBrace | Tok::RBrace | Tok::Semi) if !translated => {
-                Err(())
-            }
+            Ok(Tok::At | Tok::Bang | Tok::Semi) if !translated => Err(()),
             Ok(Tok::Str) if string_error(lexer.slice()).is_some() => Err(()),
             other => other,
         };

@@ -37,6 +37,7 @@ use crate::core::named::Poly;
 use crate::diagnostic::{Diagnostic, Label};
 use crate::stack;
 use crate::types::Con;
+use std::collections::HashMap;
 
 /// A syntax error.
 #[derive(Clone, Debug, PartialEq)]
@@ -120,10 +121,13 @@ fn collect_errors(
     errors
 }
 
-/// Hands out fresh [`NodeId`]s; shared across inputs of one session.
+/// What the parser carries from one input of a session to the next: it
+/// hands out fresh [`NodeId`]s and remembers the type aliases declared so
+/// far (`type Model = { … }`), which it expands where they are named.
 #[derive(Clone, Debug, Default)]
 pub struct IdGen {
     next: u32,
+    aliases: HashMap<String, TypeExpr>,
 }
 
 impl IdGen {
@@ -158,6 +162,12 @@ pub fn parse_program(text: &str, base: u32, ids: &mut IdGen) -> (Program, Vec<Pa
     let mut p = Parser::new(text, base, tokens, ids, dialect);
     let mut defs = Vec::new();
     while p.peek() != Tok::Eof && !p.fatal {
+        if p.peek() == Tok::Type {
+            if p.type_alias().is_err() {
+                p.skip_to_def();
+            }
+            continue;
+        }
         if p.peek() != Tok::Def {
             let _ = p.error_expected::<()>("`def`");
             p.skip_to_def();
@@ -171,7 +181,7 @@ pub fn parse_program(text: &str, base: u32, ids: &mut IdGen) -> (Program, Vec<Pa
     let def_starts: Vec<u32> = p
         .tokens
         .iter()
-        .filter(|t| t.kind == Tok::Def)
+        .filter(|t| matches!(t.kind, Tok::Def | Tok::Type))
         .map(|t| t.span.start)
         .collect();
     let errors = collect_errors(lex_errors, p.errors, &def_starts);
@@ -666,7 +676,7 @@ impl<'a> Parser<'a> {
         }
         // The failed definition consumed at least its own `def`, so a `def`
         // here starts the next definition: keep it.
-        while !matches!(self.peek(), Tok::Def | Tok::Eof) {
+        while !matches!(self.peek(), Tok::Def | Tok::Type | Tok::Eof) {
             self.bump();
         }
     }
@@ -688,6 +698,31 @@ impl<'a> Parser<'a> {
     }
 
     // ---- definitions ----
+
+    /// `type Name = T`: from here on (in this input and later ones of the
+    /// session) `Name` stands for `T`.
+    fn type_alias(&mut self) -> PResult<()> {
+        self.def_start = self.pos;
+        self.expect(Tok::Type)?;
+        let name = self.ident()?;
+        let builtin = matches!(name.name.as_str(), "Real" | "Int" | "Bool" | "Vec");
+        if builtin || !name.name.starts_with(|c: char| c.is_ascii_uppercase()) {
+            self.error(
+                format!("`{}` cannot name a type", name.name),
+                name.span,
+                if builtin {
+                    "this is a built-in type"
+                } else {
+                    "a type's name starts with an upper-case letter (`type Model = …`)"
+                },
+            );
+            return Err(());
+        }
+        self.expect(Tok::Assign)?;
+        let body = self.ty()?;
+        self.ids.aliases.insert(name.name, body);
+        Ok(())
+    }
 
     fn def(&mut self) -> PResult<Def> {
         self.def_start = self.pos;
@@ -727,7 +762,7 @@ impl<'a> Parser<'a> {
     // ---- patterns ----
 
     fn starts_pattern(&self) -> bool {
-        matches!(self.peek(), Tok::Ident | Tok::LParen)
+        matches!(self.peek(), Tok::Ident | Tok::LParen | Tok::LBrace)
     }
 
     fn pattern(&mut self) -> PResult<Pattern> {
@@ -770,8 +805,60 @@ impl<'a> Parser<'a> {
                     }
                 }
             }
-            _ => self.error_expected("a pattern (a name, `_` or a tuple pattern)"),
+            Tok::LBrace => self.record_pattern(),
+            _ => self.error_expected("a pattern (a name, `_`, a tuple or a record pattern)"),
         }
+    }
+
+    /// `{ w = p, b }` or `{ w, .. }`.
+    fn record_pattern(&mut self) -> PResult<Pattern> {
+        let open_brace = self.bump().span;
+        let mut fields: Vec<(Ident, Pattern)> = Vec::new();
+        let mut open = false;
+        loop {
+            if self.peek() == Tok::Dot && self.peek_at(1) == Tok::Dot && !fields.is_empty() {
+                self.bump();
+                self.bump();
+                open = true;
+                break;
+            }
+            let name = self.ident()?;
+            self.no_repeated_field(&fields, &name)?;
+            let p = if self.peek() == Tok::Assign {
+                self.bump();
+                self.pattern()?
+            } else {
+                Pattern::Var(name.clone())
+            };
+            fields.push((name, p));
+            if self.peek() != Tok::Comma {
+                break;
+            }
+            self.bump();
+        }
+        let close = self.finish(Tok::RBrace, open_brace)?.span;
+        Ok(Pattern::Record {
+            fields,
+            open,
+            span: open_brace.to(close),
+            id: self.ids.fresh(),
+        })
+    }
+
+    /// An error if `name` is among `fields` already.
+    fn no_repeated_field<T>(&mut self, fields: &[(Ident, T)], name: &Ident) -> PResult<()> {
+        if let Some((first, _)) = fields.iter().find(|(f, _)| f.name == name.name) {
+            self.errors.push(
+                ParseError::new(
+                    format!("the field `{}` is named twice", name.name),
+                    name.span,
+                    "named again here",
+                )
+                .with_secondary(first.span, "first named here"),
+            );
+            return Err(());
+        }
+        Ok(())
     }
 
     // ---- types ----
@@ -834,7 +921,29 @@ impl<'a> Parser<'a> {
             return Ok(TypeExpr::Con(c, Vec::new(), span));
         }
         match self.peek() {
-            Tok::Ident => Ok(TypeExpr::Name(self.ident()?)),
+            Tok::Ident => {
+                let name = self.ident()?;
+                Ok(match self.ids.aliases.get(&name.name) {
+                    Some(t) => t.clone(),
+                    None => TypeExpr::Name(name),
+                })
+            }
+            Tok::LBrace => {
+                let open = self.bump().span;
+                let mut fields: Vec<(Ident, TypeExpr)> = Vec::new();
+                loop {
+                    let name = self.ident()?;
+                    self.no_repeated_field(&fields, &name)?;
+                    self.expect(Tok::Colon)?;
+                    fields.push((name, self.ty()?));
+                    if self.peek() != Tok::Comma {
+                        break;
+                    }
+                    self.bump();
+                }
+                let close = self.finish(Tok::RBrace, open)?.span;
+                Ok(TypeExpr::Record(fields, open.to(close)))
+            }
             Tok::LParen => {
                 let open = self.bump().span;
                 if self.peek() == Tok::RParen {
@@ -1208,6 +1317,7 @@ impl<'a> Parser<'a> {
                 | Tok::False
                 | Tok::LParen
                 | Tok::LBracket
+                | Tok::LBrace
                 | Tok::Do
                 | Tok::Str
         )
@@ -1307,15 +1417,23 @@ impl<'a> Parser<'a> {
 
     fn postfix(&mut self) -> PResult<Expr> {
         let mut e = self.atom()?;
-        // `v[i]` only when `[` touches the previous token: `f [1]` is an application.
-        while self.peek() == Tok::LBracket && self.tok().span.start == self.prev_end() {
-            let open = self.bump().span;
-            let index = self.with_seq(true, |p| p.expr())?;
-            let close = self.finish(Tok::RBracket, open)?.span;
-            let span = e.span.to(close);
-            e = self.mk(ExprKind::Index(Box::new(e), Box::new(index)), span);
+        loop {
+            // `v[i]` only when `[` touches the previous token: `f [1]` is an application.
+            if self.peek() == Tok::LBracket && self.tok().span.start == self.prev_end() {
+                let open = self.bump().span;
+                let index = self.with_seq(true, |p| p.expr())?;
+                let close = self.finish(Tok::RBracket, open)?.span;
+                let span = e.span.to(close);
+                e = self.mk(ExprKind::Index(Box::new(e), Box::new(index)), span);
+            } else if self.peek() == Tok::Dot {
+                self.bump();
+                let field = self.ident()?;
+                let span = e.span.to(field.span);
+                e = self.mk(ExprKind::Field(Box::new(e), field), span);
+            } else {
+                return Ok(e);
+            }
         }
-        Ok(e)
     }
 
     fn atom(&mut self) -> PResult<Expr> {
@@ -1377,6 +1495,7 @@ impl<'a> Parser<'a> {
             }
             Tok::LParen => self.with_seq(true, |p| p.paren()),
             Tok::LBracket => self.with_seq(true, |p| p.vector()),
+            Tok::LBrace => self.with_seq(true, |p| p.record()),
             _ => self.error_expected("an expression"),
         }
     }
@@ -1429,6 +1548,42 @@ impl<'a> Parser<'a> {
                 Ok(inner)
             }
         }
+    }
+
+    /// `{ w = e1, b }` or `{ r with b = e }`.
+    fn record(&mut self) -> PResult<Expr> {
+        let open = self.bump().span;
+        let base = if self.peek() == Tok::Ident
+            && matches!(self.peek_at(1), Tok::Assign | Tok::Comma | Tok::RBrace)
+        {
+            None
+        } else {
+            let r = self.expr()?;
+            self.expect(Tok::With)?;
+            Some(r)
+        };
+        let mut fields: Vec<(Ident, Expr)> = Vec::new();
+        loop {
+            let name = self.ident()?;
+            self.no_repeated_field(&fields, &name)?;
+            let value = if self.peek() == Tok::Assign {
+                self.bump();
+                self.expr()?
+            } else {
+                self.mk(ExprKind::Var(name.name.clone()), name.span)
+            };
+            fields.push((name, value));
+            if self.peek() != Tok::Comma {
+                break;
+            }
+            self.bump();
+        }
+        let close = self.finish(Tok::RBrace, open)?.span;
+        let kind = match base {
+            None => ExprKind::Record(fields),
+            Some(r) => ExprKind::Update(Box::new(r), fields),
+        };
+        Ok(self.mk(kind, open.to(close)))
     }
 
     /// `[e1, …, en]`

@@ -264,6 +264,7 @@ fn vars_to_real(t: &Type) -> Type {
         Type::Fun(a, b) => Type::fun(vars_to_real(a), vars_to_real(b)),
         Type::Con(c, ts) => Type::Con(*c, each(ts)),
         Type::Int | Type::Real | Type::Bool | Type::Unit => t.clone(),
+        Type::Record(..) => vars_to_real(&t.without_records()),
     }
 }
 
@@ -286,6 +287,7 @@ pub fn is_closed_data(t: &Type) -> bool {
         Type::Sum(a, b) => is_closed_data(a) && is_closed_data(b),
         Type::Vec(a) => is_closed_data(a),
         Type::Var(_) | Type::Fun(..) | Type::Con(..) => false,
+        Type::Record(..) => is_closed_data(&t.without_records()),
     }
 }
 

@@ -177,6 +177,7 @@ fn dot(t: &Type, y: &str, d: &str, names: &mut Names) -> Expr {
                 right: (Pat::var(yb), Box::new(on_right)),
             }
         }
+        Type::Record(..) => dot(&t.without_records(), y, d, names),
         Type::Int | Type::Bool | Type::Unit | Type::Var(_) | Type::Fun(..) | Type::Con(..) => {
             real(0.0)
         }

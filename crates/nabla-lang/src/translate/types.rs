@@ -47,6 +47,7 @@ pub fn translate_type(mode: Mode, t: &Type) -> Type {
             Mode::Cps => Type::fun(go(a), Type::fun(Type::fun(go(b), Type::Unit), Type::Unit)),
         },
         Type::Con(..) => t.clone(),
+        Type::Record(..) => translate_type(mode, &t.without_records()),
     }
 }
 

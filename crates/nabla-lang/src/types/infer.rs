@@ -55,6 +55,10 @@ pub struct Typing {
     /// first, then the copies of top-level definitions. The facts above
     /// are about it.
     pub specialised: Option<Vec<Def>>,
+    /// The field names (sorted) of the record type at each record
+    /// construction, field access (`r.w`: the type of `r`), update and
+    /// record pattern: how [`crate::core::records`] lays it out as a tuple.
+    pub records: HashMap<NodeId, std::sync::Arc<[String]>>,
 }
 
 /// The result of checking a program.
@@ -140,7 +144,7 @@ impl Deref for Resolved<'_> {
 /// The number of nodes of `t` (without following variables).
 fn type_size(t: &Type) -> u64 {
     1 + match t {
-        Type::Tuple(ts) | Type::Con(_, ts) => ts.iter().map(type_size).sum(),
+        Type::Tuple(ts) | Type::Con(_, ts) | Type::Record(_, ts) => ts.iter().map(type_size).sum(),
         Type::Sum(a, b) | Type::Fun(a, b) => type_size(a) + type_size(b),
         Type::Vec(a) => type_size(a),
         _ => 0,
@@ -176,6 +180,16 @@ enum Global {
     Failed,
 }
 
+/// `record` must have the field `field` of type `ty` (from `r.field` or a
+/// record pattern ending `..`, at `span`).
+#[derive(Clone, Debug)]
+struct PendingField {
+    record: Type,
+    field: Ident,
+    ty: Type,
+    span: Span,
+}
+
 pub(crate) struct Checker {
     vars: Vec<VarInfo>,
     level: u32,
@@ -186,6 +200,11 @@ pub(crate) struct Checker {
     int_literals: Vec<(NodeId, Type)>,
     sums: Vec<(NodeId, Type)>,
     operands: Vec<(NodeId, Type)>,
+    /// The record type at each record construction, field access, update
+    /// and record pattern (see [`Typing::records`]).
+    records: Vec<(NodeId, Type)>,
+    /// Field constraints waiting for their record's type to be known.
+    pending_fields: Vec<PendingField>,
     annot_vars: HashMap<String, Type>,
     /// Operands that made arithmetic Int in the group of definitions being
     /// checked (see [`IntOperand`]).
@@ -244,7 +263,7 @@ fn type_size_up_to(t: &Type, limit: u64) -> u64 {
             return limit;
         }
         match t {
-            Type::Tuple(ts) | Type::Con(_, ts) => stack.extend(ts),
+            Type::Tuple(ts) | Type::Con(_, ts) | Type::Record(_, ts) => stack.extend(ts),
             Type::Sum(a, b) | Type::Fun(a, b) => {
                 stack.push(a);
                 stack.push(b);
@@ -356,6 +375,8 @@ impl Checker {
             int_literals: Vec::new(),
             sums: Vec::new(),
             operands: Vec::new(),
+            records: Vec::new(),
+            pending_fields: Vec::new(),
             annot_vars: HashMap::new(),
             int_operands: Vec::new(),
             int_operands_of: HashMap::new(),
@@ -437,6 +458,11 @@ impl Checker {
         for (id, t) in std::mem::take(&mut c.operands) {
             let t = c.zonk(&t);
             typing.operand_types.insert(id, t);
+        }
+        for (id, t) in std::mem::take(&mut c.records) {
+            if let Type::Record(names, _) = &*c.resolve(&t) {
+                typing.records.insert(id, names.clone());
+            }
         }
         CheckedProgram { def_types, typing }
     }
@@ -539,6 +565,12 @@ impl Checker {
             TypeExpr::Con(c, args, _) => {
                 Type::Con(*c, args.iter().map(|t| self.prim_type(t, names)).collect())
             }
+            TypeExpr::Record(fields, _) => Type::record(
+                fields
+                    .iter()
+                    .map(|(n, t)| (n.name.clone(), self.prim_type(t, names)))
+                    .collect(),
+            ),
         }
     }
 
@@ -589,6 +621,9 @@ impl Checker {
             Type::Vec(a) => Type::Vec(Box::new(self.zonk(a))),
             Type::Fun(a, b) => Type::fun(self.zonk(a), self.zonk(b)),
             Type::Con(c, ts) => Type::Con(*c, ts.iter().map(|t| self.zonk(t)).collect()),
+            Type::Record(ns, ts) => {
+                Type::Record(ns.clone(), ts.iter().map(|t| self.zonk(t)).collect())
+            }
             leaf => leaf.clone(),
         }
     }
@@ -636,6 +671,12 @@ impl Checker {
             }
             (Type::Vec(x), Type::Vec(y)) => self.unify_raw(x, y),
             (Type::Con(c1, xs), Type::Con(c2, ys)) if c1 == c2 && xs.len() == ys.len() => {
+                for (x, y) in xs.iter().zip(ys) {
+                    self.unify_raw(x, y)?;
+                }
+                Ok(())
+            }
+            (Type::Record(n1, xs), Type::Record(n2, ys)) if n1 == n2 => {
                 for (x, y) in xs.iter().zip(ys) {
                     self.unify_raw(x, y)?;
                 }
@@ -699,7 +740,9 @@ impl Checker {
                 Ok(())
             }
             Type::Fun(..) | Type::Con(..) => Err(UnifyError::NotData),
-            Type::Tuple(ts) => ts.iter().try_for_each(|t| self.constrain_data(t)),
+            Type::Tuple(ts) | Type::Record(_, ts) => {
+                ts.iter().try_for_each(|t| self.constrain_data(t))
+            }
             Type::Sum(a, b) => {
                 self.constrain_data(a)?;
                 self.constrain_data(b)
@@ -729,7 +772,9 @@ impl Checker {
                 self.occurs_adjust(v, level, b)
             }
             Type::Vec(a) => self.occurs_adjust(v, level, a),
-            Type::Con(_, ts) => ts.iter().try_for_each(|t| self.occurs_adjust(v, level, t)),
+            Type::Con(_, ts) | Type::Record(_, ts) => {
+                ts.iter().try_for_each(|t| self.occurs_adjust(v, level, t))
+            }
             _ => Ok(()),
         }
     }
@@ -851,7 +896,7 @@ impl Checker {
                 self.collect_generics(b, numeric, out);
             }
             Type::Vec(a) => self.collect_generics(a, numeric, out),
-            Type::Con(_, ts) => ts
+            Type::Con(_, ts) | Type::Record(_, ts) => ts
                 .iter()
                 .for_each(|t| self.collect_generics(t, numeric, out)),
             _ => {}
@@ -902,6 +947,9 @@ impl Checker {
             Type::Vec(a) => Type::Vec(Box::new(self.subst(a, map))),
             Type::Fun(a, b) => Type::fun(self.subst(a, map), self.subst(b, map)),
             Type::Con(c, ts) => Type::Con(*c, ts.iter().map(|t| self.subst(t, map)).collect()),
+            Type::Record(ns, ts) => {
+                Type::Record(ns.clone(), ts.iter().map(|t| self.subst(t, map)).collect())
+            }
             leaf => leaf.clone(),
         }
     }
@@ -1008,8 +1056,20 @@ impl Checker {
             | ExprKind::Neg(a)
             | ExprKind::Deref(a)
             | ExprKind::Trace(_, a)
+            | ExprKind::Field(a, _)
             | ExprKind::Annot(a, _) => {
                 self.free_globals(a, bound, out)?;
+            }
+            ExprKind::Record(fields) => {
+                for (_, x) in fields {
+                    self.free_globals(x, bound, out)?;
+                }
+            }
+            ExprKind::Update(r, fields) => {
+                self.free_globals(r, bound, out)?;
+                for (_, x) in fields {
+                    self.free_globals(x, bound, out)?;
+                }
             }
             ExprKind::Match {
                 scrutinee,
@@ -1073,6 +1133,7 @@ impl Checker {
     }
 
     fn check_scc_inner(&mut self, defs: &[Def], scc: &[usize]) -> TResult<()> {
+        self.pending_fields.clear();
         self.enter();
         self.int_operands.clear();
         let mut tys = Vec::new();
@@ -1088,6 +1149,7 @@ impl Checker {
             let t = self.infer_binding(&d.binding)?;
             self.expect(&tys[k], &t, d.binding.name.span, None)?;
         }
+        self.discharge_fields(true)?;
         self.leave();
         for (k, &i) in scc.iter().enumerate() {
             // Numeric variables are generalised for a definition on its own:
@@ -1190,7 +1252,7 @@ impl Checker {
                     return Err(TypeError {
                         message: format!("unknown type `{n}`"),
                         span: id.span,
-                        label: "types are Real, Int, Bool, (), tuples, A + B, Vec A, A -> B and lowercase variables"
+                        label: "types are Real, Int, Bool, (), tuples, records, A + B, Vec A, A -> B, lowercase variables and names declared with `type`"
                             .into(),
                         secondary: Vec::new(),
                         note: None,
@@ -1212,6 +1274,12 @@ impl Checker {
                 *c,
                 args.iter()
                     .map(|t| self.annotation(t))
+                    .collect::<TResult<_>>()?,
+            ),
+            TypeExpr::Record(fields, _) => Type::record(
+                fields
+                    .iter()
+                    .map(|(n, t)| Ok((n.name.clone(), self.annotation(t)?)))
                     .collect::<TResult<_>>()?,
             ),
         })
@@ -1257,7 +1325,130 @@ impl Checker {
                 )?;
                 Ok(a)
             }
+            Pattern::Record {
+                fields,
+                open,
+                span,
+                id,
+            } => {
+                let mut typed = Vec::new();
+                for (name, p) in fields {
+                    typed.push((name, self.pattern(p, bound)?));
+                }
+                let t = if *open {
+                    let r = self.fresh();
+                    for (name, ft) in typed {
+                        self.has_field(&r, name, ft, *span)?;
+                    }
+                    r
+                } else {
+                    Type::record(
+                        typed
+                            .into_iter()
+                            .map(|(n, t)| (n.name.clone(), t))
+                            .collect(),
+                    )
+                };
+                self.records.push((*id, t.clone()));
+                Ok(t)
+            }
         }
+    }
+
+    /// Requires the record type `record` to have a field `field` of type
+    /// `ty`: now if `record` is known, else once it is (see
+    /// [`Checker::discharge_fields`]).
+    fn has_field(&mut self, record: &Type, field: &Ident, ty: Type, span: Span) -> TResult<()> {
+        let pending = PendingField {
+            record: record.clone(),
+            field: field.clone(),
+            ty,
+            span,
+        };
+        if !self.try_field(&pending)? {
+            self.pending_fields.push(pending);
+        }
+        Ok(())
+    }
+
+    /// Applies a field constraint if its record type is known; false if not yet.
+    fn try_field(&mut self, p: &PendingField) -> TResult<bool> {
+        let record = self.resolve(&p.record);
+        let (names, types) = match &*record {
+            Type::Var(_) => return Ok(false),
+            Type::Record(names, types) => (names.clone(), types.clone()),
+            _ => {
+                let shown = self.show(&p.record);
+                return Err(TypeError {
+                    message: format!(
+                        "`.{}` takes a field of a record, and this is {}",
+                        p.field.name,
+                        describe(&shown)
+                    ),
+                    span: p.span,
+                    label: format!("this has type {shown}"),
+                    secondary: Vec::new(),
+                    note: None,
+                });
+            }
+        };
+        let Some(i) = names.iter().position(|n| *n == p.field.name) else {
+            let shown = self.show(&p.record);
+            return Err(TypeError {
+                message: format!("the record type {shown} has no field `{}`", p.field.name),
+                span: p.field.span,
+                label: "no such field".into(),
+                secondary: vec![(p.span, format!("this has type {shown}"))],
+                note: Some(format!("its fields are {}", names.join(", "))),
+            });
+        };
+        self.expect(&types[i], &p.ty, p.field.span, None)?;
+        Ok(true)
+    }
+
+    /// Applies the pending field constraints whose record types are known
+    /// by now. With `all`, one still unknown is an error (the end of a
+    /// definition: nothing later can tell); otherwise only one whose record
+    /// type would be generalised here (deeper than the current level) is.
+    fn discharge_fields(&mut self, all: bool) -> TResult<()> {
+        loop {
+            let pending = std::mem::take(&mut self.pending_fields);
+            let before = pending.len();
+            let mut left = Vec::new();
+            for p in pending {
+                if !self.try_field(&p)? {
+                    left.push(p);
+                }
+            }
+            let progress = left.len() < before;
+            self.pending_fields = left;
+            if !progress {
+                break;
+            }
+        }
+        let unknown = self.pending_fields.iter().position(|p| {
+            all || matches!(*self.resolve(&p.record), Type::Var(v) if self.vars[v as usize].level > self.level)
+        });
+        if let Some(i) = unknown {
+            let p = self.pending_fields.swap_remove(i);
+            self.pending_fields.clear();
+            return Err(TypeError {
+                message: format!(
+                    "cannot tell which record type has the field `{}` here",
+                    p.field.name
+                ),
+                span: p.span,
+                label: "the type of this record is not known here".into(),
+                secondary: Vec::new(),
+                note: Some(
+                    "records are inferred from their fields' names only where the record is \
+                     made; give the record's type where it comes in, e.g. \
+                     `def loss (m : Model) = …` or `fun (p : { w : Real, b : Real }) -> …`"
+                        .into(),
+                ),
+            });
+        }
+        Ok(())
     }
 
     fn lookup(&mut self, name: &str, e: &Expr) -> TResult<Type> {
@@ -1448,6 +1639,7 @@ impl Checker {
                 });
                 self.leave();
                 vt?;
+                self.discharge_fields(false)?;
                 // `let x = e` binds a name that can be specialised like a
                 // `let` function's; names in a larger pattern cannot.
                 let binder = matches!(p, Pattern::Var(_)).then_some(Binder::Local(e.id));
@@ -1485,6 +1677,7 @@ impl Checker {
                 });
                 self.leave();
                 let t = t?;
+                self.discharge_fields(false)?;
                 if self.pass == Pass::Monomorphic {
                     self.fun_types.push((e.id, t.clone()));
                 }
@@ -1574,6 +1767,31 @@ impl Checker {
                     Some((e.span, "vector indices are Ints".into())),
                 )?;
                 Ok(elem)
+            }
+            ExprKind::Record(fields) => {
+                let mut typed = Vec::new();
+                for (name, x) in fields {
+                    typed.push((name.name.clone(), self.infer(x)?));
+                }
+                let t = Type::record(typed);
+                self.records.push((e.id, t.clone()));
+                Ok(t)
+            }
+            ExprKind::Field(r, field) => {
+                let rt = self.infer(r)?;
+                let t = self.fresh();
+                self.has_field(&rt, field, t.clone(), r.span)?;
+                self.records.push((e.id, rt));
+                Ok(t)
+            }
+            ExprKind::Update(r, fields) => {
+                let rt = self.infer(r)?;
+                for (name, x) in fields {
+                    let t = self.infer(x)?;
+                    self.has_field(&rt, name, t, r.span)?;
+                }
+                self.records.push((e.id, rt.clone()));
+                Ok(rt)
             }
             // `trace` is the identity on data (it prints on the side).
             ExprKind::Trace(_, x) => {
@@ -1858,6 +2076,12 @@ pub(crate) fn poly_index_type(te: &TypeExpr) -> TResult<Type> {
         }
         TypeExpr::Vec(a, _) => Type::Vec(Box::new(poly_index_type(a)?)),
         TypeExpr::Fun(_, _, s) => return Err(bad(*s, "a function type")),
+        TypeExpr::Record(fields, _) => Type::record(
+            fields
+                .iter()
+                .map(|(n, t)| Ok((n.name.clone(), poly_index_type(t)?)))
+                .collect::<TResult<_>>()?,
+        ),
         TypeExpr::Con(c, _, s) => return Err(bad(*s, &format!("`{}`", c.name()))),
     })
 }
@@ -1899,6 +2123,7 @@ pub(crate) fn pattern_names(p: &Pattern, f: &mut dyn FnMut(&str)) {
         Pattern::Wild(_) | Pattern::Unit(_) => {}
         Pattern::Tuple(ps, _) => ps.iter().for_each(|p| pattern_names(p, f)),
         Pattern::Annot(p, _, _) => pattern_names(p, f),
+        Pattern::Record { fields, .. } => fields.iter().for_each(|(_, p)| pattern_names(p, f)),
     }
 }
 

@@ -47,6 +47,11 @@ pub enum Type {
     Vec(Box<Type>),
     /// `A -> B`
     Fun(Box<Type>, Box<Type>),
+    /// `{ b : B, w : W }`: the field names sorted (a record type is its set
+    /// of fields, whatever order they are written in), the field types in
+    /// the same order. Records are tuples after checking: see
+    /// [`crate::core::records`].
+    Record(std::sync::Arc<[String]>, Vec<Type>),
     /// A type that exists only in translated programs (Krawiec et al. Fig. 1,
     /// shaded): `Delta`, `DeltaMap`, `M A`, `Ref A`.
     Con(Con, Vec<Type>),
@@ -110,5 +115,33 @@ impl Type {
     /// `a -> b`
     pub fn fun(a: Type, b: Type) -> Type {
         Type::Fun(Box::new(a), Box::new(b))
+    }
+
+    /// The type this one has once records are erased to tuples (see
+    /// [`crate::core::records`]): a record of one field is that field's
+    /// type, a larger one the tuple of its fields in name order.
+    pub fn without_records(&self) -> Type {
+        let each = |ts: &[Type]| ts.iter().map(Type::without_records).collect::<Vec<_>>();
+        match self {
+            Type::Var(_) | Type::Int | Type::Real | Type::Bool | Type::Unit => self.clone(),
+            Type::Tuple(ts) => Type::Tuple(each(ts)),
+            Type::Sum(a, b) => {
+                Type::Sum(Box::new(a.without_records()), Box::new(b.without_records()))
+            }
+            Type::Vec(a) => Type::Vec(Box::new(a.without_records())),
+            Type::Fun(a, b) => Type::fun(a.without_records(), b.without_records()),
+            Type::Con(c, ts) => Type::Con(*c, each(ts)),
+            Type::Record(_, ts) => match &each(ts)[..] {
+                [one] => one.clone(),
+                many => Type::Tuple(many.to_vec()),
+            },
+        }
+    }
+
+    /// The record type with these fields (in any order; names distinct).
+    pub fn record(mut fields: Vec<(String, Type)>) -> Type {
+        fields.sort_by(|a, b| a.0.cmp(&b.0));
+        let (names, types): (Vec<String>, Vec<Type>) = fields.into_iter().unzip();
+        Type::Record(names.into(), types)
     }
 }

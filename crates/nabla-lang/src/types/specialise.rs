@@ -159,6 +159,10 @@ impl Specialiser<'_> {
             Type::Vec(a) => Type::Vec(Box::new(self.key_type(a, sigma))),
             Type::Fun(a, b) => Type::fun(self.key_type(a, sigma), self.key_type(b, sigma)),
             Type::Con(c, ts) => Type::Con(*c, ts.iter().map(|t| self.key_type(t, sigma)).collect()),
+            Type::Record(ns, ts) => Type::Record(
+                ns.clone(),
+                ts.iter().map(|t| self.key_type(t, sigma)).collect(),
+            ),
         }
     }
 
@@ -383,6 +387,15 @@ fn push_type_name(out: &mut String, t: &Type) {
                 push_type_name(out, t);
             }
         }
+        Type::Record(ns, ts) => {
+            out.push_str(&format!("Rec{}", ts.len()));
+            for (n, t) in ns.iter().zip(ts) {
+                out.push('_');
+                out.push_str(n);
+                out.push('_');
+                push_type_name(out, t);
+            }
+        }
     }
 }
 
@@ -395,7 +408,8 @@ fn collect(e: &mut Expr, names: &mut HashSet<String>, max_id: &mut u32) -> Resul
     let mut bind = |p: &Pattern| {
         super::infer::pattern_names(p, &mut |n| {
             names.insert(n.to_string());
-        })
+        });
+        p.for_each_record_id(&mut |id| *max_id = (*max_id).max(id.0));
     };
     match &e.kind {
         ExprKind::Var(n) => {
@@ -436,7 +450,12 @@ fn children(k: &mut ExprKind) -> Vec<&mut Expr> {
         | ExprKind::Neg(b)
         | ExprKind::Deref(b)
         | ExprKind::Trace(_, b)
+        | ExprKind::Field(b, _)
         | ExprKind::Annot(b, _) => vec![&mut **b],
+        ExprKind::Record(fields) => fields.iter_mut().map(|(_, x)| x).collect(),
+        ExprKind::Update(r, fields) => std::iter::once(&mut **r)
+            .chain(fields.iter_mut().map(|(_, x)| x))
+            .collect(),
         ExprKind::App(a, b)
         | ExprKind::Let(_, a, b)
         | ExprKind::Bind(_, a, b)
