@@ -155,9 +155,12 @@ fn fresh_session(limits: Limits, interrupt: &Arc<AtomicBool>) -> Session {
     session
 }
 
+/// Whether `text` is a definition (`def …` or `type …`) rather than an expression.
 fn starts_with_def(text: &str) -> bool {
-    text.strip_prefix("def")
-        .is_some_and(|rest| rest.starts_with(char::is_whitespace))
+    ["def", "type"].iter().any(|kw| {
+        text.strip_prefix(kw)
+            .is_some_and(|rest| rest.starts_with(char::is_whitespace))
+    })
 }
 
 /// Whether `text` is the beginning of an entry rather than a whole one: it

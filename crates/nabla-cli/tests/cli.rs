@@ -1156,6 +1156,66 @@ fn main_takes_its_argument_from_json_csv_or_npy_on_both_backends() {
 }
 
 #[test]
+fn records_come_in_as_json_objects_and_go_out_as_them_on_both_backends() {
+    let prog = temp_file(
+        "input_record.nabla",
+        b"type Model = { w : Vec Real, b : Real }
+          def loss (m : Model) = sum (map (fun w -> w * w) m.w) + m.b * m.b
+          def main (m : Model) = (grad loss m, { m with b = 0.0 })
+",
+    );
+    let prog = prog.to_str().expect("utf-8 path");
+    let data = temp_file("model.json", br#"{"w": [1, -2], "b": 0.5}"#);
+    let data = data.to_str().expect("utf-8 path");
+    for backend in ["native", "interp"] {
+        let o = run(&["run", "--backend", backend, "--input", data, prog]);
+        assert!(o.status.success(), "{backend}: {}", stderr(&o));
+        assert_eq!(
+            stdout(&o),
+            "({ b = 1.0, w = [2.0, -4.0] }, { b = 0.0, w = [1.0, -2.0] })\n",
+            "{backend}"
+        );
+        let o = run(&[
+            "run",
+            "--backend",
+            backend,
+            "--input",
+            data,
+            "--output",
+            "json",
+            prog,
+        ]);
+        assert_eq!(
+            stdout(&o),
+            "[{\"b\":1.0,\"w\":[2.0,-4.0]},{\"b\":0.0,\"w\":[1.0,-2.0]}]\n",
+            "{backend}"
+        );
+    }
+    for (name, contents, fragment) in [
+        (
+            "missing.json",
+            &br#"{"w": [1]}"#[..],
+            "at $: missing field \"b\"",
+        ),
+        (
+            "extra.json",
+            br#"{"w": [1], "b": 1, "c": 2}"#,
+            "unknown field \"c\"",
+        ),
+        (
+            "deep.json",
+            br#"{"w": [1, true], "b": 1}"#,
+            "at $.w[1]: expected a Real",
+        ),
+    ] {
+        let bad = temp_file(name, contents);
+        let o = run(&["run", "--input", bad.to_str().expect("utf-8 path"), prog]);
+        assert_eq!(o.status.code(), Some(1), "{name}");
+        assert!(stderr(&o).contains(fragment), "{name}: {}", stderr(&o));
+    }
+}
+
+#[test]
 fn bad_input_data_is_a_clear_error_naming_the_place() {
     let prog = temp_file(
         "input_bad.nabla",

@@ -1381,9 +1381,8 @@ impl Checker {
                 let shown = self.show(&p.record);
                 return Err(TypeError {
                     message: format!(
-                        "`.{}` takes a field of a record, and this is {}",
+                        "`.{}` takes a field of a record, and this has type {shown}",
                         p.field.name,
-                        describe(&shown)
                     ),
                     span: p.span,
                     label: format!("this has type {shown}"),
