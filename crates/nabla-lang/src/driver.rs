@@ -154,6 +154,12 @@ impl Session {
         Ok((program, entry))
     }
 
+    /// True if the definitions in force use records (which every back end
+    /// and [`Session::named_program`] see as tuples).
+    pub fn has_records(&self) -> bool {
+        self.defs != self.core_defs
+    }
+
     /// The type of definition `name` as written (records by their fields),
     /// if it is defined: what its value is printed and encoded by
     /// ([`crate::pretty::print_value_as`], [`crate::data::encode_json_as`]).

@@ -29,9 +29,11 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Parses, checks, lowers and prints `text`; `None` if it does not check
-/// or uses `trace` (which the named core, made for the `nabla ad`
-/// translations, does not carry).
+/// Parses, checks, lowers and prints `text`; `None` if it does not check,
+/// uses `trace` (which the named core, made for the `nabla ad`
+/// translations, does not carry) or records (which it holds as tuples, so
+/// the printed program would print tuples where the original printed
+/// records).
 fn print_source(text: &str) -> Option<Result<String, String>> {
     let (prog, errors) = parse_program(text, 0, &mut IdGen::new());
     if !errors.is_empty() {
@@ -39,7 +41,7 @@ fn print_source(text: &str) -> Option<Result<String, String>> {
     }
     let checked = check_program(&prog.defs).ok()?;
     match lower_program(&prog.defs, &checked) {
-        Err(LowerError::Trace(_)) => None,
+        Err(LowerError::Trace(_) | LowerError::Record(_)) => None,
         r => Some(r.map(|p| print_program(&p)).map_err(|e| format!("{e:?}"))),
     }
 }

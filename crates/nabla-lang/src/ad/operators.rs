@@ -6,7 +6,10 @@
 //! partial applications, functions that differentiate — and nest freely.
 
 use super::num::{LevelGuard, Mode, Num, Perturbation};
-use super::structure::{gradient, seed_inputs, seed_tangents, seeds, split_forward, split_reverse};
+use super::structure::{
+    ShapeResult, gradient, one_hot, real_leaves, replace_reals, seed_inputs, seed_tangents, seeds,
+    split_forward, split_reverse,
+};
 use super::trace::Trace;
 use crate::eval::{Machine, RResult, Value, err};
 use crate::prim::Prim;
@@ -42,28 +45,16 @@ fn pair(a: Value, b: Value) -> Value {
     Value::Tuple(Rc::new(vec![a, b]))
 }
 
-/// The i-th basis vector of length n.
-fn basis(n: usize, i: usize) -> Value {
-    let mut e = vec![0.0; n];
-    e[i] = 1.0;
-    Value::reals(e)
-}
-
-/// The matrix whose column j is `columns[j]`, as a vector of rows.
-fn from_columns(columns: &[Value], rows: usize) -> Value {
-    let columns: Vec<Vec<Value>> = columns.iter().map(Value::vec_elements).collect();
-    Value::values(
-        (0..rows)
-            .map(|r| {
-                Value::vector(
-                    columns
-                        .iter()
-                        .map(|c| c.get(r).cloned().unwrap_or(Value::Real(0.0)))
-                        .collect(),
-                )
-            })
-            .collect(),
-    )
+/// The Jacobian of a function from `x`'s type to `y`'s from its columns
+/// (`columns[j]` the output reals' derivatives along input real j): `y`
+/// with real leaf i replaced by `x`'s shape holding row i.
+fn from_columns(y: &Value, x: &Value, columns: &[Vec<Value>]) -> ShapeResult<Value> {
+    replace_reals(y, &mut |i, _| {
+        let mut row = columns
+            .iter()
+            .map(|c| c.get(i).cloned().unwrap_or(Value::Real(0.0)));
+        replace_reals(x, &mut |_, _| Ok(row.next().unwrap_or(Value::Real(0.0))))
+    })
 }
 
 impl Machine {
@@ -166,47 +157,55 @@ impl Machine {
         gradient(&pb.input, &adjoints).or_else(|m| err(m, span))
     }
 
-    /// The Jacobian of f : Vec Real → Vec Real at x, row i the gradient of
-    /// output i. One forward pass finds the output length m; with m ≥ n
-    /// (n inputs) the other columns come from n − 1 more forward passes,
-    /// otherwise from one recording pass and m backward sweeps.
+    /// The Jacobian of `f : S -> T` at `x`: `f x` with each real leaf
+    /// replaced by its gradient, an `S`-shaped value (for `Vec Real` to
+    /// `Vec Real`, row i the gradient of output i). One forward pass finds
+    /// the m output reals; with m ≥ n (n input reals) the other columns
+    /// come from n − 1 more forward passes, otherwise from one recording
+    /// pass and m backward sweeps.
     fn jacobian(&mut self, f: Value, x: &Value, span: Span) -> RResult<Value> {
-        let n = x.vec_len().unwrap_or(0);
+        let shape = |r: ShapeResult<Value>| r.or_else(|m| err(m, span));
+        let n = real_leaves(x).or_else(|m| err(m, span))?.len();
         if n == 0 {
+            // Nothing to differentiate: each output real's gradient is `x`.
             let y = self.apply(f, x.clone(), span)?;
-            let m = y.vec_len().unwrap_or(0);
-            return Ok(Value::values(vec![Value::vector(Vec::new()); m]));
+            return shape(replace_reals(&y, &mut |_, _| Ok(x.clone())));
         }
-        let (y, first) = self.jvp(f.clone(), x, &basis(n, 0), span)?;
-        let m = y.vec_len().unwrap_or(0);
+        let (y, first) = self.jvp(f.clone(), x, &shape(one_hot(x, 0))?, span)?;
+        let m = real_leaves(&y).or_else(|e| err(e, span))?.len();
         if m >= n {
-            let mut columns = vec![first];
+            let mut columns = vec![real_leaves(&first).or_else(|e| err(e, span))?];
             for i in 1..n {
-                columns.push(self.jvp(f.clone(), x, &basis(n, i), span)?.1);
+                let (_, column) = self.jvp(f.clone(), x, &shape(one_hot(x, i))?, span)?;
+                columns.push(real_leaves(&column).or_else(|e| err(e, span))?);
             }
-            return Ok(from_columns(&columns, m));
+            return shape(from_columns(&y, x, &columns));
         }
-        let (_, pb) = self.vjp(f, x, span)?;
+        let (y, pb) = self.vjp(f, x, span)?;
         let mut rows = Vec::with_capacity(m);
         for r in 0..m {
-            rows.push(self.apply_pullback(&pb, &basis(m, r), span)?);
+            rows.push(self.apply_pullback(&pb, &shape(one_hot(&y, r))?, span)?);
         }
-        Ok(Value::values(rows))
+        shape(replace_reals(&y, &mut |i, _| Ok(rows[i].clone())))
     }
 
-    /// The Hessian of f : Vec Real → Real at x, forward over reverse: column
-    /// i is the derivative of the gradient along the i-th basis vector.
+    /// The Hessian of `f : S -> Real` at `x`, forward over reverse: the
+    /// Jacobian of the gradient, column i the derivative of the gradient
+    /// along the i-th basis tangent; shaped as [`Machine::jacobian`] shapes
+    /// the Jacobian of a function from `S` to `S`.
     fn hessian(&mut self, f: Value, x: &Value, span: Span) -> RResult<Value> {
-        let n = x.vec_len().unwrap_or(0);
+        let n = real_leaves(x).or_else(|m| err(m, span))?.len();
         let mut columns = Vec::with_capacity(n);
         for i in 0..n {
             let g = level(Mode::Forward, span)?;
-            let input = seed_tangents(x, &basis(n, i), &g).or_else(|m| err(m, span))?;
+            let basis = one_hot(x, i).or_else(|m| err(m, span))?;
+            let input = seed_tangents(x, &basis, &g).or_else(|m| err(m, span))?;
             let (_, grad) = self.value_and_grad(f.clone(), &input, span)?;
             let level = g.level();
             drop(g);
-            columns.push(split_forward(&grad, level).or_else(|m| err(m, span))?.1);
+            let column = split_forward(&grad, level).or_else(|m| err(m, span))?.1;
+            columns.push(real_leaves(&column).or_else(|m| err(m, span))?);
         }
-        Ok(from_columns(&columns, n))
+        from_columns(x, x, &columns).or_else(|m| err(m, span))
     }
 }

@@ -79,6 +79,48 @@ pub fn map_reals(x: &Value, leaf: &mut impl FnMut(Num) -> Num) -> ShapeResult<Va
     }
 }
 
+/// `x` with its i-th real leaf (in leaf order) replaced by the value
+/// `leaf(i, real)`, of any shape: how a Jacobian puts a gradient in place of
+/// each output real.
+pub fn replace_reals(
+    x: &Value,
+    leaf: &mut impl FnMut(usize, Num) -> ShapeResult<Value>,
+) -> ShapeResult<Value> {
+    fn go(
+        x: &Value,
+        next: &mut usize,
+        leaf: &mut impl FnMut(usize, Num) -> ShapeResult<Value>,
+    ) -> ShapeResult<Value> {
+        deep()?;
+        match x.as_num() {
+            Some(n) => {
+                *next += 1;
+                leaf(*next - 1, n)
+            }
+            None => map_children(x, |c| go(c, next, leaf)),
+        }
+    }
+    go(x, &mut 0, leaf)
+}
+
+/// The real leaves of `x`, in leaf order.
+pub fn real_leaves(x: &Value) -> ShapeResult<Vec<Value>> {
+    let mut out = Vec::new();
+    map_reals(x, &mut |n| {
+        out.push(Value::from(n.clone()));
+        n
+    })?;
+    Ok(out)
+}
+
+/// `x`'s shape with real leaf `i` 1 and the others 0 (Int and Bool leaves
+/// carried): the i-th basis tangent or cotangent of `x`.
+pub fn one_hot(x: &Value, i: usize) -> ShapeResult<Value> {
+    replace_reals(x, &mut |k, _| {
+        Ok(Value::Real(if k == i { 1.0 } else { 0.0 }))
+    })
+}
+
 /// The input of reverse level `g`: every real leaf of `x` becomes a fresh
 /// input Delta (ids 0, 1, … in leaf order).
 pub fn seed_inputs(x: &Value, g: &LevelGuard) -> ShapeResult<Value> {

@@ -718,6 +718,18 @@ impl Lowerer<'_> {
             (Prim::Vjp | Prim::Jacobian | Prim::Hessian, 2) => {
                 let x = lowered.pop().unwrap_or_else(|| unit(span));
                 let f = lowered.pop().unwrap_or_else(|| unit(span));
+                let real_vec = Type::Vec(Box::new(Type::Real));
+                if matches!(p, Prim::Jacobian | Prim::Hessian)
+                    && (x.ty != real_vec || ty != Type::Vec(Box::new(real_vec)))
+                {
+                    return Err(Unsupported {
+                        what: format!(
+                            "`{}` of a function of other types than vectors of reals",
+                            p.info().name
+                        ),
+                        span,
+                    });
+                }
                 let x = self.temp(x, &mut lets);
                 let e = match p {
                     Prim::Vjp => self.vjp(f, x, ty, span)?,

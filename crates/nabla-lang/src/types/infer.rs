@@ -190,6 +190,34 @@ struct PendingField {
     span: Span,
 }
 
+/// `jacobian` (or `hessian`, whose function's output is its input) used at
+/// `span` with a function from `input` to `output`: its result type is
+/// [`jacobian_type`] of them, once they are known.
+#[derive(Clone, Debug)]
+struct PendingJacobian {
+    input: Type,
+    output: Type,
+    result: Type,
+    span: Span,
+}
+
+/// The type of `jacobian f x` for `f : input -> output`: `output` with each
+/// `Real` replaced by `input` (one gradient-shaped value per output real;
+/// Int, Bool and () leaves carried as tangents carry them). For `Vec Real`
+/// to `Vec Real` it is `Vec (Vec Real)`, row i the gradient of output i;
+/// `hessian f x` is `jacobian_type(s, s)`.
+pub fn jacobian_type(input: &Type, output: &Type) -> Type {
+    let go = |t: &Type| jacobian_type(input, t);
+    match output {
+        Type::Real => input.clone(),
+        Type::Tuple(ts) => Type::Tuple(ts.iter().map(go).collect()),
+        Type::Record(ns, ts) => Type::Record(ns.clone(), ts.iter().map(go).collect()),
+        Type::Sum(a, b) => Type::Sum(Box::new(go(a)), Box::new(go(b))),
+        Type::Vec(a) => Type::Vec(Box::new(go(a))),
+        other => other.clone(),
+    }
+}
+
 pub(crate) struct Checker {
     vars: Vec<VarInfo>,
     level: u32,
@@ -205,6 +233,8 @@ pub(crate) struct Checker {
     records: Vec<(NodeId, Type)>,
     /// Field constraints waiting for their record's type to be known.
     pending_fields: Vec<PendingField>,
+    /// `jacobian`/`hessian` uses waiting for their function's type.
+    pending_jacobians: Vec<PendingJacobian>,
     annot_vars: HashMap<String, Type>,
     /// Operands that made arithmetic Int in the group of definitions being
     /// checked (see [`IntOperand`]).
@@ -377,6 +407,7 @@ impl Checker {
             operands: Vec::new(),
             records: Vec::new(),
             pending_fields: Vec::new(),
+            pending_jacobians: Vec::new(),
             annot_vars: HashMap::new(),
             int_operands: Vec::new(),
             int_operands_of: HashMap::new(),
@@ -865,6 +896,22 @@ impl Checker {
         }
     }
 
+    /// True if `t` has an unbound variable of a level deeper than `level`
+    /// (one that generalising at `level` would quantify).
+    fn has_var_deeper_than(&self, t: &Type, level: u32) -> bool {
+        match &*self.resolve(t) {
+            &Type::Var(v) => self.vars[v as usize].level > level,
+            Type::Tuple(ts) | Type::Con(_, ts) | Type::Record(_, ts) => {
+                ts.iter().any(|t| self.has_var_deeper_than(t, level))
+            }
+            Type::Sum(a, b) | Type::Fun(a, b) => {
+                self.has_var_deeper_than(a, level) || self.has_var_deeper_than(b, level)
+            }
+            Type::Vec(a) => self.has_var_deeper_than(a, level),
+            Type::Int | Type::Real | Type::Bool | Type::Unit => false,
+        }
+    }
+
     pub(crate) fn is_numeric(&self, v: u32) -> bool {
         matches!(self.vars[v as usize].kind, Kind::Num | Kind::Eq)
     }
@@ -1134,6 +1181,7 @@ impl Checker {
 
     fn check_scc_inner(&mut self, defs: &[Def], scc: &[usize]) -> TResult<()> {
         self.pending_fields.clear();
+        self.pending_jacobians.clear();
         self.enter();
         self.int_operands.clear();
         let mut tys = Vec::new();
@@ -1149,7 +1197,7 @@ impl Checker {
             let t = self.infer_binding(&d.binding)?;
             self.expect(&tys[k], &t, d.binding.name.span, None)?;
         }
-        self.discharge_fields(true)?;
+        self.discharge_deferred(true)?;
         self.leave();
         for (k, &i) in scc.iter().enumerate() {
             // Numeric variables are generalised for a definition on its own:
@@ -1357,7 +1405,7 @@ impl Checker {
 
     /// Requires the record type `record` to have a field `field` of type
     /// `ty`: now if `record` is known, else once it is (see
-    /// [`Checker::discharge_fields`]).
+    /// [`Checker::discharge_deferred`]).
     fn has_field(&mut self, record: &Type, field: &Ident, ty: Type, span: Span) -> TResult<()> {
         let pending = PendingField {
             record: record.clone(),
@@ -1405,11 +1453,24 @@ impl Checker {
         Ok(true)
     }
 
-    /// Applies the pending field constraints whose record types are known
-    /// by now. With `all`, one still unknown is an error (the end of a
+    /// Decides the pending `jacobian` result types it can (see
+    /// [`Checker::try_jacobian`]) and applies the pending field constraints
+    /// whose record types are known by now. With `all`, one still unknown is an error (the end of a
     /// definition: nothing later can tell); otherwise only one whose record
     /// type would be generalised here (deeper than the current level) is.
-    fn discharge_fields(&mut self, all: bool) -> TResult<()> {
+    fn discharge_deferred(&mut self, all: bool) -> TResult<()> {
+        let jacobians = std::mem::take(&mut self.pending_jacobians);
+        for p in jacobians {
+            // Decided now if it can be; forced if this is the end of the
+            // definition or its types would be generalised here (a scheme
+            // cannot carry the constraint).
+            let generalised = [&p.input, &p.output]
+                .iter()
+                .any(|t| self.has_var_deeper_than(t, self.level));
+            if !self.try_jacobian(&p, all || generalised)? {
+                self.pending_jacobians.push(p);
+            }
+        }
         loop {
             let pending = std::mem::take(&mut self.pending_fields);
             let before = pending.len();
@@ -1475,6 +1536,9 @@ impl Checker {
             });
         }
         if let Some(p) = prim::lookup_named_in(name, self.translated) {
+            if matches!(p.prim, Prim::Jacobian | Prim::Hessian) {
+                return Ok(self.jacobian_instance(p.prim, e.span));
+            }
             let t = self.prim_instance(p.prim);
             if p.prim == Prim::Sum
                 && let Type::Fun(_, elem) = &t
@@ -1513,6 +1577,89 @@ impl Checker {
             .filter(|&(d, _)| d <= allowed)
             .min()
             .map(|(_, n)| n.to_string())
+    }
+
+    /// The type of `jacobian` (`(s -> t) -> s -> J`) or `hessian`
+    /// (`(s -> Real) -> s -> J`) used at `span`, `J` decided by
+    /// [`jacobian_type`] once `s` and `t` are known.
+    fn jacobian_instance(&mut self, p: Prim, span: Span) -> Type {
+        let input = self.fresh_kind(Kind::Data);
+        let result = self.fresh();
+        let (fun_output, output) = if p == Prim::Hessian {
+            (Type::Real, input.clone())
+        } else {
+            let t = self.fresh_kind(Kind::Data);
+            (t.clone(), t)
+        };
+        self.pending_jacobians.push(PendingJacobian {
+            input: input.clone(),
+            output,
+            result: result.clone(),
+            span,
+        });
+        Type::fun(
+            Type::fun(input.clone(), fun_output),
+            Type::fun(input, result),
+        )
+    }
+
+    /// Decides a pending Jacobian's result type if its function's types are
+    /// known; with `force`, an input or output still wholly unknown is
+    /// `Vec Real` (what `jacobian` took before it took every type), and a
+    /// type variable left inside the input is `Real`, inside the output
+    /// `Int` if numeric, else `Real`.
+    /// False if it must wait.
+    fn try_jacobian(&mut self, p: &PendingJacobian, force: bool) -> TResult<bool> {
+        for t in [&p.input, &p.output] {
+            if force && matches!(*self.resolve(t), Type::Var(_)) {
+                let real_vec = Type::Vec(Box::new(Type::Real));
+                self.expect(&real_vec, t, p.span, None)?;
+            }
+        }
+        let (mut input, mut output) = (self.zonk(&p.input), self.zonk(&p.output));
+        if force {
+            // A leaf nothing decided is unconstrained, so any type would do:
+            // in the input a Real (derivatives are taken with respect to
+            // reals, as when `jacobian` took only `Vec Real`); then in the
+            // output an Int if it is a number (as numbers default), else a Real.
+            let mut open = Vec::new();
+            collect_vars(&input, &mut open);
+            for v in open.drain(..) {
+                self.expect(&Type::Real, &Type::Var(v), p.span, None)?;
+            }
+            collect_vars(&self.zonk(&p.output), &mut open);
+            for v in open {
+                let default = if self.is_numeric(v) {
+                    Type::Int
+                } else {
+                    Type::Real
+                };
+                self.expect(&default, &Type::Var(v), p.span, None)?;
+            }
+            (input, output) = (self.zonk(&p.input), self.zonk(&p.output));
+        }
+        if has_var(&input) || has_var(&output) {
+            if !force {
+                return Ok(false);
+            }
+            let (i, o) = self.show2(&input, &output);
+            return Err(TypeError {
+                message: format!(
+                    "cannot tell the shape of this Jacobian: its function goes from {i} to {o}"
+                ),
+                span: p.span,
+                label: "the function's types are not all known here".into(),
+                secondary: Vec::new(),
+                note: Some(
+                    "the result of `jacobian`/`hessian` has the shape of the function's types; \
+                     annotate the function or its argument, e.g. `(x : (Real, Vec Real))`"
+                        .into(),
+                ),
+            });
+        }
+        let j = jacobian_type(&input, &output);
+        self.expect(&j, &p.result, p.span, None)?;
+        Ok(true)
     }
 
     fn prim_instance(&mut self, p: Prim) -> Type {
@@ -1638,7 +1785,7 @@ impl Checker {
                 });
                 self.leave();
                 vt?;
-                self.discharge_fields(false)?;
+                self.discharge_deferred(false)?;
                 // `let x = e` binds a name that can be specialised like a
                 // `let` function's; names in a larger pattern cannot.
                 let binder = matches!(p, Pattern::Var(_)).then_some(Binder::Local(e.id));
@@ -1676,7 +1823,7 @@ impl Checker {
                 });
                 self.leave();
                 let t = t?;
-                self.discharge_fields(false)?;
+                self.discharge_deferred(false)?;
                 if self.pass == Pass::Monomorphic {
                     self.fun_types.push((e.id, t.clone()));
                 }
@@ -2112,6 +2259,33 @@ fn describe(printed: &str) -> String {
         "{number}" => "a number (Int or Real)".into(),
         "{comparable}" => "Int, Real or Bool".into(),
         other => other.into(),
+    }
+}
+
+/// Appends the type variables of `t` (bound ones followed already) to `out`.
+fn collect_vars(t: &Type, out: &mut Vec<u32>) {
+    match t {
+        Type::Var(v) => out.push(*v),
+        Type::Tuple(ts) | Type::Con(_, ts) | Type::Record(_, ts) => {
+            ts.iter().for_each(|t| collect_vars(t, out))
+        }
+        Type::Sum(a, b) | Type::Fun(a, b) => {
+            collect_vars(a, out);
+            collect_vars(b, out);
+        }
+        Type::Vec(a) => collect_vars(a, out),
+        Type::Int | Type::Real | Type::Bool | Type::Unit => {}
+    }
+}
+
+/// True if `t` has a type variable anywhere.
+fn has_var(t: &Type) -> bool {
+    match t {
+        Type::Var(_) => true,
+        Type::Tuple(ts) | Type::Con(_, ts) | Type::Record(_, ts) => ts.iter().any(has_var),
+        Type::Sum(a, b) | Type::Fun(a, b) => has_var(a) || has_var(b),
+        Type::Vec(a) => has_var(a),
+        Type::Int | Type::Real | Type::Bool | Type::Unit => false,
     }
 }
 
