@@ -84,6 +84,10 @@ pub use api::{
     value_and_grad_with_aux, vjp,
 };
 pub use forward::Dual;
+/// `#[derive(Differentiable)]`: see [`Differentiable`](trait@Differentiable) and the
+/// crate `nabla-derive` (feature `derive`).
+#[cfg(feature = "derive")]
+pub use nabla_derive::Differentiable;
 pub use ops::{LeftOperand, Lifted, Operand, lift};
 pub use primitive::{Binary, BinaryPrimitive, Number, Unary, UnaryPrimitive};
 pub use real::{Precision, Real};
