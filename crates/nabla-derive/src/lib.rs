@@ -58,6 +58,24 @@ use syn::{Data, DeriveInput, GenericParam, Ident, Index, Member, Type, WherePred
 /// let zeros: Network<i32, f32> = net.map_scalars(&mut |_| 0.0_f32);
 /// assert_eq!(zeros.1, "net");
 /// ```
+///
+/// # Errors
+/// Each is a compile error pointing at the offending token: an enum or a union
+///
+/// ```compile_fail
+/// #[derive(nabla::Differentiable)]
+/// enum Choice<S> { One(S), Two(S, S) }
+/// ```
+///
+/// a struct that is not generic over its scalar type
+///
+/// ```compile_fail
+/// #[derive(nabla::Differentiable)]
+/// struct Fixed { weight: f64 }
+/// ```
+///
+/// a bounded scalar parameter, a skipped field that mentions the scalar type, an
+/// unknown `nabla` attribute.
 #[proc_macro_derive(Differentiable, attributes(nabla))]
 pub fn derive_differentiable(input: proc_macro::TokenStream) -> proc_macro::TokenStream {
     match syn::parse(input).and_then(|input| expand(&input)) {
