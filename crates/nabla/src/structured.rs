@@ -112,6 +112,13 @@ use crate::{Dual, Pullback, Real, Reverse, Scalar};
 /// assert_eq!(g, Line { slope: -8.0, intercept: -4.0, name: "fit".to_string() });
 /// # }
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a structure of nabla scalars",
+    label = "expected a scalar, or a struct, tuple, array, `Vec` or `Option` of scalars",
+    note = "for a struct generic over its scalar type, derive the trait: \
+            `#[derive(nabla::Differentiable)] struct Model<S> {{ … }}` (feature `derive`)",
+    note = "for a slice `&[f64]`, use the operators of the crate root (`nabla::grad`, …)"
+)]
 pub trait Differentiable {
     /// The scalar type of the leaves.
     type Scalar;
