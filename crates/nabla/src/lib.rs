@@ -22,6 +22,10 @@
 //!   `RealField`, so nalgebra matrix code (products, `lu`, `cholesky`, `norm`,
 //!   `try_inverse`) differentiates in forward mode to any order. (Reverse mode
 //!   cannot: simba requires `'static + Send + Sync`; see `docs/library.md`.)
+//! - **Structured parameters** ([`structured`]): the same operators for a model
+//!   held in a struct, tuple, array, `Vec` or `Option` of scalars ([`Differentiable`],
+//!   with `#[derive(nabla::Differentiable)]` under the feature `derive`); the
+//!   gradient comes back in the model's own type.
 //! - **One derivative table** ([`primitive`]) holds every primitive's value and
 //!   partial derivatives; both modes derive their rules from it, and a user adds a
 //!   primitive by giving its value and derivative ([`UnaryPrimitive`],
