@@ -622,14 +622,14 @@ pub fn vjp<P, S, F, R>(f: F, x: &P) -> (Vec<S>, StructuredPullback<P>)
 where
     R: Real,
     S: Scalar<R>,
-    P: Differentiable<Scalar = S, With<S> = P> + Clone,
+    P: Differentiable<Scalar = S, With<S> = P>,
     F: for<'t> RefFnOnce<P::With<Reverse<'t, S>>, Vec<Reverse<'t, S>>>,
 {
     let flat = x.flatten();
     let (values, pullback) = crate::vjp(|inputs| f(&rebuild(x, inputs)), &flat);
     let pullback = StructuredPullback {
         pullback,
-        shape: x.clone(),
+        shape: shaped(x, &flat),
     };
     (values, pullback)
 }

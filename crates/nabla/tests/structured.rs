@@ -534,3 +534,84 @@ fn a_scalar_mlp_trains_with_the_structured_gradient() {
     }
     assert!(previous < 0.1 * initial, "{initial} → {previous}");
 }
+
+/// A derived struct with a field of each container kind around derived structs.
+#[derive(Clone, Debug, PartialEq, nabla::Differentiable)]
+struct Kinds<S> {
+    pair: (S, Layer<S>),
+    array: [Layer<S>; 2],
+    option: Option<Layer<S>>,
+    nested: Vec<Vec<(S, [S; 1])>>,
+}
+
+fn layer(a: f64) -> Layer<f64> {
+    Layer {
+        weights: vec![vec![a, a + 0.1]],
+        biases: vec![a + 0.2],
+    }
+}
+
+fn kinds_value<S: Scalar>(k: &Kinds<S>) -> S {
+    let layer_sum = |l: &Layer<S>| {
+        l.weights.iter().flatten().map(|&w| w.sin()).sum::<S>() + l.biases[0] * l.biases[0]
+    };
+    let mut v = k.pair.0 * layer_sum(&k.pair.1);
+    for l in &k.array {
+        v += layer_sum(l).exp();
+    }
+    if let Some(l) = &k.option {
+        v += layer_sum(l) * k.pair.0;
+    }
+    for row in &k.nested {
+        for &(a, [b]) in row {
+            v += a * b * b;
+        }
+    }
+    v
+}
+
+#[test]
+fn derived_fields_of_every_container_kind() {
+    let k = Kinds {
+        pair: (0.5, layer(1.0)),
+        array: [layer(2.0), layer(-1.0)],
+        option: Some(layer(0.3)),
+        nested: vec![
+            vec![(1.5, [2.0]), (0.25, [-1.0])],
+            vec![],
+            vec![(3.0, [0.5])],
+        ],
+    };
+    // The order: fields as written, each container in its own order.
+    let mut by_hand = vec![0.5];
+    for l in [
+        &k.pair.1,
+        &k.array[0],
+        &k.array[1],
+        k.option.as_ref().unwrap(),
+    ] {
+        by_hand.extend(l.weights.iter().flatten());
+        by_hand.extend(&l.biases);
+    }
+    by_hand.extend([1.5, 2.0, 0.25, -1.0, 3.0, 0.5]);
+    assert_eq!(k.flatten(), by_hand);
+    assert_eq!(k.scalar_count(), by_hand.len());
+
+    let g = structured::grad(|k| kinds_value(k), &k);
+    let flat_f = |p: &[f64]| kinds_value(&k.unflatten(p));
+    for (i, gi) in g.flatten().into_iter().enumerate() {
+        // exp(…) reaches ~10³, so the differences carry ~10⁻⁷ of rounding.
+        assert_close(gi, partial(flat_f, &by_hand, i), 1e-6, &format!("∂/∂k{i}"));
+    }
+    // The structure of the gradient is the structure of the point.
+    assert_eq!(g.nested[1], vec![]);
+    assert_eq!(g.map_scalars(&mut |_| 0.0), k.map_scalars(&mut |_| 0.0));
+
+    let without = Kinds {
+        option: None,
+        ..k.clone()
+    };
+    assert_eq!(without.scalar_count(), by_hand.len() - 3);
+    let g = structured::grad(|k| kinds_value(k), &without);
+    assert_eq!(g.option, None);
+}
