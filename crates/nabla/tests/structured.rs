@@ -149,6 +149,8 @@ fn grad_in_reverse_mode() {
     let (value, g) = structured::value_and_grad(|m| loss(m), &m);
     assert_eq!(value, loss(&m));
     assert_eq!(structured::grad(|m| loss(m), &m), g);
+    // An annotated argument stays generic over the trace's lifetime too.
+    assert_eq!(structured::grad(|m: &Model<_>| loss(m), &m), g);
 
     // The slice operator on the same parameters: the same operations, so the same bits.
     let (flat_value, flat_g) = nabla::value_and_grad(|p| loss(&unflatten_by_hand(p)), &p);
