@@ -22,6 +22,10 @@
 //!   `RealField`, so nalgebra matrix code (products, `lu`, `cholesky`, `norm`,
 //!   `try_inverse`) differentiates in forward mode to any order. (Reverse mode
 //!   cannot: simba requires `'static + Send + Sync`; see `docs/library.md`.)
+//! - **Structured parameters** ([`structured`]): the same operators for a model
+//!   held in a struct, tuple, array, `Vec` or `Option` of scalars ([`Differentiable`],
+//!   with `#[derive(nabla::Differentiable)]` under the feature `derive`); the
+//!   gradient comes back in the model's own type.
 //! - **One derivative table** ([`primitive`]) holds every primitive's value and
 //!   partial derivatives; both modes derive their rules from it, and a user adds a
 //!   primitive by giving its value and derivative ([`UnaryPrimitive`],
@@ -67,6 +71,7 @@ pub mod primitive;
 mod real;
 mod reverse;
 mod scalar;
+pub mod structured;
 mod trace;
 
 #[doc(hidden)]
@@ -83,8 +88,13 @@ pub use api::{
     value_and_grad_with_aux, vjp,
 };
 pub use forward::Dual;
+/// `#[derive(Differentiable)]`: see [`Differentiable`](trait@Differentiable) and the
+/// crate `nabla-derive` (feature `derive`).
+#[cfg(feature = "derive")]
+pub use nabla_derive::Differentiable;
 pub use ops::{LeftOperand, Lifted, Operand, lift};
 pub use primitive::{Binary, BinaryPrimitive, Number, Unary, UnaryPrimitive};
 pub use real::{Precision, Real};
 pub use reverse::Reverse;
 pub use scalar::{Lift, Scalar};
+pub use structured::Differentiable;
