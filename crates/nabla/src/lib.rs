@@ -67,6 +67,7 @@ pub mod primitive;
 mod real;
 mod reverse;
 mod scalar;
+pub mod tape;
 mod trace;
 
 #[doc(hidden)]
@@ -88,3 +89,4 @@ pub use primitive::{Binary, BinaryPrimitive, Number, Unary, UnaryPrimitive};
 pub use real::{Precision, Real};
 pub use reverse::Reverse;
 pub use scalar::{Lift, Scalar};
+pub use tape::TapeReverse;

@@ -17,7 +17,7 @@
 
 use num_traits::{Float, FloatConst};
 
-use crate::{Dual, Precision, Real, Reverse, Scalar};
+use crate::{Dual, Precision, Real, Reverse, Scalar, TapeReverse};
 
 /// The `num-traits` implementations for the type `$ty` over `S`, with lifetimes `$lt`.
 macro_rules! num_traits_impls {
@@ -279,3 +279,4 @@ pub(crate) use num_traits_impls;
 
 num_traits_impls!([] Dual<S>);
 num_traits_impls!(['t] Reverse<'t, S>);
+num_traits_impls!([] TapeReverse<S>);

@@ -7,7 +7,7 @@ use std::ops::{
 };
 
 use crate::primitive::{Binary, BinaryPrimitive, Unary, UnaryPrimitive};
-use crate::{Dual, Precision, Real, Reverse};
+use crate::{Dual, Precision, Real, Reverse, TapeReverse};
 
 /// A real number that may carry derivative information.
 ///
@@ -520,4 +520,8 @@ lift_two_levels! {
     ['t] Dual<Reverse<'t, S>>, Reverse<'t, S>;
     ['u] Reverse<'u, Dual<S>>, Dual<S>;
     ['u, 't] Reverse<'u, Reverse<'t, S>>, Reverse<'t, S>;
+    [] Dual<TapeReverse<S>>, TapeReverse<S>;
+    [] TapeReverse<Dual<S>>, Dual<S>;
+    [] TapeReverse<TapeReverse<S>>, TapeReverse<S>;
+    ['u] Reverse<'u, TapeReverse<S>>, TapeReverse<S>;
 }
