@@ -50,6 +50,7 @@
 use std::any::Any;
 use std::cell::RefCell;
 use std::num::NonZeroU64;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::api::{Pullback, pull_back, run};
@@ -164,7 +165,53 @@ impl TapeKey {
 /// One trace being recorded: a `Trace<S>` for the `S` of its level.
 struct Level {
     key: TapeKey,
-    trace: Box<dyn Any>,
+    trace: Erased,
+}
+
+/// A `Trace<S>` of some `S`, shared with the operation recording into it. The
+/// first-order element types have a variant of their own, so that finding the trace
+/// needs no dynamic type check where it matters most: for them the type test below
+/// is decided at compile time.
+enum Erased {
+    F64(Rc<Trace<f64>>),
+    F32(Rc<Trace<f32>>),
+    Other(Rc<dyn Any>),
+}
+
+impl Erased {
+    fn new<S: 'static>(inputs: usize) -> Self {
+        let trace: Rc<dyn Any> = Rc::new(Trace::<S>::new(inputs));
+        match trace.downcast::<Trace<f64>>() {
+            Ok(trace) => Erased::F64(trace),
+            Err(trace) => match trace.downcast::<Trace<f32>>() {
+                Ok(trace) => Erased::F32(trace),
+                Err(trace) => Erased::Other(trace),
+            },
+        }
+    }
+
+    /// The trace, if it holds entries of `S`.
+    #[inline(always)]
+    fn get<S: 'static>(&self) -> Option<Rc<Trace<S>>> {
+        // For the first two, an `Rc<dyn Any>` made from a known type: the type test
+        // folds to a constant.
+        match self {
+            Erased::F64(trace) => (Rc::clone(trace) as Rc<dyn Any>).downcast().ok(),
+            Erased::F32(trace) => (Rc::clone(trace) as Rc<dyn Any>).downcast().ok(),
+            Erased::Other(trace) => Rc::clone(trace).downcast().ok(),
+        }
+    }
+
+    /// The recorded entries, once no operation holds the trace.
+    fn into_entries<S: 'static>(self) -> Option<Vec<Entry<S>>> {
+        let trace: Rc<dyn Any> = match self {
+            Erased::F64(trace) => trace,
+            Erased::F32(trace) => trace,
+            Erased::Other(trace) => trace,
+        };
+        let trace = trace.downcast::<Trace<S>>().ok()?;
+        Rc::into_inner(trace).map(Trace::into_entries)
+    }
 }
 
 thread_local! {
@@ -181,17 +228,19 @@ impl<S: 'static> TraceHandle<S> for TapeKey {
         if self != other {
             mismatch(self, other);
         }
-        TAPES.with(|tapes| {
+        // Only the key goes into the thread-local access, and the trace comes out: the
+        // entry is written here, where its operands are, not through the closure.
+        let trace = TAPES.with(move |tapes| {
             let tapes = tapes.borrow();
             match tapes.get(self.depth()) {
-                Some(level) if level.key == self => level
-                    .trace
-                    .downcast_ref::<Trace<S>>()
-                    .expect("nabla::tape: a trace holds the entries of its key's type")
-                    .add(p0, w0, p1, w1),
-                _ => escaped(),
+                Some(level) if level.key == self => level.trace.get::<S>(),
+                _ => None,
             }
-        })
+        });
+        match trace {
+            Some(trace) => trace.add(p0, w0, p1, w1),
+            None => escaped(),
+        }
     }
 
     #[inline(always)]
@@ -237,7 +286,7 @@ struct Recording {
 impl Recording {
     /// Pushes a fresh trace of `inputs` input variables for scalars `S`.
     fn begin<S: 'static>(inputs: usize) -> Self {
-        let trace = Box::new(Trace::<S>::new(inputs));
+        let trace = Erased::new::<S>(inputs);
         let key = TAPES.with(|tapes| {
             let mut tapes = tapes.borrow_mut();
             let depth = tapes.len() as u64;
@@ -261,9 +310,8 @@ impl Recording {
         assert_eq!(level.key, key, "nabla::tape: inner recordings finish first");
         level
             .trace
-            .downcast::<Trace<S>>()
+            .into_entries::<S>()
             .expect("nabla::tape: a trace holds the entries of its key's type")
-            .into_entries()
     }
 }
 
