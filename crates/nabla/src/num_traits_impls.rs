@@ -1,6 +1,6 @@
 //! `num_traits::Float` — and what it requires: `Num`, `Zero`, `One`, `NumCast`,
-//! `ToPrimitive` — with `FromPrimitive`, `Signed` and `FloatConst`, for [`Dual`] and
-//! [`Reverse`] at every nesting and both precisions (feature `num-traits`).
+//! `ToPrimitive` — with `FromPrimitive`, `Signed` and `FloatConst`, for [`Dual`],
+//! [`Reverse`] and [`TapeReverse`] at every nesting and both precisions (feature `num-traits`).
 //!
 //! Numeric code written against `num_traits::Float` then differentiates like code
 //! written against [`Scalar`]. Every function goes through the derivative table:

@@ -1,6 +1,11 @@
 //! Reverse mode: a scalar that carries its primal and its Delta (Krawiec et al.
 //! §5.3: the dual number (x, δx) of Figure 9), where δx is kept in the small form
 //! `Scale c (Var id)` — or `Zero` — and everything larger is `Let`-bound in the trace.
+//!
+//! The rules live in [`Recorded`], generic over how a value reaches its trace, and
+//! are shared by the two reverse-mode scalars: [`Reverse`], by a lifetime-branded
+//! reference, and [`TapeReverse`](crate::TapeReverse), by a key into a
+//! thread-local stack of traces.
 
 use std::marker::PhantomData;
 
