@@ -169,12 +169,14 @@ struct Level {
 }
 
 /// A `Trace<S>` of some `S`, shared with the operation recording into it. The
-/// first-order element types have a variant of their own, so that finding the trace
-/// needs no dynamic type check where it matters most: for them the type test below
-/// is decided at compile time.
+/// first-order element types and forward over reverse's have a variant of their
+/// own, so that finding the trace needs no dynamic type check where it matters
+/// most: for them the type test below is decided at compile time.
 enum Erased {
     F64(Rc<Trace<f64>>),
     F32(Rc<Trace<f32>>),
+    /// Forward over reverse (`hvp`, `hessian`).
+    DualF64(Rc<Trace<Dual<f64>>>),
     Other(Rc<dyn Any>),
 }
 
@@ -185,7 +187,10 @@ impl Erased {
             Ok(trace) => Erased::F64(trace),
             Err(trace) => match trace.downcast::<Trace<f32>>() {
                 Ok(trace) => Erased::F32(trace),
-                Err(trace) => Erased::Other(trace),
+                Err(trace) => match trace.downcast::<Trace<Dual<f64>>>() {
+                    Ok(trace) => Erased::DualF64(trace),
+                    Err(trace) => Erased::Other(trace),
+                },
             },
         }
     }
@@ -198,6 +203,7 @@ impl Erased {
         match self {
             Erased::F64(trace) => (Rc::clone(trace) as Rc<dyn Any>).downcast().ok(),
             Erased::F32(trace) => (Rc::clone(trace) as Rc<dyn Any>).downcast().ok(),
+            Erased::DualF64(trace) => (Rc::clone(trace) as Rc<dyn Any>).downcast().ok(),
             Erased::Other(trace) => Rc::clone(trace).downcast().ok(),
         }
     }
@@ -207,6 +213,7 @@ impl Erased {
         let trace: Rc<dyn Any> = match self {
             Erased::F64(trace) => trace,
             Erased::F32(trace) => trace,
+            Erased::DualF64(trace) => trace,
             Erased::Other(trace) => trace,
         };
         let trace = trace.downcast::<Trace<S>>().ok()?;
