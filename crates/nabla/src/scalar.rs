@@ -11,8 +11,9 @@ use crate::{Dual, Precision, Real, Reverse, TapeReverse};
 
 /// A real number that may carry derivative information.
 ///
-/// Implemented by `f64` (no derivatives), [`Dual<S>`](crate::Dual) (forward mode) and
-/// [`Reverse<'_, S>`](crate::Reverse) (reverse mode), each generic over an inner
+/// Implemented by `f64` (no derivatives), [`Dual<S>`](crate::Dual) (forward mode),
+/// [`Reverse<'_, S>`](crate::Reverse) and [`TapeReverse<S>`](crate::TapeReverse)
+/// (reverse mode), each generic over an inner
 /// `Scalar` so that modes nest to any depth. Write a function once over `S: Scalar`
 /// and evaluate or differentiate it with any of them.
 ///

@@ -198,7 +198,7 @@ impl Erased {
     /// The trace, if it holds entries of `S`.
     #[inline(always)]
     fn get<S: 'static>(&self) -> Option<Rc<Trace<S>>> {
-        // For the first two, an `Rc<dyn Any>` made from a known type: the type test
+        // For the first three, an `Rc<dyn Any>` made from a known type: the type test
         // folds to a constant.
         match self {
             Erased::F64(trace) => (Rc::clone(trace) as Rc<dyn Any>).downcast().ok(),
