@@ -7,6 +7,10 @@
 //!   paper's x + x chain, which reverse mode folds),
 //!   (b) Rosenbrock with n = 10⁴, (c) a scalar MLP loss;
 //! - trace bytes per primal operation;
+//! - the same gradients by `tape::grad` ([`TapeReverse`](nabla::TapeReverse), which
+//!   reaches its trace through a thread-local stack) against `grad` (`Reverse`, a
+//!   direct reference): the cost of the run-time checked trace, first order and
+//!   for a forward-over-reverse Hessian-vector product (row `hvp`);
 //! - forward-mode JVP ÷ primal, and nabla's `Dual<f64>` against num-dual's `Dual64`
 //!   on the same functions.
 //!
@@ -15,7 +19,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use nabla::{Dual, Scalar, grad, vjp};
+use nabla::{Dual, Scalar, grad, tape, vjp};
 use num_dual::{Dual64, DualNum as _};
 
 const BATCH: Duration = Duration::from_millis(200);
@@ -314,6 +318,12 @@ fn main() {
             &grad(|x| chain(x[0], x[1]), &point),
         );
         row("    floor: bare trace", primal, ideal, None);
+        let taped = time_per_call(|| tape::grad(|x| chain(x[0], x[1]), black_box(&point)));
+        check_gradient(
+            &tape::grad(|x| chain(x[0], x[1]), &point),
+            &grad(|x| chain(x[0], x[1]), &point),
+        );
+        tape_row("    tape::grad", primal, gradient, taped);
 
         let primal = time_per_call(|| doubling_chain(black_box(1.0)));
         let gradient = time_per_call(|| grad(|x| doubling_chain(x[0]), black_box(&[1.0])));
@@ -340,6 +350,12 @@ fn main() {
             &grad(|x| rosenbrock(x), &x_rosen),
         );
         row("    floor: bare trace", primal, ideal, None);
+        let taped = time_per_call(|| tape::grad(rosenbrock, black_box(&x_rosen)));
+        check_gradient(
+            &tape::grad(rosenbrock, &x_rosen),
+            &grad(|x| rosenbrock(x), &x_rosen),
+        );
+        tape_row("    tape::grad", primal, gradient, taped);
     }
     if wanted("mlp") {
         let primal = time_per_call(|| mlp_loss(black_box(&params), &data));
@@ -356,6 +372,27 @@ fn main() {
             &grad(|p| mlp_loss(p, &data), &params),
         );
         row("    floor: bare trace", primal, ideal, None);
+        let taped = time_per_call(|| tape::grad(|p| mlp_loss(p, &data), black_box(&params)));
+        check_gradient(
+            &tape::grad(|p| mlp_loss(p, &data), &params),
+            &grad(|p| mlp_loss(p, &data), &params),
+        );
+        tape_row("    tape::grad", primal, gradient, taped);
+    }
+
+    if wanted("hvp") {
+        // Forward over reverse: trace entries of `Dual<f64>`, whose type test in the
+        // thread-local lookup is a dynamic one.
+        let dir = direction(ROSENBROCK_N);
+        let primal = time_per_call(|| rosenbrock(black_box(&x_rosen)));
+        let reverse = time_per_call(|| nabla::hvp(|x| rosenbrock(x), black_box(&x_rosen), &dir));
+        let taped = time_per_call(|| tape::hvp(rosenbrock, black_box(&x_rosen), &dir));
+        check_gradient(
+            &tape::hvp(rosenbrock, &x_rosen, &dir),
+            &nabla::hvp(|x| rosenbrock(x), &x_rosen, &dir),
+        );
+        row("rosenbrock hvp (f-o-r)", primal, reverse, None);
+        tape_row("    tape::hvp", primal, reverse, taped);
     }
 
     println!();
@@ -420,6 +457,19 @@ fn row(name: &str, primal: f64, derivative: f64, bytes_per_op: Option<f64>) {
         show(primal),
         show(derivative),
         derivative / primal
+    );
+}
+
+/// A `tape` operator's row: its ratio to the primal, and its time over the same
+/// operator's with `Reverse`.
+fn tape_row(name: &str, primal: f64, reverse: f64, taped: f64) {
+    println!(
+        "{:<24} {} {} {:>7.2} {:>16}",
+        name,
+        show(primal),
+        show(taped),
+        taped / primal,
+        format!("{:.2}× Reverse", taped / reverse)
     );
 }
 

@@ -285,14 +285,14 @@ where
 /// functions, they may instead live in stack slots (on a dependent chain of additions
 /// that cost 1.75× the time).
 #[inline(never)]
-fn run<X: ?Sized, T>(f: impl FnOnce(&X) -> T, x: &X) -> T {
+pub(crate) fn run<X: ?Sized, T>(f: impl FnOnce(&X) -> T, x: &X) -> T {
     f(x)
 }
 
 /// One backward sweep over `entries`, seeded with each output Delta (`Scale c (Var
 /// id)` as `(c, id)`, or `None` for `Zero`) times its cotangent: the cotangents of
 /// the `inputs` input variables.
-fn pull_back<R: Real, S: Scalar<R>>(
+pub(crate) fn pull_back<R: Real, S: Scalar<R>>(
     entries: &[Entry<S>],
     inputs: usize,
     seeds: impl IntoIterator<Item = (Option<(S, DeltaId)>, S)>,
@@ -305,6 +305,22 @@ fn pull_back<R: Real, S: Scalar<R>>(
     }
     trace::backpropagate(entries, inputs, &mut adjoints);
     pool::into_prefix(adjoints, inputs)
+}
+
+impl<S> Pullback<S> {
+    /// The pullback of a recorded trace of `inputs` input variables whose outputs
+    /// have the Deltas `outputs`.
+    pub(crate) fn from_parts(
+        entries: Vec<Entry<S>>,
+        inputs: usize,
+        outputs: Vec<Option<(S, DeltaId)>>,
+    ) -> Self {
+        Pullback {
+            entries,
+            inputs,
+            outputs,
+        }
+    }
 }
 
 impl<S> Drop for Pullback<S> {

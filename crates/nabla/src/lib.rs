@@ -15,17 +15,22 @@
 //!   operations, however much the computation shares.
 //! - **Two precisions**: every scalar type is built on `f64` or on `f32`
 //!   ([`Scalar<f32>`](Scalar), [`Real`]); `S: Scalar` means `f64`.
-//! - **num-traits** (feature `num-traits`): `Dual` and `Reverse` implement
+//! - **num-traits** (feature `num-traits`): `Dual`, `Reverse` and `TapeReverse` implement
 //!   `num_traits::Float` at every nesting, so code written against `Float`
 //!   differentiates.
-//! - **nalgebra** (feature `nalgebra`): the forward-mode types implement simba's
-//!   `RealField`, so nalgebra matrix code (products, `lu`, `cholesky`, `norm`,
-//!   `try_inverse`) differentiates in forward mode to any order. (Reverse mode
-//!   cannot: simba requires `'static + Send + Sync`; see `docs/library.md`.)
 //! - **Structured parameters** ([`structured`]): the same operators for a model
 //!   held in a struct, tuple, array, `Vec` or `Option` of scalars ([`Differentiable`],
 //!   with `#[derive(nabla::Differentiable)]` under the feature `derive`); the
 //!   gradient comes back in the model's own type.
+//! - **nalgebra** (feature `nalgebra`): the forward-mode types and
+//!   [`TapeReverse`] implement simba's `RealField`, so nalgebra matrix code
+//!   (products, `lu`, `cholesky`, `norm`, `try_inverse`) differentiates in forward
+//!   and reverse mode, nested to any order.
+//! - **Two reverse-mode scalars**: [`Reverse`], whose trace is a lifetime-branded
+//!   reference (misuse is a compile error), and [`TapeReverse`] (module [`tape`]),
+//!   `'static + Send + Sync`, whose trace is found through a thread-local stack
+//!   (misuse is a run-time panic) — the one for nalgebra and other libraries that
+//!   need `'static` scalars.
 //! - **One derivative table** ([`primitive`]) holds every primitive's value and
 //!   partial derivatives; both modes derive their rules from it, and a user adds a
 //!   primitive by giving its value and derivative ([`UnaryPrimitive`],
@@ -72,6 +77,7 @@ mod real;
 mod reverse;
 mod scalar;
 pub mod structured;
+pub mod tape;
 mod trace;
 
 #[doc(hidden)]
@@ -98,3 +104,4 @@ pub use real::{Precision, Real};
 pub use reverse::Reverse;
 pub use scalar::{Lift, Scalar};
 pub use structured::Differentiable;
+pub use tape::TapeReverse;

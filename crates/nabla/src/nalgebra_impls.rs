@@ -1,12 +1,13 @@
 //! simba's `RealField` and `ComplexField` — what nalgebra's decompositions and
-//! norms need — for the forward-mode types [`Dual`] at every nesting and both
-//! precisions (feature `nalgebra`), with what they require: `SimdValue` (one
-//! lane), `Field`, `SubsetOf`/`SupersetOf` of `f32` and `f64`, and approx's
-//! comparisons.
+//! norms need — for the forward-mode type [`Dual`] and the run-time checked
+//! reverse-mode type [`TapeReverse`], at every nesting and both precisions (feature
+//! `nalgebra`), with what they require: `SimdValue` (one lane), `Field`,
+//! `SubsetOf`/`SupersetOf` of `f32` and `f64`, and approx's comparisons.
 //!
-//! Reverse mode cannot be given these traits as it stands: simba requires
-//! `Send + Sync + 'static`, and a [`Reverse`](crate::Reverse) value is branded with
-//! its trace's lifetime and refers to its trace; see `docs/library.md`.
+//! [`Reverse`](crate::Reverse) cannot be given these traits: simba requires
+//! `Send + Sync + 'static`, and a `Reverse` value is branded with its trace's
+//! lifetime and refers to its trace; `TapeReverse` is its stand-in here (see
+//! `docs/library.md`, *Reverse mode through nalgebra*).
 //!
 //! As for `num_traits::Float`, every function is a [`Scalar`] method or a
 //! composition of them; predicates and comparisons look at the primal value.
@@ -16,13 +17,7 @@ use num_traits::{Float, FloatConst};
 use simba::scalar::{ComplexField, Field, RealField, SubsetOf};
 use simba::simd::SimdValue;
 
-use crate::{Dual, Precision, Real, Scalar};
-
-/// A constant from the primitive type: `From<R>`.
-#[inline(always)]
-fn constant<R: Real, S: Scalar<R> + Precision<Real = R>>(c: R) -> Dual<S> {
-    <Dual<S> as From<R>>::from(c)
-}
+use crate::{Dual, Precision, Real, Scalar, TapeReverse};
 
 macro_rules! nalgebra_impls {
     (@unary $($name:ident)*) => {$(
@@ -35,13 +30,13 @@ macro_rules! nalgebra_impls {
     (@constants $($name:ident: $constant:ident),* $(,)?) => {$(
         #[inline]
         fn $name() -> Self {
-            constant(R::$constant())
+            <Self as From<R>>::from(R::$constant())
         }
     )*};
 
-    ($($generics:tt)*) => {
-        /// One lane: a `Dual` is a scalar to simba, not a SIMD vector.
-        impl<$($generics)*> SimdValue for Dual<S> {
+    ([$($generics:tt)*] $ty:ty) => {
+        /// One lane: a nabla scalar is a scalar to simba, not a SIMD vector.
+        impl<$($generics)*> SimdValue for $ty {
             const LANES: usize = 1;
             type Element = Self;
             type SimdBool = bool;
@@ -76,9 +71,9 @@ macro_rules! nalgebra_impls {
             }
         }
 
-        impl<$($generics)*> Field for Dual<S> {}
+        impl<$($generics)*> Field for $ty {}
 
-        impl<$($generics)*> SubsetOf<Dual<S>> for Dual<S> {
+        impl<$($generics)*> SubsetOf<$ty> for $ty {
             #[inline(always)]
             fn to_superset(&self) -> Self {
                 *self
@@ -94,43 +89,43 @@ macro_rules! nalgebra_impls {
         }
 
         /// `f64` as a constant (rounded for an `f32` tower); back, the primal value.
-        impl<$($generics)*> SubsetOf<Dual<S>> for f64 {
+        impl<$($generics)*> SubsetOf<$ty> for f64 {
             #[inline(always)]
-            fn to_superset(&self) -> Dual<S> {
-                constant(R::from_f64(*self))
+            fn to_superset(&self) -> $ty {
+                <$ty as From<R>>::from(R::from_f64(*self))
             }
             #[inline(always)]
-            fn from_superset_unchecked(element: &Dual<S>) -> f64 {
+            fn from_superset_unchecked(element: &$ty) -> f64 {
                 Scalar::value(*element).to_f64()
             }
             #[inline(always)]
-            fn is_in_subset(_: &Dual<S>) -> bool {
+            fn is_in_subset(_: &$ty) -> bool {
                 true
             }
         }
 
         /// `f32` as a constant; back, the primal value (rounded for an `f64` tower).
-        impl<$($generics)*> SubsetOf<Dual<S>> for f32 {
+        impl<$($generics)*> SubsetOf<$ty> for f32 {
             #[inline(always)]
-            fn to_superset(&self) -> Dual<S> {
-                constant(R::from_f64(f64::from(*self)))
+            fn to_superset(&self) -> $ty {
+                <$ty as From<R>>::from(R::from_f64(f64::from(*self)))
             }
             #[inline(always)]
-            fn from_superset_unchecked(element: &Dual<S>) -> f32 {
+            fn from_superset_unchecked(element: &$ty) -> f32 {
                 Scalar::value(*element).to_f64() as f32
             }
             #[inline(always)]
-            fn is_in_subset(_: &Dual<S>) -> bool {
+            fn is_in_subset(_: &$ty) -> bool {
                 true
             }
         }
 
         /// Primal values compared as the primitive type compares them.
-        impl<$($generics)*> AbsDiffEq for Dual<S> {
+        impl<$($generics)*> AbsDiffEq for $ty {
             type Epsilon = Self;
             #[inline]
             fn default_epsilon() -> Self {
-                constant(R::default_epsilon())
+                <$ty as From<R>>::from(R::default_epsilon())
             }
             #[inline]
             fn abs_diff_eq(&self, other: &Self, epsilon: Self) -> bool {
@@ -138,10 +133,10 @@ macro_rules! nalgebra_impls {
             }
         }
 
-        impl<$($generics)*> RelativeEq for Dual<S> {
+        impl<$($generics)*> RelativeEq for $ty {
             #[inline]
             fn default_max_relative() -> Self {
-                constant(R::default_max_relative())
+                <$ty as From<R>>::from(R::default_max_relative())
             }
             #[inline]
             fn relative_eq(&self, other: &Self, epsilon: Self, max_relative: Self) -> bool {
@@ -153,7 +148,7 @@ macro_rules! nalgebra_impls {
             }
         }
 
-        impl<$($generics)*> UlpsEq for Dual<S> {
+        impl<$($generics)*> UlpsEq for $ty {
             #[inline]
             fn default_max_ulps() -> u32 {
                 R::default_max_ulps()
@@ -166,7 +161,7 @@ macro_rules! nalgebra_impls {
 
         /// A real number as a complex one with no imaginary part, as simba does for
         /// `f64`.
-        impl<$($generics)*> ComplexField for Dual<S> {
+        impl<$($generics)*> ComplexField for $ty {
             type RealField = Self;
 
             $crate::nalgebra_impls::nalgebra_impls!(@unary
@@ -199,7 +194,7 @@ macro_rules! nalgebra_impls {
                 if self >= R::ZERO {
                     <Self as Scalar<R>>::zero()
                 } else {
-                    constant(R::PI())
+                    <$ty as From<R>>::from(R::PI())
                 }
             }
             #[inline]
@@ -270,7 +265,7 @@ macro_rules! nalgebra_impls {
             }
         }
 
-        impl<$($generics)*> RealField for Dual<S> {
+        impl<$($generics)*> RealField for $ty {
             #[inline]
             fn is_sign_positive(&self) -> bool {
                 Float::is_sign_positive(*self)
@@ -301,15 +296,15 @@ macro_rules! nalgebra_impls {
             }
             #[inline]
             fn min_value() -> Option<Self> {
-                Some(constant(<R as Float>::min_value()))
+                Some(<$ty as From<R>>::from(<R as Float>::min_value()))
             }
             #[inline]
             fn max_value() -> Option<Self> {
-                Some(constant(<R as Float>::max_value()))
+                Some(<$ty as From<R>>::from(<R as Float>::max_value()))
             }
             #[inline]
             fn two_pi() -> Self {
-                constant(R::TAU())
+                <$ty as From<R>>::from(R::TAU())
             }
             $crate::nalgebra_impls::nalgebra_impls!(@constants
                 pi: PI, frac_pi_2: FRAC_PI_2, frac_pi_3: FRAC_PI_3, frac_pi_4: FRAC_PI_4,
@@ -324,9 +319,13 @@ macro_rules! nalgebra_impls {
 pub(crate) use nalgebra_impls;
 
 // What the primitive type must offer (`f64` and `f32` do), and what simba asks of
-// every scalar: `Send + Sync + 'static`, which the forward-mode towers over `f64`
-// and `f32` are.
-nalgebra_impls!(
+// every scalar: `Send + Sync + 'static`, which the towers of `Dual` and
+// `TapeReverse` over `f64` and `f32` are.
+nalgebra_impls!([
     R: Real + Float + FloatConst + RelativeEq<Epsilon = R> + UlpsEq<Epsilon = R>,
     S: Scalar<R> + Precision<Real = R> + Send + Sync + 'static
-);
+] Dual<S>);
+nalgebra_impls!([
+    R: Real + Float + FloatConst + RelativeEq<Epsilon = R> + UlpsEq<Epsilon = R>,
+    S: Scalar<R> + Precision<Real = R> + Send + Sync + 'static
+] TapeReverse<S>);

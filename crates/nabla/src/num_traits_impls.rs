@@ -1,6 +1,6 @@
 //! `num_traits::Float` — and what it requires: `Num`, `Zero`, `One`, `NumCast`,
-//! `ToPrimitive` — with `FromPrimitive`, `Signed` and `FloatConst`, for [`Dual`] and
-//! [`Reverse`] at every nesting and both precisions (feature `num-traits`).
+//! `ToPrimitive` — with `FromPrimitive`, `Signed` and `FloatConst`, for [`Dual`],
+//! [`Reverse`] and [`TapeReverse`] at every nesting and both precisions (feature `num-traits`).
 //!
 //! Numeric code written against `num_traits::Float` then differentiates like code
 //! written against [`Scalar`]. Every function goes through the derivative table:
@@ -17,7 +17,7 @@
 
 use num_traits::{Float, FloatConst};
 
-use crate::{Dual, Precision, Real, Reverse, Scalar};
+use crate::{Dual, Precision, Real, Reverse, Scalar, TapeReverse};
 
 /// The `num-traits` implementations for the type `$ty` over `S`, with lifetimes `$lt`.
 macro_rules! num_traits_impls {
@@ -279,3 +279,4 @@ pub(crate) use num_traits_impls;
 
 num_traits_impls!([] Dual<S>);
 num_traits_impls!(['t] Reverse<'t, S>);
+num_traits_impls!([] TapeReverse<S>);

@@ -7,12 +7,13 @@ use std::ops::{
 };
 
 use crate::primitive::{Binary, BinaryPrimitive, Unary, UnaryPrimitive};
-use crate::{Dual, Precision, Real, Reverse};
+use crate::{Dual, Precision, Real, Reverse, TapeReverse};
 
 /// A real number that may carry derivative information.
 ///
-/// Implemented by `f64` (no derivatives), [`Dual<S>`](crate::Dual) (forward mode) and
-/// [`Reverse<'_, S>`](crate::Reverse) (reverse mode), each generic over an inner
+/// Implemented by `f64` (no derivatives), [`Dual<S>`](crate::Dual) (forward mode),
+/// [`Reverse<'_, S>`](crate::Reverse) and [`TapeReverse<S>`](crate::TapeReverse)
+/// (reverse mode), each generic over an inner
 /// `Scalar` so that modes nest to any depth. Write a function once over `S: Scalar`
 /// and evaluate or differentiate it with any of them.
 ///
@@ -520,4 +521,8 @@ lift_two_levels! {
     ['t] Dual<Reverse<'t, S>>, Reverse<'t, S>;
     ['u] Reverse<'u, Dual<S>>, Dual<S>;
     ['u, 't] Reverse<'u, Reverse<'t, S>>, Reverse<'t, S>;
+    [] Dual<TapeReverse<S>>, TapeReverse<S>;
+    [] TapeReverse<Dual<S>>, Dual<S>;
+    [] TapeReverse<TapeReverse<S>>, TapeReverse<S>;
+    ['u] Reverse<'u, TapeReverse<S>>, TapeReverse<S>;
 }

@@ -55,7 +55,8 @@ pub struct Entry<S> {
 /// The growable array of Delta bindings that a reverse-mode evaluation appends to.
 ///
 /// Every [`Reverse`](crate::Reverse) scalar of one evaluation holds a shared
-/// reference to it, hence the interior mutability.
+/// reference to it (a [`TapeReverse`](crate::TapeReverse) finds it, shared, in the
+/// thread's stack of traces), hence the interior mutability.
 #[derive(Debug)]
 pub(crate) struct Trace<S> {
     /// The number of input variables: ids `0..inputs`, which have no entry.

@@ -2,7 +2,7 @@
 //! `lu().solve`, `cholesky`, `norm` and `try_inverse` on `DMatrix`/`SMatrix` of
 //! `Dual` numbers, first and second order, at `f64` and `f32`, against finite
 //! differences and against a second algorithm for the same quantity. (Reverse mode
-//! cannot be a nalgebra scalar: see docs/library.md.)
+//! through nalgebra, with `tape::TapeReverse`: tests/nalgebra_reverse.rs.)
 #![cfg(feature = "nalgebra")]
 
 mod common;
