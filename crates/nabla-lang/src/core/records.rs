@@ -116,48 +116,10 @@ fn scan(e: &Expr, used: &mut HashSet<String>, max_id: &mut u32) -> Result<(), Di
         }
         _ => {}
     }
-    for c in children(&e.kind) {
+    for c in e.kind.children() {
         scan(c, used, max_id)?;
     }
     Ok(())
-}
-
-/// The subexpressions of `k` (a `let` function's body included).
-fn children(k: &ExprKind) -> Vec<&Expr> {
-    match k {
-        ExprKind::Var(_)
-        | ExprKind::Int(_)
-        | ExprKind::Real(_)
-        | ExprKind::Bool(_)
-        | ExprKind::Unit
-        | ExprKind::Poly(..) => Vec::new(),
-        ExprKind::Tuple(es) | ExprKind::Vector(es) => es.iter().collect(),
-        ExprKind::Lam(_, b)
-        | ExprKind::Inl(b)
-        | ExprKind::Inr(b)
-        | ExprKind::Neg(b)
-        | ExprKind::Deref(b)
-        | ExprKind::Trace(_, b)
-        | ExprKind::Field(b, _)
-        | ExprKind::Annot(b, _) => vec![&**b],
-        ExprKind::App(a, b)
-        | ExprKind::Let(_, a, b)
-        | ExprKind::Bind(_, a, b)
-        | ExprKind::Binary(_, a, b)
-        | ExprKind::Index(a, b)
-        | ExprKind::RunDelta(a, b) => vec![&**a, &**b],
-        ExprKind::LetFun { binding, body, .. } => vec![&binding.body, &**body],
-        ExprKind::If(a, b, c) => vec![&**a, &**b, &**c],
-        ExprKind::Match {
-            scrutinee,
-            left,
-            right,
-        } => vec![&**scrutinee, &*left.1, &*right.1],
-        ExprKind::Record(fields) => fields.iter().map(|(_, x)| x).collect(),
-        ExprKind::Update(r, fields) => std::iter::once(&**r)
-            .chain(fields.iter().map(|(_, x)| x))
-            .collect(),
-    }
 }
 
 struct Eraser<'a> {

@@ -273,6 +273,59 @@ pub enum ExprKind {
     Deref(Box<Expr>),
 }
 
+/// The subexpressions of an expression kind, a `let` function's body
+/// included: `$iter` is `iter` or `iter_mut`, `$m` nothing or `mut`.
+macro_rules! children_of {
+    ($k:expr, $iter:ident $(, $m:tt)?) => {
+        match $k {
+            ExprKind::Var(_)
+            | ExprKind::Int(_)
+            | ExprKind::Real(_)
+            | ExprKind::Bool(_)
+            | ExprKind::Unit
+            | ExprKind::Poly(..) => Vec::new(),
+            ExprKind::Tuple(es) | ExprKind::Vector(es) => es.$iter().collect(),
+            ExprKind::Lam(_, b)
+            | ExprKind::Inl(b)
+            | ExprKind::Inr(b)
+            | ExprKind::Neg(b)
+            | ExprKind::Deref(b)
+            | ExprKind::Trace(_, b)
+            | ExprKind::Field(b, _)
+            | ExprKind::Annot(b, _) => vec![&$($m)? **b],
+            ExprKind::App(a, b)
+            | ExprKind::Let(_, a, b)
+            | ExprKind::Bind(_, a, b)
+            | ExprKind::Binary(_, a, b)
+            | ExprKind::Index(a, b)
+            | ExprKind::RunDelta(a, b) => vec![&$($m)? **a, &$($m)? **b],
+            ExprKind::LetFun { binding, body, .. } => vec![&$($m)? binding.body, &$($m)? **body],
+            ExprKind::If(a, b, c) => vec![&$($m)? **a, &$($m)? **b, &$($m)? **c],
+            ExprKind::Match {
+                scrutinee,
+                left,
+                right,
+            } => vec![&$($m)? **scrutinee, &$($m)? *left.1, &$($m)? *right.1],
+            ExprKind::Record(fields) => fields.$iter().map(|(_, x)| x).collect(),
+            ExprKind::Update(r, fields) => std::iter::once(&$($m)? **r)
+                .chain(fields.$iter().map(|(_, x)| x))
+                .collect(),
+        }
+    };
+}
+
+impl ExprKind {
+    /// The subexpressions, in source order (a `let` function's body included).
+    pub fn children(&self) -> Vec<&Expr> {
+        children_of!(self, iter)
+    }
+
+    /// The subexpressions, mutably (see [`ExprKind::children`]).
+    pub fn children_mut(&mut self) -> Vec<&mut Expr> {
+        children_of!(self, iter_mut, mut)
+    }
+}
+
 /// A top-level definition `def f p1 ... (: T)? = body`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Def {

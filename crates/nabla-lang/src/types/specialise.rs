@@ -252,7 +252,7 @@ impl Specialiser<'_> {
                 (Binder::Local(id), Bound::Value(name, value), body, false)
             }
             _ => {
-                for c in children(&mut e.kind) {
+                for c in e.kind.children_mut() {
                     self.expr(c, sigma, fresh, current)?;
                 }
                 return Ok(());
@@ -427,47 +427,8 @@ fn collect(e: &mut Expr, names: &mut HashSet<String>, max_id: &mut u32) -> Resul
         }
         _ => {}
     }
-    for c in children(&mut e.kind) {
+    for c in e.kind.children_mut() {
         collect(c, names, max_id)?;
     }
     Ok(())
-}
-
-/// The subexpressions of an expression (a `let` function's definition
-/// included).
-fn children(k: &mut ExprKind) -> Vec<&mut Expr> {
-    match k {
-        ExprKind::Var(_)
-        | ExprKind::Int(_)
-        | ExprKind::Real(_)
-        | ExprKind::Bool(_)
-        | ExprKind::Unit
-        | ExprKind::Poly(..) => Vec::new(),
-        ExprKind::Tuple(es) | ExprKind::Vector(es) => es.iter_mut().collect(),
-        ExprKind::Lam(_, b)
-        | ExprKind::Inl(b)
-        | ExprKind::Inr(b)
-        | ExprKind::Neg(b)
-        | ExprKind::Deref(b)
-        | ExprKind::Trace(_, b)
-        | ExprKind::Field(b, _)
-        | ExprKind::Annot(b, _) => vec![&mut **b],
-        ExprKind::Record(fields) => fields.iter_mut().map(|(_, x)| x).collect(),
-        ExprKind::Update(r, fields) => std::iter::once(&mut **r)
-            .chain(fields.iter_mut().map(|(_, x)| x))
-            .collect(),
-        ExprKind::App(a, b)
-        | ExprKind::Let(_, a, b)
-        | ExprKind::Bind(_, a, b)
-        | ExprKind::Binary(_, a, b)
-        | ExprKind::Index(a, b)
-        | ExprKind::RunDelta(a, b) => vec![&mut **a, &mut **b],
-        ExprKind::LetFun { binding, body, .. } => vec![&mut binding.body, &mut **body],
-        ExprKind::If(a, b, c) => vec![&mut **a, &mut **b, &mut **c],
-        ExprKind::Match {
-            scrutinee,
-            left,
-            right,
-        } => vec![&mut **scrutinee, &mut *left.1, &mut *right.1],
-    }
 }
