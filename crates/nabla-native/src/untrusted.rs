@@ -5,7 +5,7 @@
 use crate::{Native, Options};
 use nabla_lang::driver::{Session, UNTRUSTED_LIMITS};
 use nabla_lang::eval::STEP_LIMIT_EXCEEDED;
-use nabla_lang::pretty::print_value;
+use nabla_lang::pretty::print_value_as;
 
 /// Parses and checks `bytes` as a program, runs `main` in the interpreter
 /// and, where the compiler handles the program, as native code, both under
@@ -37,9 +37,10 @@ pub fn run_untrusted_both(bytes: &[u8]) -> Result<(), String> {
     let Ok(native) = Native::compile_main(&prog, entry, &options) else {
         return Ok(());
     };
+    let shown = s.type_of("main").cloned().unwrap_or(nabla_lang::types::Type::Unit);
     let native = native
         .run()
-        .map(|v| print_value(&v))
+        .map(|v| print_value_as(&v, &shown))
         .map_err(|e| s.render(&[e.into()]));
     let at_a_limit = |r: &Result<String, String>| {
         r.as_ref().err().is_some_and(|e| {
