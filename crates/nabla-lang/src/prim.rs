@@ -97,6 +97,10 @@ pub enum Prim {
     /// `signum`: 1 for +0 and positive reals, −1 for −0 and negative ones
     /// (Rust's `f64::signum`), derivative 0
     Signum,
+    /// `sign`: JAX's sign, 0 at 0 (the table's `Sign`), derivative 0
+    Sign,
+    /// `erf`: the error function (the table's `Erf`)
+    Erf,
     /// `stop_gradient`: the identity, with derivative 0 at every level
     StopGradient,
     /// `pi : Real`, the constant π (see [`Prim::constant`])
@@ -520,6 +524,22 @@ pub static PRIMS: &[PrimInfo] = &[
         1,
         "Real -> Real",
         Some(RealFn::Unary(Unary::Signum)),
+    ),
+    row(
+        Prim::Sign,
+        "sign",
+        true,
+        1,
+        "Real -> Real",
+        Some(RealFn::Unary(Unary::Sign)),
+    ),
+    row(
+        Prim::Erf,
+        "erf",
+        true,
+        1,
+        "Real -> Real",
+        Some(RealFn::Unary(Unary::Erf)),
     ),
     row(
         Prim::StopGradient,

@@ -810,6 +810,8 @@ real_fns! {
     rt_round => Unary::Round,
     rt_trunc => Unary::Trunc,
     rt_signum => Unary::Signum,
+    rt_sign => Unary::Sign,
+    rt_erf => Unary::Erf,
 }
 
 pub(crate) extern "C" fn rt_powf(x: f64, y: f64) -> f64 {
@@ -845,6 +847,8 @@ pub(crate) fn unary_symbol(op: Unary) -> Option<(&'static str, *const u8)> {
         Unary::Round => ("rt_round", rt_round as *const u8),
         Unary::Trunc => ("rt_trunc", rt_trunc as *const u8),
         Unary::Signum => ("rt_signum", rt_signum as *const u8),
+        Unary::Sign => ("rt_sign", rt_sign as *const u8),
+        Unary::Erf => ("rt_erf", rt_erf as *const u8),
         _ => return None,
     })
 }
@@ -900,6 +904,8 @@ pub(crate) fn symbols() -> Vec<(&'static str, *const u8)> {
         Unary::Round,
         Unary::Trunc,
         Unary::Signum,
+        Unary::Sign,
+        Unary::Erf,
     ] {
         s.extend(unary_symbol(op));
     }
