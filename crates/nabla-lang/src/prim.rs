@@ -146,6 +146,10 @@ pub enum Prim {
     /// the other is infinite or NaN (`nabla::Number::chain`). The translations
     /// multiply with it, so their code keeps structural zeros as every mode does.
     Chain,
+    /// `prim'fail code a b : Int`: the standard library's run-time error
+    /// [`crate::stdlib::error_message`]`(code, a, b)` (internal: only the
+    /// library's definitions name it)
+    Fail,
 
     // ---- The translated dialect (Krawiec et al. Fig. 9 and 11, Wang et al. Fig. 10) ----
     /// `pure e : M a` (at run time, the value of `e`)
@@ -648,6 +652,14 @@ pub static PRIMS: &[PrimInfo] = &[
         "Real -> Real -> Real",
         None,
     ),
+    row(
+        Prim::Fail,
+        "prim'fail",
+        true,
+        3,
+        "Int -> Int -> Int -> Int",
+        None,
+    ),
     // ---- The translated dialect ----
     trow(Prim::Pure, "pure", true, 1, "a -> M a"),
     trow(Prim::DeltaLet, "deltaLet", true, 1, "Delta -> M Int"),
@@ -772,9 +784,11 @@ pub fn lookup_named(name: &str) -> Option<&'static PrimInfo> {
 /// The primitive a surface identifier names, if any, in a translated file
 /// (`translated`: the dialect's primitives are visible too) or an ordinary one.
 pub fn lookup_named_in(name: &str, translated: bool) -> Option<&'static PrimInfo> {
-    PRIMS
-        .iter()
-        .find(|p| p.named && p.name == name && (translated || !p.translated))
+    // The standard library names built-ins as `prim'size` (crate::stdlib).
+    let plain = name.strip_prefix(crate::stdlib::PRIM_PREFIX);
+    PRIMS.iter().find(|p| {
+        p.named && (p.name == name || plain == Some(p.name)) && (translated || !p.translated)
+    })
 }
 
 #[cfg(test)]
