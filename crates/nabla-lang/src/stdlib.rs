@@ -339,24 +339,39 @@ impl Expander {
 
     /// Gives every node of `e` a fresh id and the position `span`.
     fn relocate(&mut self, e: &mut Expr, span: Span) {
-        let mut stack = vec![e];
-        while let Some(e) = stack.pop() {
-            e.span = span;
-            e.id = NodeId(self.next_id);
-            self.next_id += 1;
-            match &mut e.kind {
-                ExprKind::Lam(ps, _) => ps.iter_mut().for_each(|p| pattern_at(p, span)),
-                ExprKind::Let(p, _, _) | ExprKind::Bind(p, _, _) => pattern_at(p, span),
-                ExprKind::LetFun { binding, .. } => binding_at(binding, span),
-                ExprKind::Match { left, right, .. } => {
-                    pattern_at(&mut left.0, span);
-                    pattern_at(&mut right.0, span);
-                }
-                ExprKind::Annot(_, t) | ExprKind::Poly(_, t) => type_at(t, span),
-                _ => {}
+        relocate(e, span, &mut self.next_id);
+    }
+}
+
+/// The largest node id in `e`.
+pub(crate) fn max_node_id(e: &Expr, max_id: &mut u32) {
+    let mut stack = vec![e];
+    while let Some(e) = stack.pop() {
+        *max_id = (*max_id).max(e.id.0);
+        children(&e.kind, &mut |c| stack.push(c));
+    }
+}
+
+/// Gives every node of `e` a fresh id (counted from `next_id`) and the
+/// position `span`.
+pub(crate) fn relocate(e: &mut Expr, span: Span, next_id: &mut u32) {
+    let mut stack = vec![e];
+    while let Some(e) = stack.pop() {
+        e.span = span;
+        e.id = NodeId(*next_id);
+        *next_id += 1;
+        match &mut e.kind {
+            ExprKind::Lam(ps, _) => ps.iter_mut().for_each(|p| pattern_at(p, span)),
+            ExprKind::Let(p, _, _) | ExprKind::Bind(p, _, _) => pattern_at(p, span),
+            ExprKind::LetFun { binding, .. } => binding_at(binding, span),
+            ExprKind::Match { left, right, .. } => {
+                pattern_at(&mut left.0, span);
+                pattern_at(&mut right.0, span);
             }
-            children_mut(&mut e.kind, &mut |c| stack.push(c));
+            ExprKind::Annot(_, t) | ExprKind::Poly(_, t) => type_at(t, span),
+            _ => {}
         }
+        children_mut(&mut e.kind, &mut |c| stack.push(c));
     }
 }
 
@@ -412,7 +427,7 @@ fn type_at(t: &mut TypeExpr, span: Span) {
     }
 }
 
-fn children_mut<'a>(k: &'a mut ExprKind, f: &mut dyn FnMut(&'a mut Expr)) {
+pub(crate) fn children_mut<'a>(k: &'a mut ExprKind, f: &mut dyn FnMut(&'a mut Expr)) {
     match k {
         ExprKind::Var(_)
         | ExprKind::Int(_)

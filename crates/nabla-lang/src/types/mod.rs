@@ -21,6 +21,7 @@
 //! first-order data ([`Kind::Data`]); this kind is generalized everywhere
 //! (the numeric ones only at definitions and `let` functions), so `def g f x = grad f x` stays polymorphic.
 
+mod equality;
 pub mod infer;
 mod specialise;
 
