@@ -30,7 +30,6 @@ pub mod memory;
 pub mod pretty;
 pub mod prim;
 pub mod stack;
-pub mod stdlib;
 pub mod syntax;
 pub mod translate;
 pub mod types;

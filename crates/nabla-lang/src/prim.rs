@@ -147,7 +147,7 @@ pub enum Prim {
     /// multiply with it, so their code keeps structural zeros as every mode does.
     Chain,
     /// `prim'fail code a b : Int`: the standard library's run-time error
-    /// [`crate::stdlib::error_message`]`(code, a, b)` (internal: only the
+    /// [`fail_message`]`(code, a, b)` (internal: only the
     /// library's definitions name it)
     Fail,
 
@@ -775,6 +775,29 @@ impl Prim {
     }
 }
 
+/// The prefix by which the standard library (`types/stdlib.nabla`) names built-ins
+/// ([`crate::prim::lookup_named_in`] resolves `prim'size` to `size` whatever
+/// the program binds `size` to).
+pub const PRIM_PREFIX: &str = "prim'";
+
+/// The message of the run-time error `prim'fail code a b` raises (the
+/// interpreter's and native code's, so both say the same).
+pub fn fail_message(code: i64, a: i64, b: i64) -> String {
+    match code {
+        0 => format!("`slice` with negative start {a}"),
+        1 => format!("`slice` with negative length {a}"),
+        2 => format!("`slice` of {b} elements from index {a} runs past the end of the vector"),
+        3 => format!("`iota` with negative size {a}"),
+        4 => format!("`replicate` with negative count {a}"),
+        5 => format!("`linspace` with negative count {a}"),
+        6 => "`argmax` of an empty vector".into(),
+        7 => "`argmin` of an empty vector".into(),
+        8 => "`maximum` of an empty vector".into(),
+        9 => "`minimum` of an empty vector".into(),
+        _ => format!("internal error: standard library error {code} ({a}, {b})"),
+    }
+}
+
 /// The primitive a surface identifier names in an ordinary file, if any
 /// (shadowable by user bindings).
 pub fn lookup_named(name: &str) -> Option<&'static PrimInfo> {
@@ -784,8 +807,8 @@ pub fn lookup_named(name: &str) -> Option<&'static PrimInfo> {
 /// The primitive a surface identifier names, if any, in a translated file
 /// (`translated`: the dialect's primitives are visible too) or an ordinary one.
 pub fn lookup_named_in(name: &str, translated: bool) -> Option<&'static PrimInfo> {
-    // The standard library names built-ins as `prim'size` (crate::stdlib).
-    let plain = name.strip_prefix(crate::stdlib::PRIM_PREFIX);
+    // The standard library names built-ins as `prim'size` (types::stdlib).
+    let plain = name.strip_prefix(PRIM_PREFIX);
     PRIMS.iter().find(|p| {
         p.named && (p.name == name || plain == Some(p.name)) && (translated || !p.translated)
     })

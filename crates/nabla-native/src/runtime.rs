@@ -281,7 +281,7 @@ pub(crate) enum ErrorKind {
     /// constructor `b` (reported at the pullback's application).
     CotangentConstructor = 15,
     /// A standard-library error (`prim'fail`): [`Raised::code`], `a` and
-    /// `b` make its message (`nabla_lang::stdlib::error_message`).
+    /// `b` make its message (`nabla_lang::prim::fail_message`).
     Library = 16,
 }
 
@@ -362,7 +362,7 @@ impl Raised {
                 "internal error: a closure of a function compiled differentiation did not list"
                     .into()
             }
-            ErrorKind::Library => nabla_lang::stdlib::error_message(self.code, a, b),
+            ErrorKind::Library => nabla_lang::prim::fail_message(self.code, a, b),
             ErrorKind::StackDepth => "stack depth exceeded".into(),
             ErrorKind::CallLimit => STEP_LIMIT_EXCEEDED.into(),
             ErrorKind::OutOfMemory => memory::MemoryExhausted {

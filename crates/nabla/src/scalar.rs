@@ -372,7 +372,8 @@ pub trait Scalar<R: Real = f64>:
     fn sign(self) -> Self {
         self.unary(Unary::Sign)
     }
-    /// The error function (derivative 2/√π · e^(−x²)).
+    /// The error function (derivative 2/√π · e^(−x²)); feature `erf`.
+    #[cfg(feature = "erf")]
     #[inline(always)]
     fn erf(self) -> Self {
         self.unary(Unary::Erf)

@@ -643,7 +643,7 @@ impl Machine {
                     Prim::FoldM => self.fold_m(a, b, c, span),
                     Prim::Fail => match (a, b, c) {
                         (Value::Int(code), Value::Int(a), Value::Int(b)) => {
-                            err(crate::stdlib::error_message(code, a, b), span)
+                            err(crate::prim::fail_message(code, a, b), span)
                         }
                         _ => err("internal error: bad operands for `prim'fail`", span),
                     },

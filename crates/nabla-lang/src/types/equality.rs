@@ -38,7 +38,7 @@ pub(crate) fn expand(
     }
     let mut max_id = 0;
     for d in defs {
-        crate::stdlib::max_node_id(&d.binding.body, &mut max_id);
+        super::stdlib::max_node_id(&d.binding.body, &mut max_id);
     }
     let mut x = Expander {
         operand_types,
@@ -70,7 +70,7 @@ impl Expander<'_> {
             });
         }
         let mut result = Ok(());
-        crate::stdlib::children_mut(&mut e.kind, &mut |c| {
+        super::stdlib::children_mut(&mut e.kind, &mut |c| {
             if result.is_ok() {
                 result = self.expr(c);
             }
@@ -117,7 +117,7 @@ impl Expander<'_> {
 
     fn relocate(&mut self, e: &mut Expr, span: Span) {
         let mut next = self.next_id;
-        crate::stdlib::relocate(e, span, &mut next);
+        super::stdlib::relocate(e, span, &mut next);
         self.next_id = next;
     }
 }

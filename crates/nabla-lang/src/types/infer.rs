@@ -276,9 +276,9 @@ const TYPE_WORK_BUDGET: u64 = 5_000_000;
 /// variables are not generalised, types that program: every definition is
 /// used at one numeric type, so every operator and literal gets one type.
 pub fn check_program(defs: &[Def]) -> Result<CheckedProgram, Vec<TypeError>> {
-    // The standard library's functions are expanded first (crate::stdlib);
+    // The standard library's functions are expanded first (super::stdlib);
     // the program that results is the one checked and run.
-    let expanded = crate::stdlib::expand(defs).map_err(|e| vec![e])?;
+    let expanded = super::stdlib::expand(defs).map_err(|e| vec![e])?;
     let defs = expanded.as_deref().unwrap_or(defs);
     let poly = Checker::check(defs, Pass::SpecialiseNumeric)?;
     let specialised = super::specialise::specialise(defs, &poly).map_err(|e| vec![e])?;
@@ -323,7 +323,7 @@ pub struct Monomorphic {
 /// definitions, used at several types — or where copies would exceed the
 /// budget; the interpreter, which needs no copies, still runs such programs.
 pub fn monomorphise(defs: &[Def]) -> Result<Monomorphic, Vec<TypeError>> {
-    let expanded = crate::stdlib::expand(defs).map_err(|e| vec![e])?;
+    let expanded = super::stdlib::expand(defs).map_err(|e| vec![e])?;
     let defs = expanded.as_deref().unwrap_or(defs);
     let poly = Checker::check(defs, Pass::SpecialiseAll)?;
     let specialised = super::specialise::specialise(defs, &poly).map_err(|e| vec![e])?;

@@ -24,6 +24,7 @@
 mod equality;
 pub mod infer;
 mod specialise;
+pub mod stdlib;
 
 pub use infer::{CheckedProgram, Monomorphic, TypeError, Typing, check_program, monomorphise};
 

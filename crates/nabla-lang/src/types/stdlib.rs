@@ -15,42 +15,19 @@
 //!   derivatives flow exactly as through indexing;
 //! * run-time errors point at the call in the user's program: a `slice`
 //!   out of range or a `maximum` of an empty vector is reported by the
-//!   internal primitive `prim'fail` ([`error_message`]) at the call, the
-//!   same on both back ends;
+//!   internal primitive `prim'fail` ([`crate::prim::fail_message`]) at the
+//!   call, the same on both back ends;
 //! * each use is typed afresh, so the functions are polymorphic.
 
+use super::TypeError;
 use crate::stack;
 use crate::syntax::ast::{Def, Expr, ExprKind, FunBinding, NodeId, Pattern, TypeExpr};
 use crate::syntax::span::Span;
-use crate::types::TypeError;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
 /// The definitions, in nabla.
 pub const PRELUDE: &str = include_str!("stdlib.nabla");
-
-/// The prefix by which [`PRELUDE`] names built-ins
-/// ([`crate::prim::lookup_named_in`] resolves `prim'size` to `size` whatever
-/// the program binds `size` to).
-pub const PRIM_PREFIX: &str = "prim'";
-
-/// The message of the run-time error `prim'fail code a b` raises (the
-/// interpreter's and native code's, so both say the same).
-pub fn error_message(code: i64, a: i64, b: i64) -> String {
-    match code {
-        0 => format!("`slice` with negative start {a}"),
-        1 => format!("`slice` with negative length {a}"),
-        2 => format!("`slice` of {b} elements from index {a} runs past the end of the vector"),
-        3 => format!("`iota` with negative size {a}"),
-        4 => format!("`replicate` with negative count {a}"),
-        5 => format!("`linspace` with negative count {a}"),
-        6 => "`argmax` of an empty vector".into(),
-        7 => "`argmin` of an empty vector".into(),
-        8 => "`maximum` of an empty vector".into(),
-        9 => "`minimum` of an empty vector".into(),
-        _ => format!("internal error: standard library error {code} ({a}, {b})"),
-    }
-}
 
 /// The parsed definitions of [`PRELUDE`].
 fn prelude() -> &'static [Def] {
@@ -185,7 +162,7 @@ struct Expander {
 
 impl Expander {
     fn bind(&mut self, p: &Pattern, by: i32) {
-        crate::types::infer::pattern_names(p, &mut |n| {
+        super::infer::pattern_names(p, &mut |n| {
             let c = self.scope.entry(n.to_string()).or_default();
             *c = c.saturating_add_signed(by);
         });
