@@ -1377,7 +1377,9 @@ impl Checker {
         locals
             .chain(globals)
             .chain(prims)
+            .chain(super::stdlib::names().map(|n| -> &str { n }))
             .filter(|n| n.starts_with(|c: char| c.is_alphabetic() || c == '_'))
+            .filter(|n| !n.starts_with(prim::PRIM_PREFIX))
             .map(|n| (edit_distance(name, n), n))
             .filter(|&(d, _)| d <= allowed)
             .min()
