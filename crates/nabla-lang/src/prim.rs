@@ -7,8 +7,8 @@
 //!
 //! Type signatures are written in surface type syntax with one convention
 //! that only this table uses: the type variable `n` ranges over the numeric
-//! types `Int` and `Real`, and `e` over the types with equality (`Int`,
-//! `Real`, `Bool`); `s` and `t` range over the first-order types (no
+//! types `Int` and `Real`, and `e` over the types with equality (every
+//! type without functions); `s` and `t` range over the first-order types (no
 //! functions: what the differentiation operators accept and return); any
 //! other lowercase name is an ordinary type variable.
 //!
