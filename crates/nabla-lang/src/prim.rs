@@ -7,8 +7,8 @@
 //!
 //! Type signatures are written in surface type syntax with one convention
 //! that only this table uses: the type variable `n` ranges over the numeric
-//! types `Int` and `Real`, and `e` over the types with equality (`Int`,
-//! `Real`, `Bool`); `s` and `t` range over the first-order types (no
+//! types `Int` and `Real`, and `e` over the types with equality (every
+//! type without functions); `s` and `t` range over the first-order types (no
 //! functions: what the differentiation operators accept and return); any
 //! other lowercase name is an ordinary type variable.
 //!
@@ -97,6 +97,10 @@ pub enum Prim {
     /// `signum`: 1 for +0 and positive reals, −1 for −0 and negative ones
     /// (Rust's `f64::signum`), derivative 0
     Signum,
+    /// `sign`: JAX's sign, 0 at 0 (the table's `Sign`), derivative 0
+    Sign,
+    /// `erf`: the error function (the table's `Erf`)
+    Erf,
     /// `stop_gradient`: the identity, with derivative 0 at every level
     StopGradient,
     /// `pi : Real`, the constant π (see [`Prim::constant`])
@@ -142,6 +146,10 @@ pub enum Prim {
     /// the other is infinite or NaN (`nabla::Number::chain`). The translations
     /// multiply with it, so their code keeps structural zeros as every mode does.
     Chain,
+    /// `prim'fail code a b : Int`: the standard library's run-time error
+    /// [`fail_message`]`(code, a, b)` (internal: only the
+    /// library's definitions name it)
+    Fail,
 
     // ---- The translated dialect (Krawiec et al. Fig. 9 and 11, Wang et al. Fig. 10) ----
     /// `pure e : M a` (at run time, the value of `e`)
@@ -522,6 +530,22 @@ pub static PRIMS: &[PrimInfo] = &[
         Some(RealFn::Unary(Unary::Signum)),
     ),
     row(
+        Prim::Sign,
+        "sign",
+        true,
+        1,
+        "Real -> Real",
+        Some(RealFn::Unary(Unary::Sign)),
+    ),
+    row(
+        Prim::Erf,
+        "erf",
+        true,
+        1,
+        "Real -> Real",
+        Some(RealFn::Unary(Unary::Erf)),
+    ),
+    row(
         Prim::StopGradient,
         "stop_gradient",
         true,
@@ -626,6 +650,14 @@ pub static PRIMS: &[PrimInfo] = &[
         true,
         2,
         "Real -> Real -> Real",
+        None,
+    ),
+    row(
+        Prim::Fail,
+        "prim'fail",
+        true,
+        3,
+        "Int -> Int -> Int -> Int",
         None,
     ),
     // ---- The translated dialect ----
@@ -743,6 +775,29 @@ impl Prim {
     }
 }
 
+/// The prefix by which the standard library (`types/stdlib.nabla`) names built-ins
+/// ([`crate::prim::lookup_named_in`] resolves `prim'size` to `size` whatever
+/// the program binds `size` to).
+pub const PRIM_PREFIX: &str = "prim'";
+
+/// The message of the run-time error `prim'fail code a b` raises (the
+/// interpreter's and native code's, so both say the same).
+pub fn fail_message(code: i64, a: i64, b: i64) -> String {
+    match code {
+        0 => format!("`slice` with negative start {a}"),
+        1 => format!("`slice` with negative length {a}"),
+        2 => format!("`slice` of {b} elements from index {a} runs past the end of the vector"),
+        3 => format!("`iota` with negative size {a}"),
+        4 => format!("`replicate` with negative count {a}"),
+        5 => format!("`linspace` with negative count {a}"),
+        6 => "`argmax` of an empty vector".into(),
+        7 => "`argmin` of an empty vector".into(),
+        8 => "`maximum` of an empty vector".into(),
+        9 => "`minimum` of an empty vector".into(),
+        _ => format!("internal error: standard library error {code} ({a}, {b})"),
+    }
+}
+
 /// The primitive a surface identifier names in an ordinary file, if any
 /// (shadowable by user bindings).
 pub fn lookup_named(name: &str) -> Option<&'static PrimInfo> {
@@ -752,9 +807,11 @@ pub fn lookup_named(name: &str) -> Option<&'static PrimInfo> {
 /// The primitive a surface identifier names, if any, in a translated file
 /// (`translated`: the dialect's primitives are visible too) or an ordinary one.
 pub fn lookup_named_in(name: &str, translated: bool) -> Option<&'static PrimInfo> {
-    PRIMS
-        .iter()
-        .find(|p| p.named && p.name == name && (translated || !p.translated))
+    // The standard library names built-ins as `prim'size` (types::stdlib).
+    let plain = name.strip_prefix(PRIM_PREFIX);
+    PRIMS.iter().find(|p| {
+        p.named && (p.name == name || plain == Some(p.name)) && (translated || !p.translated)
+    })
 }
 
 #[cfg(test)]

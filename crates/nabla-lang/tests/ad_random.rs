@@ -757,6 +757,26 @@ fn forward_and_reverse_agree() {
     run_property("forward_and_reverse_agree", 2, check_fwd_rev, true);
 }
 
+/// The generated programs use `erf` and the standard library's vector
+/// functions (so the properties above cover them).
+#[test]
+fn generated_programs_use_erf_and_the_library() {
+    let sources: Vec<String> = (0..400)
+        .map(|seed| generate(seed, OPTIONS).source)
+        .collect();
+    for f in [
+        "(erf ",
+        "(reverse ",
+        "(sort ",
+        "(slice ",
+        "(append ",
+        "(maximum ",
+        "(minimum ",
+    ] {
+        assert!(sources.iter().any(|s| s.contains(f)), "no program uses {f}");
+    }
+}
+
 /// The generator is a function of the seed.
 #[test]
 fn generation_is_deterministic() {

@@ -884,6 +884,35 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         Ok(())
     }
 
+    /// Raises the standard library's error `code` (`prim'fail code a b`)
+    /// and returns; the value, for the code after it, is never used.
+    fn fail_library(
+        &mut self,
+        code: ir::Value,
+        a: ir::Value,
+        b: ir::Value,
+        span: Span,
+    ) -> R<ir::Value> {
+        let one = self.b.ins().iconst(types::I8, 1);
+        let bad = self.b.create_block();
+        let ok = self.b.create_block();
+        self.b.set_cold_block(bad);
+        self.b.ins().brif(one, bad, &[], ok, &[]);
+        self.b.switch_to_block(bad);
+        let fail = self.cg.import(
+            "rt_fail",
+            &[PTR, types::I32, types::I64, types::I64, types::I64],
+            &[],
+        )?;
+        let fail = self.func_ref(fail);
+        let s = self.cg.span_index(span);
+        let s = self.b.ins().iconst(types::I32, s);
+        self.b.ins().call(fail, &[self.ctx, s, code, a, b]);
+        self.b.ins().jump(self.unwind, &[]);
+        self.b.switch_to_block(ok);
+        Ok(self.b.ins().iconst(types::I64, 0))
+    }
+
     /// The 64-bit field of the run's context at `offset` ([`Ctx`]).
     fn ctx_word(&mut self, offset: i32) -> ir::Value {
         self.b.ins().load(types::I64, flags(), self.ctx, offset)
@@ -2187,6 +2216,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let v = match (p, &operand, &vals[..]) {
             (Prim::Not, _, &[x]) => ins.icmp_imm_s(IntCC::Equal, x, 0),
             (Prim::ToReal, _, &[x]) => ins.fcvt_from_sint(types::F64, x),
+            (Prim::Fail, _, &[code, a, b]) => self.fail_library(code, a, b, span)?,
             (Prim::ToInt, _, &[x]) => {
                 // -2^63 <= x < 2^63 (false for NaN), as `arith::to_int`.
                 let lo = ins.f64const(-9_223_372_036_854_775_808.0);

@@ -243,6 +243,8 @@ pub(crate) struct Raised {
     /// ([`rt_error_site`]): a pullback's cotangent error, which the
     /// interpreter reports where the pullback is applied.
     pub at_caller: bool,
+    /// Which standard-library error, for [`ErrorKind::Library`].
+    pub code: i64,
 }
 
 /// The run-time errors of native code: the interpreter's, with the same
@@ -278,6 +280,9 @@ pub(crate) enum ErrorKind {
     /// A pullback's cotangent with constructor `a` for an output with
     /// constructor `b` (reported at the pullback's application).
     CotangentConstructor = 15,
+    /// A standard-library error (`prim'fail`): [`Raised::code`], `a` and
+    /// `b` make its message (`nabla_lang::prim::fail_message`).
+    Library = 16,
 }
 
 /// The operators whose overflow is an error, by the index generated code passes.
@@ -303,6 +308,7 @@ impl ErrorKind {
             Internal,
             CotangentLength,
             CotangentConstructor,
+            Library,
         ]
         .get(code as usize)
         .copied()
@@ -356,6 +362,7 @@ impl Raised {
                 "internal error: a closure of a function compiled differentiation did not list"
                     .into()
             }
+            ErrorKind::Library => nabla_lang::prim::fail_message(self.code, a, b),
             ErrorKind::StackDepth => "stack depth exceeded".into(),
             ErrorKind::CallLimit => STEP_LIMIT_EXCEEDED.into(),
             ErrorKind::OutOfMemory => memory::MemoryExhausted {
@@ -615,9 +622,21 @@ pub(crate) extern "C" fn rt_error(ctx: *mut Ctx, kind: u32, span: u32, a: i64, b
                 kind,
                 ErrorKind::CotangentLength | ErrorKind::CotangentConstructor
             ),
+            code: 0,
         });
     }
     ctx.failed = 1;
+}
+
+/// Records the standard library's error `code` (`prim'fail code a b`) and
+/// makes every generated caller return.
+pub(crate) extern "C" fn rt_fail(ctx: *mut Ctx, span: u32, code: i64, a: i64, b: i64) {
+    rt_error(ctx, ErrorKind::Library as u32, span, a, b);
+    // SAFETY: as in `rt_error`.
+    let ctx = unsafe { &mut *ctx };
+    if let Some(e) = ctx.error.as_mut().filter(|e| e.kind == ErrorKind::Library) {
+        e.code = code;
+    }
 }
 
 /// An error returning through the closure application at `span`: one to be
@@ -810,6 +829,8 @@ real_fns! {
     rt_round => Unary::Round,
     rt_trunc => Unary::Trunc,
     rt_signum => Unary::Signum,
+    rt_sign => Unary::Sign,
+    rt_erf => Unary::Erf,
 }
 
 pub(crate) extern "C" fn rt_powf(x: f64, y: f64) -> f64 {
@@ -845,6 +866,8 @@ pub(crate) fn unary_symbol(op: Unary) -> Option<(&'static str, *const u8)> {
         Unary::Round => ("rt_round", rt_round as *const u8),
         Unary::Trunc => ("rt_trunc", rt_trunc as *const u8),
         Unary::Signum => ("rt_signum", rt_signum as *const u8),
+        Unary::Sign => ("rt_sign", rt_sign as *const u8),
+        Unary::Erf => ("rt_erf", rt_erf as *const u8),
         _ => return None,
     })
 }
@@ -863,6 +886,7 @@ pub(crate) fn binary_symbol(op: Binary) -> Option<(&'static str, *const u8)> {
 pub(crate) fn symbols() -> Vec<(&'static str, *const u8)> {
     let mut s = vec![
         ("rt_error", rt_error as *const u8),
+        ("rt_fail", rt_fail as *const u8),
         ("rt_alloc", rt_alloc as *const u8),
         ("rt_free", rt_free as *const u8),
         ("rt_trace", rt_trace as *const u8),
@@ -900,6 +924,8 @@ pub(crate) fn symbols() -> Vec<(&'static str, *const u8)> {
         Unary::Round,
         Unary::Trunc,
         Unary::Signum,
+        Unary::Sign,
+        Unary::Erf,
     ] {
         s.extend(unary_symbol(op));
     }

@@ -140,6 +140,11 @@ fn sinh<R: Real, N: Number<R>>(x: N) -> N {
 fn cosh<R: Real, N: Number<R>>(x: N) -> N {
     x.apply(Unary::Cosh)
 }
+#[cfg(feature = "erf")]
+#[inline(always)]
+fn exp<R: Real, N: Number<R>>(x: N) -> N {
+    x.apply(Unary::Exp)
+}
 #[inline(always)]
 fn ln<R: Real, N: Number<R>>(x: N) -> N {
     x.apply(Unary::Ln)
@@ -286,6 +291,15 @@ pub enum Unary {
     /// [`Scalar::stop_gradient`](crate::Scalar::stop_gradient), which is the
     /// same function without an entry in the reverse trace.
     StopGradient,
+    /// The error function erf x = 2/√π ∫₀ˣ e^(−t²) dt (computed by the `libm`
+    /// crate, a port of musl's libm), derivative 2/√π · e^(−x²). With the
+    /// feature `erf`, which keeps the library dependency-free without it.
+    #[cfg(feature = "erf")]
+    Erf,
+    /// JAX's `sign`: 1 for positive x, −1 for negative x, and x itself for
+    /// ±0 and NaN (so `sign 0 = 0`, unlike [`Unary::Signum`], which is ±1 at
+    /// ±0); derivative 0.
+    Sign,
 }
 
 impl Unary {
@@ -354,7 +368,10 @@ impl Unary {
             | Unary::Round
             | Unary::Trunc
             | Unary::Signum
+            | Unary::Sign
             | Unary::StopGradient => zero(),
+            #[cfg(feature = "erf")]
+            Unary::Erf => exp(-(x.clone() * x)) * R::from_f64(std::f64::consts::FRAC_2_SQRT_PI),
             Unary::Powi(0) => zero(),
             Unary::Powi(n) => powi(x, n - 1) * R::from_i32(n),
         }
@@ -493,6 +510,27 @@ impl<R: Real> BinaryPrimitive<R> for Binary {
 }
 
 /// The value column, at each precision: the standard library's functions.
+/// The error function of each precision, from the `libm` crate (the standard
+/// library has none).
+#[cfg(feature = "erf")]
+trait Erf {
+    fn erf(self) -> Self;
+}
+#[cfg(feature = "erf")]
+impl Erf for f64 {
+    #[inline]
+    fn erf(self) -> f64 {
+        libm::erf(self)
+    }
+}
+#[cfg(feature = "erf")]
+impl Erf for f32 {
+    #[inline]
+    fn erf(self) -> f32 {
+        libm::erff(self)
+    }
+}
+
 macro_rules! value_column {
     ($t:ident) => {
         impl crate::real::sealed::Sealed for $t {
@@ -531,6 +569,16 @@ macro_rules! value_column {
                     Unary::Signum => x.signum(),
                     Unary::Powi(n) => x.powi(n),
                     Unary::StopGradient => x,
+                    #[cfg(feature = "erf")]
+                    Unary::Erf => Erf::erf(x),
+                    Unary::Sign => {
+                        if x == 0.0 || x.is_nan() {
+                            // ±0 and NaN are their own sign, as in JAX.
+                            x
+                        } else {
+                            x.signum()
+                        }
+                    }
                 }
             }
 

@@ -368,6 +368,17 @@ pub trait Scalar<R: Real = f64>:
     fn signum(self) -> Self {
         self.unary(Unary::Signum)
     }
+    /// JAX's `sign`: ±1, or x itself for ±0 and NaN (derivative 0).
+    #[inline(always)]
+    fn sign(self) -> Self {
+        self.unary(Unary::Sign)
+    }
+    /// The error function (derivative 2/√π · e^(−x²)); feature `erf`.
+    #[cfg(feature = "erf")]
+    #[inline(always)]
+    fn erf(self) -> Self {
+        self.unary(Unary::Erf)
+    }
     /// Integer power xⁿ.
     #[inline(always)]
     fn powi(self, n: i32) -> Self {

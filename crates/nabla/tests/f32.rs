@@ -56,6 +56,9 @@ const UNARY: &[(Unary, f64, f64, bool)] = &[
     (Unary::Round, 0.01, 0.49, true),
     (Unary::Trunc, 0.01, 0.99, true),
     (Unary::Signum, 0.01, 5.0, true),
+    (Unary::Sign, 0.01, 5.0, true),
+    #[cfg(feature = "erf")]
+    (Unary::Erf, 0.0, 3.0, true),
     (Unary::Powi(0), 0.2, 3.0, true),
     (Unary::Powi(1), 0.2, 3.0, true),
     (Unary::Powi(2), 0.2, 3.0, true),

@@ -39,6 +39,9 @@ const UNARY: &[(Unary, f64, f64, bool)] = &[
     (Unary::Round, 0.01, 0.49, true),
     (Unary::Trunc, 0.01, 0.99, true),
     (Unary::Signum, 0.01, 5.0, true),
+    (Unary::Sign, 0.01, 5.0, true),
+    #[cfg(feature = "erf")]
+    (Unary::Erf, 0.0, 3.0, true),
     (Unary::Powi(0), 0.2, 3.0, true),
     (Unary::Powi(1), 0.2, 3.0, true),
     (Unary::Powi(2), 0.2, 3.0, true),
@@ -197,4 +200,42 @@ fn stop_gradient_has_derivative_zero_at_every_level() {
     );
     assert_eq!(outer, 0.0);
     assert_eq!(Unary::StopGradient.eval(2.5), 2.5);
+}
+
+/// `Sign` is JAX's: x itself at ±0 and NaN, ±1 elsewhere, unlike `Signum`;
+/// derivative 0.
+#[test]
+fn sign_values() {
+    assert_eq!(Unary::Sign.eval(0.0_f64).to_bits(), 0.0_f64.to_bits());
+    assert_eq!(Unary::Sign.eval(-0.0_f64).to_bits(), (-0.0_f64).to_bits());
+    assert_eq!(Unary::Sign.eval(-3.5), -1.0);
+    assert_eq!(Unary::Sign.eval(1e-300), 1.0);
+    assert_eq!(Unary::Sign.eval(f64::NEG_INFINITY), -1.0);
+    assert!(Unary::Sign.eval(f64::NAN).is_nan());
+    assert_eq!(Unary::Signum.eval(0.0), 1.0);
+    assert_eq!(derivative(|x| x.unary(Unary::Sign), 0.7), 0.0);
+}
+
+/// `Erf` (feature `erf`) against reference values (Abramowitz & Stegun
+/// table 7.1, to the digits an f64 holds), its odd symmetry and limits, and
+/// its derivative 2/√π e^(−x²).
+#[cfg(feature = "erf")]
+#[test]
+fn erf_values() {
+    let reference = [
+        (0.5, 0.520_499_877_813_046_5),
+        (1.0, 0.842_700_792_949_714_9),
+        (2.0, 0.995_322_265_018_952_7),
+        (0.1, 0.112_462_916_018_284_9),
+    ];
+    for (x, e) in reference {
+        assert!((Unary::Erf.eval(x) - e).abs() <= 2e-16, "erf {x}");
+        assert_eq!(Unary::Erf.eval(-x), -Unary::Erf.eval(x));
+    }
+    assert_eq!(Unary::Erf.eval(0.0), 0.0);
+    assert_eq!(Unary::Erf.eval(f64::INFINITY), 1.0);
+    assert!(Unary::Erf.eval(f64::NAN).is_nan());
+    let d = derivative(|x| x.unary(Unary::Erf), 0.7);
+    let want = std::f64::consts::FRAC_2_SQRT_PI * (-0.49_f64).exp();
+    assert!((d - want).abs() <= 1e-15);
 }

@@ -630,13 +630,23 @@ impl Machine {
                 self.prim2(p, a, b, span)
             }
             _ if p.is_derivative() => self.differentiate(p, args, span),
-            3 if matches!(p, Prim::Fold | Prim::FoldM | Prim::DLet | Prim::EvalDelta) => {
+            3 if matches!(
+                p,
+                Prim::Fold | Prim::FoldM | Prim::DLet | Prim::EvalDelta | Prim::Fail
+            ) =>
+            {
                 let c = args.pop().unwrap_or(Value::Unit);
                 let b = args.pop().unwrap_or(Value::Unit);
                 let a = args.pop().unwrap_or(Value::Unit);
                 match p {
                     Prim::Fold => self.fold(a, b, c, span),
                     Prim::FoldM => self.fold_m(a, b, c, span),
+                    Prim::Fail => match (a, b, c) {
+                        (Value::Int(code), Value::Int(a), Value::Int(b)) => {
+                            err(crate::prim::fail_message(code, a, b), span)
+                        }
+                        _ => err("internal error: bad operands for `prim'fail`", span),
+                    },
                     Prim::DLet => match (a, b, c) {
                         (Value::Int(id), Value::Delta(rhs), Value::Delta(body)) => {
                             Ok(Value::Delta(DeltaRef::new(Delta::Let(id, rhs, body))))
@@ -784,7 +794,7 @@ impl Machine {
                 drop(held);
                 Ok(Value::values(items))
             }
-            Prim::Fold | Prim::Jvp | Prim::FoldM | Prim::DLet | Prim::EvalDelta => {
+            Prim::Fold | Prim::Jvp | Prim::FoldM | Prim::DLet | Prim::EvalDelta | Prim::Fail => {
                 Ok(Value::Prim(p, Some(Rc::new(vec![a, b]))))
             }
             Prim::MapM => self.map(a, b, span),

@@ -193,6 +193,8 @@ impl Number for Code {
             Unary::Round => Code::call(Prim::Round, self),
             Unary::Trunc => Code::call(Prim::Trunc, self),
             Unary::Signum => Code::call(Prim::Signum, self),
+            Unary::Sign => Code::call(Prim::Sign, self),
+            Unary::Erf => Code::call(Prim::Erf, self),
             Unary::StopGradient => Code::call(Prim::StopGradient, self),
             Unary::Powi(n) => self.apply2(Binary::Powf, Code(real(f64::from(n)))),
             // Functions the language does not have; the derivative column of the

@@ -168,6 +168,8 @@ enum UnifyError {
     Occurs,
     Kind,
     NotData,
+    /// `==`/`!=` on a type with a function inside.
+    NotEq,
 }
 
 type TResult<T> = Result<T, TypeError>;
@@ -323,11 +325,24 @@ const TYPE_WORK_BUDGET: u64 = 5_000_000;
 /// variables are not generalised, types that program: every definition is
 /// used at one numeric type, so every operator and literal gets one type.
 pub fn check_program(defs: &[Def]) -> Result<CheckedProgram, Vec<TypeError>> {
+    // The standard library's functions are expanded first (super::stdlib);
+    // the program that results is the one checked and run.
+    let expanded = super::stdlib::expand(defs).map_err(|e| vec![e])?;
+    let defs = expanded.as_deref().unwrap_or(defs);
     let poly = Checker::check(defs, Pass::SpecialiseNumeric)?;
     let specialised = super::specialise::specialise(defs, &poly).map_err(|e| vec![e])?;
     let program = specialised.as_deref().unwrap_or(defs);
     let mut checked = Checker::check(program, Pass::Final)?.finish();
-    checked.typing.specialised = specialised;
+    // Structural equality: comparisons of compound values expanded, and
+    // the result checked again (super::equality).
+    if let Some(compared) =
+        super::equality::expand(program, &checked.typing.operand_types).map_err(|e| vec![e])?
+    {
+        let mut again = Checker::check(&compared, Pass::Final)?.finish();
+        again.typing.specialised = Some(compared);
+        return Ok(again);
+    }
+    checked.typing.specialised = specialised.or(expanded);
     Ok(checked)
 }
 
@@ -357,11 +372,21 @@ pub struct Monomorphic {
 /// definitions, used at several types — or where copies would exceed the
 /// budget; the interpreter, which needs no copies, still runs such programs.
 pub fn monomorphise(defs: &[Def]) -> Result<Monomorphic, Vec<TypeError>> {
+    let expanded = super::stdlib::expand(defs).map_err(|e| vec![e])?;
+    let defs = expanded.as_deref().unwrap_or(defs);
     let poly = Checker::check(defs, Pass::SpecialiseAll)?;
     let specialised = super::specialise::specialise(defs, &poly).map_err(|e| vec![e])?;
-    let defs = specialised.unwrap_or_else(|| defs.to_vec());
+    let mut defs = specialised.unwrap_or_else(|| defs.to_vec());
     let mut c = Checker::check(&defs, Pass::Monomorphic)?;
     c.default_numeric();
+    // Structural equality, as in `check_program`.
+    let operands: HashMap<NodeId, Type> =
+        c.operands.iter().map(|(id, t)| (*id, c.zonk(t))).collect();
+    if let Some(compared) = super::equality::expand(&defs, &operands).map_err(|e| vec![e])? {
+        defs = compared;
+        c = Checker::check(&defs, Pass::Monomorphic)?;
+        c.default_numeric();
+    }
     // Writing out every node's type costs its size: bounded, as inference is
     // (deeply nested types would make it quadratic).
     c.fuel.set(TYPE_WORK_BUDGET);
@@ -739,7 +764,10 @@ impl Checker {
         let ok = match info.kind {
             Kind::Any => true,
             Kind::Num => matches!(*t, Type::Int | Type::Real),
-            Kind::Eq => matches!(*t, Type::Int | Type::Real | Type::Bool),
+            Kind::Eq => {
+                self.constrain_eq(&t)?;
+                true
+            }
             Kind::Data => {
                 self.constrain_data(&t)?;
                 true
@@ -779,6 +807,32 @@ impl Checker {
                 self.constrain_data(b)
             }
             Type::Vec(a) => self.constrain_data(a),
+            _ => Ok(()),
+        }
+    }
+
+    /// Requires `t` to have structural equality (super::equality): no
+    /// functions inside; its variables become [`Kind::Eq`] (or stay `Num`).
+    fn constrain_eq(&mut self, t: &Type) -> Result<(), UnifyError> {
+        if !self.tick() {
+            return Err(UnifyError::Occurs);
+        }
+        let t = self.resolve(t);
+        match &*t {
+            &Type::Var(w) => {
+                let info = &mut self.vars[w as usize];
+                info.kind = info.kind.max(Kind::Eq);
+                Ok(())
+            }
+            Type::Fun(..) | Type::Con(..) => Err(UnifyError::NotEq),
+            Type::Tuple(ts) | Type::Record(_, ts) => {
+                ts.iter().try_for_each(|t| self.constrain_eq(t))
+            }
+            Type::Sum(a, b) => {
+                self.constrain_eq(a)?;
+                self.constrain_eq(b)
+            }
+            Type::Vec(a) => self.constrain_eq(a),
             _ => Ok(()),
         }
     }
@@ -836,6 +890,13 @@ impl Checker {
                         format!(
                             "type mismatch: derivatives take and return first-order data (reals, \
                              tuples, sums, vectors; no functions), found {fnd}"
+                        ),
+                        format!("this has type {fnd_raw}"),
+                    ),
+                    UnifyError::NotEq => (
+                        format!(
+                            "type mismatch: `==` and `!=` compare data (numbers, booleans, \
+                             tuples, sums, vectors), not functions; found {fnd}"
                         ),
                         format!("this has type {fnd_raw}"),
                     ),
@@ -1414,6 +1475,23 @@ impl Checker {
             span,
         };
         if !self.try_field(&pending)? {
+            // The field's type will be part of the record's: it must not
+            // be generalised where the record's type is not.
+            if let Type::Var(v) = *self.resolve(record) {
+                let level = self.vars[v as usize].level;
+                if self.occurs_adjust(v, level, &pending.ty).is_err() {
+                    return Err(TypeError {
+                        message: format!(
+                            "infinite type: a record whose field `{}` holds the record itself",
+                            field.name
+                        ),
+                        span,
+                        label: "this would need an infinitely nested type".into(),
+                        secondary: Vec::new(),
+                        note: None,
+                    });
+                }
+            }
             self.pending_fields.push(pending);
         }
         Ok(())
@@ -1572,7 +1650,9 @@ impl Checker {
         locals
             .chain(globals)
             .chain(prims)
+            .chain(super::stdlib::names().map(|n| -> &str { n }))
             .filter(|n| n.starts_with(|c: char| c.is_alphabetic() || c == '_'))
+            .filter(|n| !n.starts_with(prim::PRIM_PREFIX))
             .map(|n| (edit_distance(name, n), n))
             .filter(|&(d, _)| d <= allowed)
             .min()
@@ -2135,7 +2215,7 @@ impl Checker {
         let what = match op {
             BinOp::And | BinOp::Or => "works on Bool",
             BinOp::Pow => "works on Real",
-            BinOp::Eq | BinOp::Ne => "works on Int, Real and Bool",
+            BinOp::Eq | BinOp::Ne => "compares data without functions",
             _ => "works on Int and Real",
         };
         let op_span = a.span.to(b.span);
@@ -2257,7 +2337,7 @@ const REAL_HINT: &str =
 fn describe(printed: &str) -> String {
     match printed {
         "{number}" => "a number (Int or Real)".into(),
-        "{comparable}" => "Int, Real or Bool".into(),
+        "{comparable}" => "a type with equality (no functions)".into(),
         other => other.into(),
     }
 }

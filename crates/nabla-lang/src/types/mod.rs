@@ -8,7 +8,8 @@
 //!   the specialised program if numeric polymorphism needed copies.
 //!
 //! Numeric overloading: `+ - * /`, unary `-` and comparisons work on `Int`
-//! and `Real`; `==`/`!=` also on `Bool`. Such operators constrain a type
+//! and `Real`; `==`/`!=` on every type without functions (structurally:
+//! `equality`). Such operators constrain a type
 //! variable to a *kind* ([`Kind::Num`] or [`Kind::Eq`]). Integer literals
 //! have a fresh `Num` variable as their type, which is how `2 * x` works for
 //! `x : Real`. Definitions and `let` functions are polymorphic in their
@@ -21,8 +22,10 @@
 //! first-order data ([`Kind::Data`]); this kind is generalized everywhere
 //! (the numeric ones only at definitions and `let` functions), so `def g f x = grad f x` stays polymorphic.
 
+mod equality;
 pub mod infer;
 mod specialise;
+pub mod stdlib;
 
 pub use infer::{CheckedProgram, Monomorphic, TypeError, Typing, check_program, monomorphise};
 
@@ -105,7 +108,9 @@ pub enum Kind {
     /// A first-order type: no functions anywhere inside (what the
     /// differentiation operators take and return).
     Data,
-    /// `Int`, `Real` or `Bool` (operands of `==`, `!=`).
+    /// A type with structural equality, the operands of `==` and `!=`: no
+    /// functions inside (`Int`, `Real`, `Bool`, `()`, and tuples, sums and
+    /// vectors of such types; see `equality`).
     Eq,
     /// `Int` or `Real` (operands of arithmetic and ordering).
     Num,

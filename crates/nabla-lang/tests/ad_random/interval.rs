@@ -167,6 +167,12 @@ impl Iv {
         widen(self.lo.tanh(), self.hi.tanh())
     }
 
+    /// erf is increasing (the library's table computes it).
+    pub(crate) fn erf(self) -> Iv {
+        let erf = |x: f64| nabla::Unary::Erf.eval(x);
+        widen(erf(self.lo), erf(self.hi))
+    }
+
     /// Only for positive arguments.
     pub(crate) fn sqrt(self) -> Iv {
         assert!(self.lo > 0.0);

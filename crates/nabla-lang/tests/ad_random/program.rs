@@ -1090,10 +1090,11 @@ impl Gen {
             }
             UNARY => {
                 let a = self.real(env, d1);
-                match self.rng.below(5) {
+                match self.rng.below(6) {
                     0 => e(format!("(sin {})", a.code), a.iv.sin()),
                     1 => e(format!("(cos {})", a.code), a.iv.cos()),
                     2 => e(format!("(tanh {})", a.code), a.iv.tanh()),
+                    5 => e(format!("(erf {})", a.code), a.iv.erf()),
                     3 => {
                         let b = self.bound(a, 3.0);
                         e(format!("(exp {})", b.code), b.iv.exp())
@@ -1217,7 +1218,15 @@ impl Gen {
                 let (v, ivs) = self.vector(env, d1, n);
                 if self.fragment.vector_loops && self.rng.chance(0.5) {
                     let s = ivs.iter().fold(Iv::point(0.0), |a, b| a.add(*b));
-                    e(format!("(sum {v})"), s)
+                    // The sum of the vector, or of the standard library's
+                    // rearrangements of it (the same elements).
+                    match self.rng.below(4) {
+                        0 => e(format!("(sum (reverse {v}))"), s),
+                        1 => e(format!("(sum (sort {v}))"), s),
+                        _ => e(format!("(sum {v})"), s),
+                    }
+                } else if self.fragment.vector_loops && self.rng.chance(0.4) {
+                    self.library_pick(v, &ivs)
                 } else {
                     let k = self.rng.below(n);
                     e(index(&v, &k.to_string()), ivs[k])
@@ -1290,6 +1299,42 @@ impl Gen {
             }
             NESTED_AD => self.nested_ad(env, d1),
             _ => unreachable!(),
+        }
+    }
+
+    /// One element of vector `v` (of element intervals `ivs`) taken by a
+    /// function of the standard library: `maximum`/`minimum` where one
+    /// element is apart from the others (no tie near the point, where the
+    /// derivative would jump), else through `reverse`, `slice`, `append`
+    /// or `sort` (of an element apart from the others).
+    fn library_pick(&mut self, v: String, ivs: &[Iv]) -> E {
+        let n = ivs.len();
+        let apart = |j: usize| {
+            let i = ivs[j];
+            i.is_finite()
+                && (0..n).all(|k| {
+                    k == j
+                        || (ivs[k].is_finite()
+                            && (ivs[k].hi + 1e-3 < i.lo || i.hi + 1e-3 < ivs[k].lo))
+                })
+        };
+        let k = self.rng.below(n);
+        match self.rng.below(5) {
+            0 | 1 if apart(k) => {
+                let above = (0..n).filter(|&j| j != k && ivs[j].lo > ivs[k].hi).count();
+                let below = (0..n).filter(|&j| j != k && ivs[j].hi < ivs[k].lo).count();
+                if above == 0 {
+                    e(format!("(maximum {v})"), ivs[k])
+                } else if below == 0 {
+                    e(format!("(minimum {v})"), ivs[k])
+                } else {
+                    // Its place in the sorted vector.
+                    e(format!("(sort {v})[{below}]"), ivs[k])
+                }
+            }
+            2 => e(format!("(reverse {v})[{}]", n - 1 - k), ivs[k]),
+            3 => e(format!("(slice {v} {k} 1)[0]"), ivs[k]),
+            _ => e(format!("(append {v} {v})[{}]", n + k), ivs[k]),
         }
     }
 
