@@ -5,7 +5,8 @@
 use crate::{Native, Options};
 use nabla_lang::driver::{Session, UNTRUSTED_LIMITS};
 use nabla_lang::eval::STEP_LIMIT_EXCEEDED;
-use nabla_lang::pretty::print_value;
+use nabla_lang::pretty::print_value_as;
+use nabla_lang::types::Type;
 
 /// Parses and checks `bytes` as a program, runs `main` in the interpreter
 /// and, where the compiler handles the program, as native code, both under
@@ -39,7 +40,8 @@ pub fn run_untrusted_both(bytes: &[u8]) -> Result<(), String> {
     };
     let native = native
         .run()
-        .map(|v| print_value(&v))
+        // Printed as the interpreter's run prints it: records by their fields.
+        .map(|v| print_value_as(&v, s.type_of("main").unwrap_or(&Type::Unit)))
         .map_err(|e| s.render(&[e.into()]));
     let at_a_limit = |r: &Result<String, String>| {
         r.as_ref().err().is_some_and(|e| {
