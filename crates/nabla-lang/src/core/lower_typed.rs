@@ -183,7 +183,7 @@ fn strip(e: &ast::Expr) -> &ast::Expr {
     }
 }
 
-impl Lowerer<'_> {
+impl<'a> Lowerer<'a> {
     fn ty(&self, e: &ast::Expr) -> R<Type> {
         self.mono
             .node_types
@@ -804,7 +804,7 @@ impl Lowerer<'_> {
             Ok(if_(is_first, proj(&first.1, 1, &t), proj(&column, 1, &t)))
         })?;
         let columns = self.let_in("columns", columns, span)?;
-        let by_columns = self.from_columns(&y.1, &x, &columns.1, span)?;
+        let by_columns = self.assemble_columns(&y.1, &x, &columns.1, span)?;
         let by_columns = wrap_lets(vec![(columns.0, columns.2)], by_columns);
         // m < n: m rows by reverse mode, each the pullback of a basis cotangent.
         let pb_ty = Type::fun(t.clone(), s.clone());
@@ -869,7 +869,7 @@ impl Lowerer<'_> {
             Ok(expr(ExprKind::Proj(Box::new(column), 1), s.clone(), span))
         })?;
         let columns = self.let_in("columns", columns, span)?;
-        let body = self.from_columns(&x, &x, &columns.1, span)?;
+        let body = self.assemble_columns(&x, &x, &columns.1, span)?;
         let out = wrap_lets(vec![(n.0, n.2), (columns.0, columns.2)], body);
         if out.ty != ty {
             return Err(internal("`hessian` of another type", span));
@@ -880,7 +880,7 @@ impl Lowerer<'_> {
     /// The interpreter's `from_columns`: `y` with its i-th real replaced by
     /// `x` with its j-th real replaced by the i-th real of `columns[j]`
     /// (each column shaped like `y`; all locals or literals).
-    fn from_columns(&mut self, y: &Expr, x: &Expr, columns: &Expr, span: Span) -> R<Expr> {
+    fn assemble_columns(&mut self, y: &Expr, x: &Expr, columns: &Expr, span: Span) -> R<Expr> {
         let (x, columns) = (x.clone(), columns.clone());
         let Type::Vec(column_ty) = &columns.ty else {
             return Err(internal("columns of another type", span));
@@ -947,7 +947,7 @@ impl Lowerer<'_> {
         path: &mut Vec<Step>,
         leaf_ty: &Type,
         span: Span,
-        leaf: &mut dyn FnMut(&mut Self, Expr, &[Step]) -> R<Expr>,
+        leaf: &mut LeafFn<'a, '_>,
     ) -> R<Expr> {
         stack::check().map_err(|_| internal("a type nested too deep", span))?;
         let out_ty = jacobian_type(leaf_ty, &v.ty);
@@ -1418,6 +1418,10 @@ enum Step {
     /// The element at this index (an `Int` local) of a vector.
     Index(Expr),
 }
+
+/// What [`Lowerer::walk_reals`] puts at a real leaf, from the leaf's index
+/// and path.
+type LeafFn<'a, 'f> = dyn FnMut(&mut Lowerer<'a>, Expr, &[Step]) -> R<Expr> + 'f;
 
 /// The number of real leaves of every value of type `t`, if it does not
 /// depend on the value (no sums or vectors with reals inside).
