@@ -965,7 +965,7 @@ impl<'a> Lowerer<'a> {
                         t.clone(),
                         span,
                     );
-                    let c = self.temp(c, &mut lets);
+                    let c = self.temp_unless_scalar(c, &mut lets);
                     path.push(Step::Proj(k as u32));
                     let part =
                         self.walk_reals(c.clone(), offset.clone(), path, leaf_ty, span, leaf);
@@ -1035,7 +1035,7 @@ impl<'a> Lowerer<'a> {
                         (*a).clone(),
                         span,
                     );
-                    let e = s.temp(e, &mut lets);
+                    let e = s.temp_unless_scalar(e, &mut lets);
                     path.push(Step::Index(j));
                     let out = s.walk_reals(e, offset, path, leaf_ty, span, leaf);
                     path.pop();
@@ -1047,6 +1047,16 @@ impl<'a> Lowerer<'a> {
                 "a Jacobian at a type that is not first-order",
                 span,
             )),
+        }
+    }
+
+    /// [`Lowerer::temp`] for a part of a value the walks visit more than
+    /// once (a tuple, sum or vector); a scalar part is used once at most (a
+    /// real's value never: its leaf is replaced).
+    fn temp_unless_scalar(&mut self, v: Expr, lets: &mut Vec<(Local, Expr)>) -> Expr {
+        match v.ty {
+            Type::Real | Type::Int | Type::Bool | Type::Unit => v,
+            _ => self.temp(v, lets),
         }
     }
 
