@@ -1329,6 +1329,21 @@ fn trace_prints_on_stderr_on_both_backends() {
     }
 }
 
+/// A structured `jacobian` calls its function as the interpreter does on
+/// both back ends: one `jvp` per input real in forward mode, one `jvp` and
+/// one `vjp` in reverse mode (the pullbacks' replays print nothing).
+#[test]
+fn trace_under_a_structured_jacobian_is_the_same_on_both_backends() {
+    let file = "tests/lang/ad/jacobian_sums_ints.nabla";
+    let expected = "wide: 6.0\nwide: 6.0\ntall: (6.0, 5.0)\ntall: (6.0, 5.0)\n";
+    let interp = run(&["run", "--backend", "interp", file]);
+    let native = run(&["run", "--backend", "native", file]);
+    assert!(native.status.success(), "{}", stderr(&native));
+    assert_eq!(stderr(&interp), expected);
+    assert_eq!(stderr(&native), expected);
+    assert_eq!(stdout(&native), stdout(&interp));
+}
+
 /// Under the reverse-mode operators (interpreter) `trace` prints primals.
 #[test]
 fn trace_under_grad_prints_primals() {

@@ -147,11 +147,16 @@ pub(crate) unsafe fn read_value(ty: &Type, slots: &[u64], at: &mut usize) -> Val
         }
         Type::Sum(a, b) => {
             let right = next() & 0xff != 0;
-            // SAFETY: as above; the side not taken is all zeros.
-            let (x, y) = unsafe { (read_value(a, slots, at), read_value(b, slots, at)) };
+            // Only the side taken is read: the other's slots hold no value
+            // (a vector there is a null pointer).
             if right {
-                Value::Inr(Rc::new(y))
+                *at += layout::width(a);
+                // SAFETY: as above, for the side the tag names.
+                Value::Inr(Rc::new(unsafe { read_value(b, slots, at) }))
             } else {
+                // SAFETY: as above, for the side the tag names.
+                let x = unsafe { read_value(a, slots, at) };
+                *at += layout::width(b);
                 Value::Inl(Rc::new(x))
             }
         }

@@ -25,6 +25,7 @@ use crate::prim::{self, Prim};
 use crate::stack;
 use crate::syntax::ast::{self, BinOp, ExprKind as A, Pattern};
 use crate::syntax::span::Span;
+use crate::types::infer::jacobian_type;
 use crate::types::{Monomorphic, Type};
 use std::collections::{BTreeSet, HashMap};
 
@@ -182,7 +183,7 @@ fn strip(e: &ast::Expr) -> &ast::Expr {
     }
 }
 
-impl Lowerer<'_> {
+impl<'a> Lowerer<'a> {
     fn ty(&self, e: &ast::Expr) -> R<Type> {
         self.mono
             .node_types
@@ -718,13 +719,12 @@ impl Lowerer<'_> {
             (Prim::Vjp | Prim::Jacobian | Prim::Hessian, 2) => {
                 let x = lowered.pop().unwrap_or_else(|| unit(span));
                 let f = lowered.pop().unwrap_or_else(|| unit(span));
-                let real_vec = Type::Vec(Box::new(Type::Real));
                 if matches!(p, Prim::Jacobian | Prim::Hessian)
-                    && (x.ty != real_vec || ty != Type::Vec(Box::new(real_vec)))
+                    && !(first_order(&x.ty) && first_order(&ty))
                 {
                     return Err(Unsupported {
                         what: format!(
-                            "`{}` of a function of other types than vectors of reals",
+                            "`{}` of a function of a type that is not first-order",
                             p.info().name
                         ),
                         span,
@@ -733,8 +733,8 @@ impl Lowerer<'_> {
                 let x = self.temp(x, &mut lets);
                 let e = match p {
                     Prim::Vjp => self.vjp(f, x, ty, span)?,
-                    Prim::Jacobian => self.jacobian(f, x, span)?,
-                    _ => self.hessian(f, x, span)?,
+                    Prim::Jacobian => self.jacobian(f, x, ty, span)?,
+                    _ => self.hessian(f, x, ty, span)?,
                 };
                 return Ok(wrap_lets(lets, e));
             }
@@ -743,115 +743,439 @@ impl Lowerer<'_> {
         Ok(wrap_lets(lets, expr(call, ty, span)))
     }
 
-    /// `jacobian f x` (`f : Vec Real -> Vec Real`, `x` a local or literal)
-    /// as the interpreter computes it (`crate::ad::operators`, which this
-    /// must follow step for step, for the same numbers and the same
-    /// `trace` output): one `jvp` along the first basis vector finds the
-    /// output length m; with m ≥ n inputs the other columns come from n − 1
-    /// more `jvp`s, else the rows from one `vjp` and m pullbacks.
-    fn jacobian(&mut self, f: Expr, x: Expr, span: Span) -> R<Expr> {
-        let real_vec = Type::Vec(Box::new(Type::Real));
-        let pair = Type::Tuple(vec![real_vec.clone(), real_vec.clone()]);
-        let size = |v: Expr| expr(ExprKind::Prim(Prim::Size, vec![v]), Type::Int, span);
-        let n = self.let_in("n", size(x.clone()), span)?;
-        let is_empty = int_cmp(Prim::Eq, n.1.clone(), int_lit(0, span));
-        // n = 0: as many empty rows as f x has elements.
-        let y = expr(
+    /// `jacobian f x` (`f : S -> T` first-order, `x` a local or literal) as
+    /// the interpreter computes it (`crate::ad::operators`, which this must
+    /// follow step for step, for the same numbers and the same `trace`
+    /// output): with n real leaves in `x`, none: `f x` with each real
+    /// replaced by `x`; else one `jvp` along the first basis tangent gives
+    /// the output `y` and its m real leaves; with m ≥ n the other columns
+    /// come from n − 1 more `jvp`s, else the rows from one `vjp` and m
+    /// pullbacks. The shapes are walked by [`Lowerer::walk_reals`].
+    fn jacobian(&mut self, f: Expr, x: Expr, ty: Type, span: Span) -> R<Expr> {
+        let s = x.ty.clone();
+        let Type::Fun(_, t) = &f.ty else {
+            return Err(internal("`jacobian` of a non-function", span));
+        };
+        let t = (**t).clone();
+        let pair = Type::Tuple(vec![t.clone(), t.clone()]);
+        let zero = int_lit(0, span);
+        let n = self.count_reals(x.clone(), span)?;
+        let n = self.let_in("n", n, span)?;
+        // n = 0: each output real's gradient is `x`.
+        let y0 = expr(
             ExprKind::Apply(Box::new(f.clone()), Box::new(x.clone())),
-            real_vec.clone(),
+            t.clone(),
             span,
         );
-        let empty = expr(ExprKind::Vector(Vec::new()), real_vec.clone(), span);
-        let rows = self.build(size(y), real_vec.clone(), span, |_, _| Ok(empty))?;
-        // Otherwise the first column, and the output length m.
-        let e0 = self.basis(&n.1, &int_lit(0, span), span)?;
+        let y0 = self.let_in("y", y0, span)?;
+        let x_leaf = x.clone();
+        let constant = self.walk_reals(
+            y0.1.clone(),
+            zero.clone(),
+            &mut Vec::new(),
+            &s,
+            span,
+            &mut |_, _, _| Ok(x_leaf.clone()),
+        )?;
+        let constant = wrap_lets(vec![(y0.0, y0.2)], constant);
+        // Otherwise the first column, the output and its m reals.
+        let e0 = self.one_hot(x.clone(), zero.clone(), span)?;
         let first = expr(
             ExprKind::Prim(Prim::Jvp, vec![f.clone(), x.clone(), e0]),
             pair.clone(),
             span,
         );
         let first = self.let_in("first", first, span)?;
-        let proj = |e: &Expr, i| {
-            expr(
-                ExprKind::Proj(Box::new(e.clone()), i),
-                real_vec.clone(),
-                span,
-            )
+        let proj = |e: &Expr, i: u32, ty: &Type| {
+            expr(ExprKind::Proj(Box::new(e.clone()), i), ty.clone(), span)
         };
-        let m = self.let_in("m", size(proj(&first.1, 0)), span)?;
-        // m ≥ n: n columns by forward mode.
-        let columns = self.build(n.1.clone(), real_vec.clone(), span, |s, i| {
-            let ei = s.basis(&n.1, &i, span)?;
+        let y = self.let_in("y", proj(&first.1, 0, &t), span)?;
+        let m = self.count_reals(y.1.clone(), span)?;
+        let m = self.let_in("m", m, span)?;
+        // m ≥ n: n columns by forward mode, each a tangent of the output.
+        let columns = self.build(n.1.clone(), t.clone(), span, |s1, j| {
+            let ej = s1.one_hot(x.clone(), j.clone(), span)?;
             let column = expr(
-                ExprKind::Prim(Prim::Jvp, vec![f.clone(), x.clone(), ei]),
+                ExprKind::Prim(Prim::Jvp, vec![f.clone(), x.clone(), ej]),
                 pair.clone(),
                 span,
             );
-            let is_first = int_cmp(Prim::Eq, i, int_lit(0, span));
-            Ok(if_(is_first, proj(&first.1, 1), proj(&column, 1)))
+            let is_first = int_cmp(Prim::Eq, j, int_lit(0, span));
+            Ok(if_(is_first, proj(&first.1, 1, &t), proj(&column, 1, &t)))
         })?;
-        let by_columns = self.transpose(columns, &m.1, &n.1, span)?;
-        // m < n: m rows by reverse mode.
-        let pb_ty = Type::fun(real_vec.clone(), real_vec.clone());
-        let q = self.vjp(
-            f,
-            x,
-            Type::Tuple(vec![real_vec.clone(), pb_ty.clone()]),
+        let columns = self.let_in("columns", columns, span)?;
+        let by_columns = self.assemble_columns(&y.1, &x, &columns.1, span)?;
+        let by_columns = wrap_lets(vec![(columns.0, columns.2)], by_columns);
+        // m < n: m rows by reverse mode, each the pullback of a basis cotangent.
+        let pb_ty = Type::fun(t.clone(), s.clone());
+        let q = self.vjp(f, x, Type::Tuple(vec![t.clone(), pb_ty.clone()]), span)?;
+        let q = self.let_in("q", q, span)?;
+        let y_rev = self.let_in("y", proj(&q.1, 0, &t), span)?;
+        let pb = self.let_in("pb", proj(&q.1, 1, &pb_ty), span)?;
+        let (y_use, pb_use) = (y_rev.1.clone(), pb.1.clone());
+        let by_rows = self.walk_reals(
+            y_use.clone(),
+            zero,
+            &mut Vec::new(),
+            &s,
             span,
+            &mut |s1, r, _| {
+                let er = s1.one_hot(y_use.clone(), r, span)?;
+                Ok(expr(
+                    ExprKind::Apply(Box::new(pb_use.clone()), Box::new(er)),
+                    s.clone(),
+                    span,
+                ))
+            },
         )?;
-        let pb = self.let_in(
-            "pb",
-            expr(ExprKind::Proj(Box::new(q), 1), pb_ty, span),
-            span,
-        )?;
-        let by_rows = self.build(m.1.clone(), real_vec.clone(), span, |s, r| {
-            let er = s.basis(&m.1, &r, span)?;
-            Ok(expr(
-                ExprKind::Apply(Box::new(pb.1.clone()), Box::new(er)),
-                real_vec.clone(),
-                span,
-            ))
-        })?;
-        let by_rows = wrap_lets(vec![(pb.0, pb.2)], by_rows);
+        let by_rows = wrap_lets(vec![(q.0, q.2), (y_rev.0, y_rev.2), (pb.0, pb.2)], by_rows);
         let tall = int_cmp(Prim::Ge, m.1.clone(), n.1.clone());
         let nonempty = wrap_lets(
-            vec![(first.0, first.2), (m.0, m.2)],
+            vec![(first.0, first.2), (y.0, y.2), (m.0, m.2)],
             if_(tall, by_columns, by_rows),
         );
-        Ok(wrap_lets(vec![(n.0, n.2)], if_(is_empty, rows, nonempty)))
+        let is_empty = int_cmp(Prim::Eq, n.1.clone(), int_lit(0, span));
+        let out = wrap_lets(vec![(n.0, n.2)], if_(is_empty, constant, nonempty));
+        if out.ty != ty {
+            return Err(internal("`jacobian` of another type", span));
+        }
+        Ok(out)
     }
 
-    /// `hessian f x` (`f : Vec Real -> Real`, `x` a local or literal) as the
+    /// `hessian f x` (`f : S -> Real`, `x` a local or literal) as the
     /// interpreter computes it (`crate::ad::operators`): forward over
     /// reverse, column i the derivative of the gradient along the i-th
-    /// basis vector, `jvp (fun z -> grad f z) x eᵢ`.
-    fn hessian(&mut self, f: Expr, x: Expr, span: Span) -> R<Expr> {
-        let real_vec = Type::Vec(Box::new(Type::Real));
-        let pair = Type::Tuple(vec![real_vec.clone(), real_vec.clone()]);
-        let size = expr(ExprKind::Prim(Prim::Size, vec![x.clone()]), Type::Int, span);
-        let n = self.let_in("n", size, span)?;
-        let columns = self.build(n.1.clone(), real_vec.clone(), span, |s, i| {
-            let gradient = s.lambda("z", real_vec.clone(), real_vec.clone(), span, |_, z| {
+    /// basis tangent, `jvp (fun z -> grad f z) x eᵢ`, assembled as the
+    /// Jacobian of a function from `S` to `S`.
+    fn hessian(&mut self, f: Expr, x: Expr, ty: Type, span: Span) -> R<Expr> {
+        let s = x.ty.clone();
+        let pair = Type::Tuple(vec![s.clone(), s.clone()]);
+        let n = self.count_reals(x.clone(), span)?;
+        let n = self.let_in("n", n, span)?;
+        let columns = self.build(n.1.clone(), s.clone(), span, |s1, i| {
+            let gradient = s1.lambda("z", s.clone(), s.clone(), span, |_, z| {
                 Ok(expr(
                     ExprKind::Prim(Prim::Grad, vec![f.clone(), z]),
-                    real_vec.clone(),
+                    s.clone(),
                     span,
                 ))
             })?;
-            let ei = s.basis(&n.1, &i, span)?;
+            let ei = s1.one_hot(x.clone(), i, span)?;
             let column = expr(
                 ExprKind::Prim(Prim::Jvp, vec![gradient, x.clone(), ei]),
                 pair.clone(),
                 span,
             );
-            Ok(expr(
-                ExprKind::Proj(Box::new(column), 1),
-                real_vec.clone(),
-                span,
-            ))
+            Ok(expr(ExprKind::Proj(Box::new(column), 1), s.clone(), span))
         })?;
-        let body = self.transpose(columns, &n.1, &n.1, span)?;
-        Ok(wrap_lets(vec![(n.0, n.2)], body))
+        let columns = self.let_in("columns", columns, span)?;
+        let body = self.assemble_columns(&x, &x, &columns.1, span)?;
+        let out = wrap_lets(vec![(n.0, n.2), (columns.0, columns.2)], body);
+        if out.ty != ty {
+            return Err(internal("`hessian` of another type", span));
+        }
+        Ok(out)
+    }
+
+    /// The interpreter's `from_columns`: `y` with its i-th real replaced by
+    /// `x` with its j-th real replaced by the i-th real of `columns[j]`
+    /// (each column shaped like `y`; all locals or literals).
+    fn assemble_columns(&mut self, y: &Expr, x: &Expr, columns: &Expr, span: Span) -> R<Expr> {
+        let (x, columns) = (x.clone(), columns.clone());
+        let Type::Vec(column_ty) = &columns.ty else {
+            return Err(internal("columns of another type", span));
+        };
+        let column_ty = (**column_ty).clone();
+        let s = x.ty.clone();
+        self.walk_reals(
+            y.clone(),
+            int_lit(0, span),
+            &mut Vec::new(),
+            &s,
+            span,
+            &mut |s1, _, path| {
+                let path = path.to_vec();
+                s1.walk_reals(
+                    x.clone(),
+                    int_lit(0, span),
+                    &mut Vec::new(),
+                    &Type::Real,
+                    span,
+                    &mut |s2, j, _| {
+                        let column = expr(
+                            ExprKind::Prim(Prim::Index, vec![columns.clone(), j]),
+                            column_ty.clone(),
+                            span,
+                        );
+                        s2.leaf_at(column, &path, span)
+                    },
+                )
+            },
+        )
+    }
+
+    /// `v`'s shape with real leaf `i` 1 and the others 0 (Int and Bool
+    /// leaves carried): the interpreter's `one_hot` (`v` a local or literal).
+    fn one_hot(&mut self, v: Expr, i: Expr, span: Span) -> R<Expr> {
+        self.walk_reals(
+            v,
+            int_lit(0, span),
+            &mut Vec::new(),
+            &Type::Real,
+            span,
+            &mut |_, k, _| {
+                let lit = |x| expr(ExprKind::Lit(Lit::Real(x)), Type::Real, span);
+                Ok(if_(int_cmp(Prim::Eq, k, i.clone()), lit(1.0), lit(0.0)))
+            },
+        )
+    }
+
+    /// The interpreter's `replace_reals`, type-directed: `v` (a local or
+    /// literal, of a first-order type) with each real leaf replaced by
+    /// `leaf(index, path)` of type `leaf_ty`, where `index` is the leaf's
+    /// position in leaf order (depth first, left to right) plus `base`, and
+    /// `path` how to reach it (appended to `path`). Int, Bool and `()` leaves
+    /// are carried; a sum keeps its constructor (chosen at run time), a
+    /// vector its length. The offset of a tuple component is the count of
+    /// the components before it; of a vector element j, j · k when the
+    /// element type has k reals whatever its value, else the count of the
+    /// elements before it.
+    fn walk_reals(
+        &mut self,
+        v: Expr,
+        base: Expr,
+        path: &mut Vec<Step>,
+        leaf_ty: &Type,
+        span: Span,
+        leaf: &mut LeafFn<'a, '_>,
+    ) -> R<Expr> {
+        stack::check().map_err(|_| internal("a type nested too deep", span))?;
+        let out_ty = jacobian_type(leaf_ty, &v.ty);
+        match v.ty.clone() {
+            Type::Real => leaf(self, base, path),
+            Type::Int | Type::Bool | Type::Unit => Ok(v),
+            Type::Tuple(ts) => {
+                let mut lets = Vec::new();
+                let v = self.temp(v, &mut lets);
+                let mut offset = base;
+                let mut parts = Vec::with_capacity(ts.len());
+                for (k, t) in ts.iter().enumerate() {
+                    let c = expr(
+                        ExprKind::Proj(Box::new(v.clone()), k as u32),
+                        t.clone(),
+                        span,
+                    );
+                    let c = self.temp_unless_scalar(c, &mut lets);
+                    path.push(Step::Proj(k as u32));
+                    let part =
+                        self.walk_reals(c.clone(), offset.clone(), path, leaf_ty, span, leaf);
+                    path.pop();
+                    parts.push(part?);
+                    if k + 1 < ts.len() {
+                        let count = self.count_reals(c, span)?;
+                        offset = add_int(offset, count);
+                        offset = self.temp(offset, &mut lets);
+                    }
+                }
+                Ok(wrap_lets(lets, expr(ExprKind::Tuple(parts), out_ty, span)))
+            }
+            Type::Sum(a, b) => {
+                let mut arm = |s: &mut Self, ty: &Type, step: Step| -> R<(Pat, Box<Expr>)> {
+                    let l = s.new_local("_", ty.clone());
+                    let inner = expr(ExprKind::Local(l), ty.clone(), span);
+                    let left = matches!(step, Step::Inl);
+                    path.push(step);
+                    let e = s.walk_reals(inner, base.clone(), path, leaf_ty, span, leaf);
+                    path.pop();
+                    let e = Box::new(e?);
+                    let kind = if left {
+                        ExprKind::Inl(e)
+                    } else {
+                        ExprKind::Inr(e)
+                    };
+                    Ok((Pat::Local(l), Box::new(expr(kind, out_ty.clone(), span))))
+                };
+                let left = arm(self, &a, Step::Inl)?;
+                let right = arm(self, &b, Step::Inr)?;
+                Ok(expr(
+                    ExprKind::Case {
+                        scrutinee: Box::new(v),
+                        left,
+                        right,
+                    },
+                    out_ty.clone(),
+                    span,
+                ))
+            }
+            Type::Vec(a) => {
+                let mut lets = Vec::new();
+                let v = self.temp(v, &mut lets);
+                let size = expr(ExprKind::Prim(Prim::Size, vec![v.clone()]), Type::Int, span);
+                let elem_ty = jacobian_type(leaf_ty, &a);
+                let built = self.build(size, elem_ty, span, |s, j| {
+                    let before = match static_reals(&a) {
+                        Some(k) => mul_int(j.clone(), k),
+                        None => {
+                            let v = v.clone();
+                            let prefix = s.build(j.clone(), (*a).clone(), span, |_, l| {
+                                Ok(expr(
+                                    ExprKind::Prim(Prim::Index, vec![v, l]),
+                                    (*a).clone(),
+                                    span,
+                                ))
+                            })?;
+                            s.count_reals(prefix, span)?
+                        }
+                    };
+                    let mut lets = Vec::new();
+                    let offset = add_int(base, before);
+                    let offset = s.temp(offset, &mut lets);
+                    let e = expr(
+                        ExprKind::Prim(Prim::Index, vec![v.clone(), j.clone()]),
+                        (*a).clone(),
+                        span,
+                    );
+                    let e = s.temp_unless_scalar(e, &mut lets);
+                    path.push(Step::Index(j));
+                    let out = s.walk_reals(e, offset, path, leaf_ty, span, leaf);
+                    path.pop();
+                    Ok(wrap_lets(lets, out?))
+                })?;
+                Ok(wrap_lets(lets, built))
+            }
+            _ => Err(internal(
+                "a Jacobian at a type that is not first-order",
+                span,
+            )),
+        }
+    }
+
+    /// [`Lowerer::temp`] for a part of a value the walks visit more than
+    /// once (a tuple, sum or vector); a scalar part is used once at most (a
+    /// real's value never: its leaf is replaced).
+    fn temp_unless_scalar(&mut self, v: Expr, lets: &mut Vec<(Local, Expr)>) -> Expr {
+        match v.ty {
+            Type::Real | Type::Int | Type::Bool | Type::Unit => v,
+            _ => self.temp(v, lets),
+        }
+    }
+
+    /// The number of real leaves of `v` (an `Int`), as the interpreter's
+    /// `real_leaves(v).len()`.
+    fn count_reals(&mut self, v: Expr, span: Span) -> R<Expr> {
+        stack::check().map_err(|_| internal("a type nested too deep", span))?;
+        if let Some(k) = static_reals(&v.ty) {
+            return Ok(int_lit(k, span));
+        }
+        match v.ty.clone() {
+            Type::Tuple(ts) => {
+                let mut lets = Vec::new();
+                let v = self.temp(v, &mut lets);
+                let mut total = int_lit(0, span);
+                for (k, t) in ts.iter().enumerate() {
+                    let c = expr(
+                        ExprKind::Proj(Box::new(v.clone()), k as u32),
+                        t.clone(),
+                        span,
+                    );
+                    let count = self.count_reals(c, span)?;
+                    total = add_int(total, count);
+                }
+                Ok(wrap_lets(lets, total))
+            }
+            Type::Sum(a, b) => {
+                let arm = |s: &mut Self, ty: &Type| -> R<(Pat, Box<Expr>)> {
+                    let l = s.new_local("_", ty.clone());
+                    let count = s.count_reals(expr(ExprKind::Local(l), ty.clone(), span), span)?;
+                    Ok((Pat::Local(l), Box::new(count)))
+                };
+                let left = arm(self, &a)?;
+                let right = arm(self, &b)?;
+                Ok(expr(
+                    ExprKind::Case {
+                        scrutinee: Box::new(v),
+                        left,
+                        right,
+                    },
+                    Type::Int,
+                    span,
+                ))
+            }
+            Type::Vec(a) => {
+                if let Some(k) = static_reals(&a) {
+                    let size = expr(ExprKind::Prim(Prim::Size, vec![v]), Type::Int, span);
+                    return Ok(mul_int(size, k));
+                }
+                // fold (fun acc e -> acc + count e) 0 v
+                let f = self.new_fun(format!("{}.count", self.current_name()), span);
+                let saved = self.current.replace(f);
+                let acc = self.new_local("acc", Type::Int);
+                let e = self.new_local("e", (*a).clone());
+                let count = self.count_reals(expr(ExprKind::Local(e), (*a).clone(), span), span);
+                self.current = saved;
+                let body = add_int(expr(ExprKind::Local(acc), Type::Int, span), count?);
+                let fun = &mut self.prog.funs[f.0 as usize];
+                fun.params = vec![(Pat::Local(acc), Type::Int), (Pat::Local(e), (*a).clone())];
+                fun.ret = Type::Int;
+                fun.body = body;
+                let f_ty = Type::fun(Type::Int, Type::fun((*a).clone(), Type::Int));
+                let closure = expr(ExprKind::Closure(f), f_ty, span);
+                Ok(expr(
+                    ExprKind::Prim(Prim::Fold, vec![closure, int_lit(0, span), v]),
+                    Type::Int,
+                    span,
+                ))
+            }
+            _ => Err(internal(
+                "a Jacobian at a type that is not first-order",
+                span,
+            )),
+        }
+    }
+
+    /// The real at `path` in `v` (shaped like the value the path was taken
+    /// in): 0 if a sum on the way has the other constructor, as the
+    /// interpreter's `from_columns` takes a missing entry as 0.
+    fn leaf_at(&mut self, v: Expr, path: &[Step], span: Span) -> R<Expr> {
+        let Some((step, rest)) = path.split_first() else {
+            return Ok(v);
+        };
+        match (step, v.ty.clone()) {
+            (Step::Proj(k), Type::Tuple(ts)) => {
+                let t = ts.get(*k as usize).cloned().unwrap_or(Type::Unit);
+                let c = expr(ExprKind::Proj(Box::new(v), *k), t, span);
+                self.leaf_at(c, rest, span)
+            }
+            (Step::Index(j), Type::Vec(a)) => {
+                let e = expr(ExprKind::Prim(Prim::Index, vec![v, j.clone()]), *a, span);
+                self.leaf_at(e, rest, span)
+            }
+            (Step::Inl | Step::Inr, Type::Sum(a, b)) => {
+                let zero = expr(ExprKind::Lit(Lit::Real(0.0)), Type::Real, span);
+                let ty = if matches!(step, Step::Inl) { *a } else { *b };
+                let l = self.new_local("_", ty.clone());
+                let found = self.leaf_at(expr(ExprKind::Local(l), ty, span), rest, span)?;
+                let (hit, miss) = (
+                    (Pat::Local(l), Box::new(found)),
+                    (Pat::Wild, Box::new(zero)),
+                );
+                let (left, right) = if matches!(step, Step::Inl) {
+                    (hit, miss)
+                } else {
+                    (miss, hit)
+                };
+                Ok(expr(
+                    ExprKind::Case {
+                        scrutinee: Box::new(v),
+                        left,
+                        right,
+                    },
+                    Type::Real,
+                    span,
+                ))
+            }
+            _ => Err(internal("a path through a value of another type", span)),
+        }
     }
 
     /// A new local bound to `value`: (the local, its use, the value).
@@ -897,33 +1221,6 @@ impl Lowerer<'_> {
             Type::Vec(Box::new(elem)),
             span,
         ))
-    }
-
-    /// The basis vector `eᵢ` of length `n` (both `Int` locals or literals).
-    fn basis(&mut self, n: &Expr, i: &Expr, span: Span) -> R<Expr> {
-        let i = i.clone();
-        self.build(n.clone(), Type::Real, span, |_, j| {
-            let lit = |x| expr(ExprKind::Lit(Lit::Real(x)), Type::Real, span);
-            Ok(if_(int_cmp(Prim::Eq, j, i), lit(1.0), lit(0.0)))
-        })
-    }
-
-    /// The `rows` × `cols` matrix whose column c is `columns[c]` (the
-    /// interpreter's `from_columns`).
-    fn transpose(&mut self, columns: Expr, rows: &Expr, cols: &Expr, span: Span) -> R<Expr> {
-        let real_vec = Type::Vec(Box::new(Type::Real));
-        let (t, use_, value) = self.let_in("columns", columns, span)?;
-        let cols = cols.clone();
-        let matrix = self.build(rows.clone(), real_vec.clone(), span, |s, r| {
-            s.build(cols, Type::Real, span, |_, c| {
-                let index = |v: Expr, i: Expr, ty: Type| {
-                    expr(ExprKind::Prim(Prim::Index, vec![v, i]), ty, span)
-                };
-                let column = index(use_, c, real_vec);
-                Ok(index(column, r, Type::Real))
-            })
-        })?;
-        Ok(wrap_lets(vec![(t, value)], matrix))
     }
 
     /// `vjp f x` as `(vjp f x, fun ct -> vjp f x ct)`: `Prim::Vjp` of two
@@ -1115,6 +1412,76 @@ fn translated(span: Span) -> Unsupported {
     Unsupported {
         what: "the translated dialect (files starting `#!translated`)".into(),
         span,
+    }
+}
+
+/// A step from a value to one of its parts: how [`Lowerer::walk_reals`]
+/// reached a real leaf, to find the same leaf in another value of the shape.
+#[derive(Clone, Debug)]
+enum Step {
+    /// Component k of a tuple.
+    Proj(u32),
+    /// The value inside an `inl`.
+    Inl,
+    /// The value inside an `inr`.
+    Inr,
+    /// The element at this index (an `Int` local) of a vector.
+    Index(Expr),
+}
+
+/// What [`Lowerer::walk_reals`] puts at a real leaf, from the leaf's index
+/// and path.
+type LeafFn<'a, 'f> = dyn FnMut(&mut Lowerer<'a>, Expr, &[Step]) -> R<Expr> + 'f;
+
+/// The number of real leaves of every value of type `t`, if it does not
+/// depend on the value (no sums or vectors with reals inside).
+fn static_reals(t: &Type) -> Option<i64> {
+    match t {
+        Type::Real => Some(1),
+        Type::Int | Type::Bool | Type::Unit => Some(0),
+        Type::Tuple(ts) => ts.iter().map(static_reals).sum(),
+        Type::Sum(a, b) => match (static_reals(a), static_reals(b)) {
+            (Some(0), Some(0)) => Some(0),
+            _ => None,
+        },
+        Type::Vec(a) => (static_reals(a) == Some(0)).then_some(0),
+        _ => None,
+    }
+}
+
+/// Data without functions: what `jacobian` and `hessian` take and return.
+fn first_order(t: &Type) -> bool {
+    match t {
+        Type::Real | Type::Int | Type::Bool | Type::Unit => true,
+        Type::Tuple(ts) => ts.iter().all(first_order),
+        Type::Sum(a, b) => first_order(a) && first_order(b),
+        Type::Vec(a) => first_order(a),
+        _ => false,
+    }
+}
+
+/// `a + b` of two `Int`s, folded when they are literals or one is 0.
+fn add_int(a: Expr, b: Expr) -> Expr {
+    let span = a.span;
+    match (&a.kind, &b.kind) {
+        (ExprKind::Lit(Lit::Int(x)), ExprKind::Lit(Lit::Int(y))) => int_lit(x + y, span),
+        (ExprKind::Lit(Lit::Int(0)), _) => b,
+        (_, ExprKind::Lit(Lit::Int(0))) => a,
+        _ => expr(ExprKind::Prim(Prim::Add, vec![a, b]), Type::Int, span),
+    }
+}
+
+/// `a · k` of an `Int` and a constant, folded for k = 0 and 1.
+fn mul_int(a: Expr, k: i64) -> Expr {
+    let span = a.span;
+    match k {
+        0 => int_lit(0, span),
+        1 => a,
+        _ => expr(
+            ExprKind::Prim(Prim::Mul, vec![a, int_lit(k, span)]),
+            Type::Int,
+            span,
+        ),
     }
 }
 

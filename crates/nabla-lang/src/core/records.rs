@@ -267,10 +267,7 @@ impl Eraser<'_> {
     /// expressions to place in name order: a value that is not a variable
     /// or a literal is bound by a `let` first (returned for the caller to
     /// wrap around its result) when there are two or more such values.
-    fn in_written_order(
-        &mut self,
-        fields: &[(Ident, Expr)],
-    ) -> Result<(Vec<(String, Expr)>, Vec<(Ident, Expr)>), Diagnostic> {
+    fn in_written_order(&mut self, fields: &[(Ident, Expr)]) -> Result<InOrder, Diagnostic> {
         let trivial = |e: &Expr| {
             matches!(
                 e.kind,
@@ -432,3 +429,7 @@ impl Eraser<'_> {
         es.iter().map(|e| self.expr(e)).collect()
     }
 }
+
+/// Field values placed in name order, and the `let`s to wrap around them
+/// (see `in_written_order`).
+type InOrder = (Vec<(String, Expr)>, Vec<(Ident, Expr)>);
