@@ -3,8 +3,9 @@
 //! gradient with respect to all 2500 entries. One generic function over
 //! `nalgebra::RealField`, run at each library's scalar type.
 //!
-//! ad_trait is absent: its scalar types implement `RealField` of nalgebra 0.34
-//! (simba 0.9), not of nalgebra 0.35 which the others use.
+//! ad_trait's scalar types implement `RealField` of nalgebra 0.34 (simba 0.9), not
+//! of nalgebra 0.35 which the others use, so it runs the same function written
+//! against nalgebra 0.34 ([`logdet_nalgebra_034`]).
 
 use nalgebra::{DMatrix, RealField};
 use num_dual::Dual64;
@@ -30,6 +31,20 @@ pub fn logdet<T: RealField + Copy>(m: &[T]) -> T {
         .map(|&d| d.ln())
         .fold(T::zero(), |s, d| s + d)
         * nalgebra::convert(2.0)
+}
+
+/// [`logdet`] against nalgebra 0.34, for ad_trait.
+pub fn logdet_nalgebra_034<T: nalgebra034::RealField + Copy>(m: &[T]) -> T {
+    use nalgebra034::DMatrix;
+    let n = (m.len() as f64).sqrt() as usize;
+    let m = DMatrix::from_row_slice(n, n, m);
+    let a = &m * m.transpose() + DMatrix::identity(n, n) * nalgebra034::convert::<f64, T>(n as f64);
+    let l = a.cholesky().expect("positive definite").l();
+    l.diagonal()
+        .iter()
+        .map(|&d| d.ln())
+        .fold(T::zero(), |s, d| s + d)
+        * nalgebra034::convert(2.0)
 }
 
 /// The closed form 2 (A⁻¹ M), A = M Mᵀ + n I (the reference).
@@ -68,6 +83,16 @@ pub fn echidna_grad(m: &[f64]) -> Vec<f64> {
     echidna::grad(|m| logdet(m), m)
 }
 
+/// ad_trait: `adr` on its computation graph, through nalgebra 0.34.
+pub fn ad_trait_grad(m: &[f64]) -> Vec<f64> {
+    use ad_trait::reverse_ad::adr::{GlobalComputationGraph, adr};
+    GlobalComputationGraph::get().reset();
+    let inputs: Vec<adr> = m.iter().map(|&v| adr::new_variable(v, false)).collect();
+    let output = logdet_nalgebra_034(&inputs);
+    let backward = output.get_backwards_mode_grad();
+    inputs.iter().map(|v| backward.wrt(v)).collect()
+}
+
 /// echidna: one `Dual<f64>` pass per entry.
 pub fn echidna_forward_grad(m: &[f64]) -> Vec<f64> {
     let mut xs: Vec<echidna::Dual64> = m.iter().map(|&v| echidna::Dual64::constant(v)).collect();
@@ -89,6 +114,7 @@ pub fn check(forward: bool) -> Result<(), String> {
     let mut results = vec![
         ("nabla tape::grad", nabla_tape_grad(&m)),
         ("echidna", echidna_grad(&m)),
+        ("ad_trait", ad_trait_grad(&m)),
     ];
     if forward {
         results.push(("nabla grad_forward", nabla_forward_grad(&m)));

@@ -72,10 +72,8 @@ pub fn gradient_by_hand(p: &[f64], data: &[Sample]) -> Vec<f64> {
     for (input, target) in data {
         let t: Vec<f64> = (0..HIDDEN)
             .map(|h| {
-                let pre: f64 = p[b1 + h]
-                    + (0..IN)
-                        .map(|i| p[w1 + h * IN + i] * input[i])
-                        .sum::<f64>();
+                let pre: f64 =
+                    p[b1 + h] + (0..IN).map(|i| p[w1 + h * IN + i] * input[i]).sum::<f64>();
                 pre.tanh()
             })
             .collect();

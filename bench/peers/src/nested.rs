@@ -85,12 +85,30 @@ pub mod nabla_impl {
 
     /// Forward mode.
     pub struct Forward;
+    /// Forward mode seeded by hand, one `Dual::new` pass per coordinate over one
+    /// reused vector, as the num-dual and echidna versions do: a diagnostic that
+    /// separates what `grad_forward` costs from what the arithmetic costs.
+    pub struct ForwardBySeeding;
     /// Reverse mode.
     pub struct Backward;
 
     impl GradMode for Forward {
         fn gradient<S: Scalar, F: ScalarFn<S>>(f: &F, x: &[S]) -> Vec<S> {
             grad_forward(|v| f.eval(v, Dual::constant), x)
+        }
+    }
+
+    impl GradMode for ForwardBySeeding {
+        fn gradient<S: Scalar, F: ScalarFn<S>>(f: &F, x: &[S]) -> Vec<S> {
+            let mut xs: Vec<Dual<S>> = x.iter().map(|&v| Dual::constant(v)).collect();
+            (0..x.len())
+                .map(|i| {
+                    xs[i] = Dual::new(x[i], S::one());
+                    let d = f.eval(&xs, Dual::constant).tangent();
+                    xs[i] = Dual::constant(x[i]);
+                    d
+                })
+                .collect()
         }
     }
 
@@ -266,7 +284,7 @@ pub mod num_dual_impl {
             .iter()
             .map(|c| {
                 let (dx, dy) = (x[0] - c[0], x[1] - c[1]);
-                (dx * dx + dy * dy).sqrt().recip()
+                T::one() / (dx * dx + dy * dy).sqrt()
             })
             .sum()
     }
@@ -371,7 +389,7 @@ pub mod echidna_impl {
             .iter()
             .map(|c| {
                 let (dx, dy) = (x[0] - c[0], x[1] - c[1]);
-                (dx * dx + dy * dy).sqrt().recip()
+                T::one() / (dx * dx + dy * dy).sqrt()
             })
             .fold(T::zero(), |s, t| s + t)
     }
@@ -408,7 +426,16 @@ pub mod echidna_impl {
     }
 }
 
-use nabla_impl::{Backward, Forward};
+use nabla_impl::{Backward, Forward, ForwardBySeeding};
+
+/// nabla saddle FF, gradients seeded by hand (diagnostic).
+pub fn nabla_saddle_ff_seeded() -> [f64; 4] {
+    nabla_impl::saddle::<ForwardBySeeding, ForwardBySeeding>()
+}
+/// nabla particle FF, gradients seeded by hand (diagnostic).
+pub fn nabla_particle_ff_seeded() -> f64 {
+    nabla_impl::particle::<ForwardBySeeding, ForwardBySeeding>()
+}
 
 /// nabla saddle FF.
 pub fn nabla_saddle_ff() -> [f64; 4] {
@@ -435,6 +462,7 @@ pub fn check() -> Result<(), String> {
         &[
             ("nabla FF", nabla_saddle_ff().to_vec()),
             ("nabla RR", nabla_saddle_rr().to_vec()),
+            ("nabla FF seeded", nabla_saddle_ff_seeded().to_vec()),
             ("num-dual FF", num_dual_impl::saddle().to_vec()),
             ("echidna FF", echidna_impl::saddle().to_vec()),
         ],
@@ -446,6 +474,7 @@ pub fn check() -> Result<(), String> {
         &[
             ("nabla FF", vec![nabla_particle_ff()]),
             ("nabla RR", vec![nabla_particle_rr()]),
+            ("nabla FF seeded", vec![nabla_particle_ff_seeded()]),
             ("num-dual FF", vec![num_dual_impl::particle()]),
             ("echidna FF", vec![echidna_impl::particle()]),
         ],

@@ -95,6 +95,17 @@ pub fn nabla_jvp(x: &[f64], v: &[f64]) -> f64 {
     nabla::jvp(|x| vec![nabla_f(x)], x, v).1[0]
 }
 
+/// nabla: `Dual<f64>` seeded with the direction by hand, as for the others
+/// (`jvp` less its own allocations and checks).
+pub fn nabla_dual(x: &[f64], v: &[f64]) -> f64 {
+    let xs: Vec<nabla::Dual<f64>> = x
+        .iter()
+        .zip(v)
+        .map(|(&x, &v)| nabla::Dual::new(x, v))
+        .collect();
+    nabla_f(&xs).tangent()
+}
+
 /// num-dual: `Dual64` seeded with the direction.
 pub fn num_dual_jvp(x: &[f64], v: &[f64]) -> f64 {
     let xs: Vec<Dual64> = x.iter().zip(v).map(|(&x, &v)| Dual64::new(x, v)).collect();
@@ -127,7 +138,10 @@ pub fn check() -> Result<(), String> {
         &[value],
         &[
             ("nabla", vec![nabla::value_and_grad(|x| nabla_f(x), &x).0]),
-            ("num-dual", vec![num_dual_f(&x.iter().map(|&x| Dual64::from(x)).collect::<Vec<_>>()).re]),
+            (
+                "num-dual",
+                vec![num_dual_f(&x.iter().map(|&x| Dual64::from(x)).collect::<Vec<_>>()).re],
+            ),
         ],
         1e-13,
     )?;
@@ -147,7 +161,8 @@ pub fn check() -> Result<(), String> {
         "rosenbrock directional derivative",
         &[along],
         &[
-            ("nabla", vec![nabla_jvp(&x, &v)]),
+            ("nabla jvp", vec![nabla_jvp(&x, &v)]),
+            ("nabla Dual", vec![nabla_dual(&x, &v)]),
             ("num-dual", vec![num_dual_jvp(&x, &v)]),
             ("echidna", vec![echidna_jvp(&x, &v)]),
             ("ad_trait", vec![ad_trait_jvp(&x, &v)]),
