@@ -80,7 +80,7 @@ pub fn num_dual_grad(m: &[f64]) -> Vec<f64> {
 
 /// echidna: `echidna::grad` (`Reverse<f64>`).
 pub fn echidna_grad(m: &[f64]) -> Vec<f64> {
-    echidna::grad(|m| logdet(m), m)
+    echidna::grad(logdet, m)
 }
 
 /// ad_trait: `adr` on its computation graph, through nalgebra 0.34.

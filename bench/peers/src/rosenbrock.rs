@@ -70,12 +70,12 @@ pub fn nabla_grad(x: &[f64]) -> Vec<f64> {
 
 /// nabla: `tape::grad` (`TapeReverse<f64>`, the `'static` scalar).
 pub fn nabla_tape_grad(x: &[f64]) -> Vec<f64> {
-    nabla::tape::grad(|x| nabla_f(x), x)
+    nabla::tape::grad(nabla_f, x)
 }
 
 /// echidna: `echidna::grad` (`Reverse<f64>`, a thread-local tape).
 pub fn echidna_grad(x: &[f64]) -> Vec<f64> {
-    echidna::grad(|x| echidna_reverse_f(x), x)
+    echidna::grad(echidna_reverse_f, x)
 }
 
 /// ad_trait: `adr` on its thread-local computation graph, as its `ReverseAD`
