@@ -37,7 +37,10 @@ pub fn run_untrusted_both(bytes: &[u8]) -> Result<(), String> {
     let Ok(native) = Native::compile_main(&prog, entry, &options) else {
         return Ok(());
     };
-    let shown = s.type_of("main").cloned().unwrap_or(nabla_lang::types::Type::Unit);
+    let shown = s
+        .type_of("main")
+        .cloned()
+        .unwrap_or(nabla_lang::types::Type::Unit);
     let native = native
         .run()
         .map(|v| print_value_as(&v, &shown))

@@ -361,6 +361,20 @@ impl<R: Real, S: Scalar<R> + Precision<Real = R>> Pullback<S> {
         )
     }
 
+    /// The Jacobian, row i the input cotangent of the i-th basis output
+    /// cotangent: one backward sweep per output.
+    pub(crate) fn jacobian_rows(&self) -> Vec<Vec<S>> {
+        let mut cotangent = vec![S::zero(); self.outputs.len()];
+        (0..self.outputs.len())
+            .map(|i| {
+                cotangent[i] = S::one();
+                let row = self.apply(&cotangent);
+                cotangent[i] = S::zero();
+                row
+            })
+            .collect()
+    }
+
     /// The number of Delta ids in the trace — one per input variable, one per
     /// `Let` — a measure of the memory reverse mode used, at most linear in the
     /// number of operations performed. Only the `Let`s take an entry of
@@ -463,16 +477,7 @@ where
     S: Scalar<R>,
     F: for<'t> FnOnce(&[Reverse<'t, S>]) -> Vec<Reverse<'t, S>>,
 {
-    let (values, pullback) = vjp(f, x);
-    let mut cotangent = vec![S::zero(); values.len()];
-    (0..values.len())
-        .map(|i| {
-            cotangent[i] = S::one();
-            let row = pullback.apply(&cotangent);
-            cotangent[i] = S::zero();
-            row
-        })
-        .collect()
+    vjp(f, x).1.jacobian_rows()
 }
 
 /// A vector function written once for every scalar type built on the level `S` it

@@ -527,16 +527,7 @@ where
     S: Scalar<R> + 'static,
     F: FnOnce(&[TapeReverse<S>]) -> Vec<TapeReverse<S>>,
 {
-    let (values, pullback) = vjp(f, x);
-    let mut cotangent = vec![S::zero(); values.len()];
-    (0..values.len())
-        .map(|i| {
-            cotangent[i] = S::one();
-            let row = pullback.apply(&cotangent);
-            cotangent[i] = S::zero();
-            row
-        })
-        .collect()
+    vjp(f, x).1.jacobian_rows()
 }
 
 /// The Hessian-vector product H·v of a real-valued `f` at `x`, forward over

@@ -61,13 +61,7 @@ struct Expander<'a> {
 impl Expander<'_> {
     fn expr(&mut self, e: &mut Expr) -> Result<(), TypeError> {
         if stack::check().is_err() {
-            return Err(TypeError {
-                message: "program nested too deeply".into(),
-                span: e.span,
-                label: "nesting limit reached here".into(),
-                secondary: Vec::new(),
-                note: None,
-            });
+            return Err(super::infer::too_deep(e.span));
         }
         let mut result = Ok(());
         for c in e.kind.children_mut() {

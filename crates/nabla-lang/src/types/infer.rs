@@ -163,6 +163,7 @@ struct IntOperand {
     op: &'static str,
 }
 
+#[derive(Clone, Copy)]
 enum UnifyError {
     Mismatch,
     Occurs,
@@ -554,7 +555,8 @@ impl Checker {
     }
 }
 
-fn too_deep(span: Span) -> TypeError {
+/// The error of a program nested deeper than the stack budget allows.
+pub(crate) fn too_deep(span: Span) -> TypeError {
     TypeError {
         message: "program nested too deeply".into(),
         span,
@@ -788,32 +790,23 @@ impl Checker {
     /// Requires `t` to be first-order data: no function types inside; its
     /// variables become [`Kind::Data`] (or stay a stronger kind).
     fn constrain_data(&mut self, t: &Type) -> Result<(), UnifyError> {
-        if !self.tick() {
-            return Err(UnifyError::Occurs);
-        }
-        let t = self.resolve(t);
-        match &*t {
-            &Type::Var(w) => {
-                let info = &mut self.vars[w as usize];
-                info.kind = info.kind.max(Kind::Data);
-                Ok(())
-            }
-            Type::Fun(..) | Type::Con(..) => Err(UnifyError::NotData),
-            Type::Tuple(ts) | Type::Record(_, ts) => {
-                ts.iter().try_for_each(|t| self.constrain_data(t))
-            }
-            Type::Sum(a, b) => {
-                self.constrain_data(a)?;
-                self.constrain_data(b)
-            }
-            Type::Vec(a) => self.constrain_data(a),
-            _ => Ok(()),
-        }
+        self.constrain_no_functions(t, Kind::Data, UnifyError::NotData)
     }
 
     /// Requires `t` to have structural equality (super::equality): no
     /// functions inside; its variables become [`Kind::Eq`] (or stay `Num`).
     fn constrain_eq(&mut self, t: &Type) -> Result<(), UnifyError> {
+        self.constrain_no_functions(t, Kind::Eq, UnifyError::NotEq)
+    }
+
+    /// Requires `t` to have no function (or translated-only) type inside,
+    /// raising its variables to at least `kind`; `error` if it has one.
+    fn constrain_no_functions(
+        &mut self,
+        t: &Type,
+        kind: Kind,
+        error: UnifyError,
+    ) -> Result<(), UnifyError> {
         if !self.tick() {
             return Err(UnifyError::Occurs);
         }
@@ -821,18 +814,18 @@ impl Checker {
         match &*t {
             &Type::Var(w) => {
                 let info = &mut self.vars[w as usize];
-                info.kind = info.kind.max(Kind::Eq);
+                info.kind = info.kind.max(kind);
                 Ok(())
             }
-            Type::Fun(..) | Type::Con(..) => Err(UnifyError::NotEq),
-            Type::Tuple(ts) | Type::Record(_, ts) => {
-                ts.iter().try_for_each(|t| self.constrain_eq(t))
-            }
+            Type::Fun(..) | Type::Con(..) => Err(error),
+            Type::Tuple(ts) | Type::Record(_, ts) => ts
+                .iter()
+                .try_for_each(|t| self.constrain_no_functions(t, kind, error)),
             Type::Sum(a, b) => {
-                self.constrain_eq(a)?;
-                self.constrain_eq(b)
+                self.constrain_no_functions(a, kind, error)?;
+                self.constrain_no_functions(b, kind, error)
             }
-            Type::Vec(a) => self.constrain_eq(a),
+            Type::Vec(a) => self.constrain_no_functions(a, kind, error),
             _ => Ok(()),
         }
     }

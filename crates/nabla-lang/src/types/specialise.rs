@@ -218,7 +218,7 @@ impl Specialiser<'_> {
         current: &HashMap<Binder, String>,
     ) -> Result<(), TypeError> {
         if stack::check().is_err() {
-            return Err(too_deep(e.span));
+            return Err(super::infer::too_deep(e.span));
         }
         let id = e.id;
         if fresh {
@@ -341,16 +341,6 @@ impl Bound<'_> {
     }
 }
 
-fn too_deep(span: crate::syntax::span::Span) -> TypeError {
-    TypeError {
-        message: "program nested too deeply".into(),
-        span,
-        label: "nesting limit reached here".into(),
-        secondary: Vec::new(),
-        note: None,
-    }
-}
-
 /// Appends a name for `t` to `out`: prefix notation with arities, so
 /// different types get different names (`Vec_Real`, `Tup2_Int_Bool`).
 fn push_type_name(out: &mut String, t: &Type) {
@@ -402,7 +392,7 @@ fn push_type_name(out: &mut String, t: &Type) {
 /// Records every name `e` uses or binds, and the largest node id.
 fn collect(e: &mut Expr, names: &mut HashSet<String>, max_id: &mut u32) -> Result<(), TypeError> {
     if stack::check().is_err() {
-        return Err(too_deep(e.span));
+        return Err(super::infer::too_deep(e.span));
     }
     *max_id = (*max_id).max(e.id.0);
     let mut bind = |p: &Pattern| {

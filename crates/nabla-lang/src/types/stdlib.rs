@@ -79,16 +79,6 @@ pub(crate) fn expand(defs: &[Def]) -> Result<Option<Vec<Def>>, TypeError> {
     Ok(Some(out))
 }
 
-fn too_deep(span: Span) -> TypeError {
-    TypeError {
-        message: "program nested too deeply".into(),
-        span,
-        label: "nesting limit reached here".into(),
-        secondary: Vec::new(),
-        note: None,
-    }
-}
-
 /// The largest node id of `e`, and whether it names a library function.
 fn scan(e: &Expr, max_id: &mut u32, uses: &mut bool) -> Result<(), TypeError> {
     let mut stack = vec![e];
@@ -103,7 +93,6 @@ fn scan(e: &Expr, max_id: &mut u32, uses: &mut bool) -> Result<(), TypeError> {
     }
     Ok(())
 }
-
 
 struct Expander {
     /// The program's top-level names (they shadow the library's).
@@ -142,7 +131,7 @@ impl Expander {
 
     fn expr(&mut self, e: &mut Expr) -> Result<(), TypeError> {
         if stack::check().is_err() {
-            return Err(too_deep(e.span));
+            return Err(super::infer::too_deep(e.span));
         }
         if e.id.0 >= self.first_fresh {
             return Ok(());
@@ -322,7 +311,9 @@ fn replace_head(e: &mut Expr, new: Expr) {
 
 fn binding_at(b: &mut FunBinding, span: Span, next_id: &mut u32) {
     b.name.span = span;
-    b.params.iter_mut().for_each(|p| pattern_at(p, span, next_id));
+    b.params
+        .iter_mut()
+        .for_each(|p| pattern_at(p, span, next_id));
     if let Some(t) = &mut b.ret {
         type_at(t, span);
     }
@@ -385,7 +376,6 @@ fn type_at(t: &mut TypeExpr, span: Span) {
         }
     }
 }
-
 
 #[cfg(test)]
 mod tests {
