@@ -683,6 +683,25 @@ fn repl_it_is_the_last_value() {
 }
 
 #[test]
+fn repl_declares_types_and_keeps_records() {
+    let input =
+        b"type P = { x : Real, y : Real }\ndef norm (p : P) = sqrt (p.x * p.x + p.y * p.y)\n\
+{ y = 4.0, x = 3.0 }\n:type it\n{ it with x = 1.0 }\nnorm it\ngrad norm { x = 3.0, y = 4.0 }\n";
+    let o = run_with(&["repl"], Some(input));
+    let out = stdout(&o);
+    for line in [
+        "{ x = 3.0, y = 4.0 }",
+        "it : { x : Real, y : Real }",
+        "{ x = 1.0, y = 4.0 }",
+        "4.123105625617661",
+        "{ x = 0.6000000000000001, y = 0.8 }",
+    ] {
+        assert!(out.lines().any(|l| l == line), "missing {line:?} in {out}");
+    }
+    assert!(stderr(&o).is_empty(), "{}", stderr(&o));
+}
+
+#[test]
 fn repl_error_columns_count_leading_spaces() {
     // The input used to be trimmed first, so the column was that of `true`
     // in `1 + true`, not in the line typed.
