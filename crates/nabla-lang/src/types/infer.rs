@@ -1512,10 +1512,18 @@ impl Checker {
         };
         let Some(i) = names.iter().position(|n| *n == p.field.name) else {
             let shown = self.show(&p.record);
+            let close = names
+                .iter()
+                .map(|n| (edit_distance(&p.field.name, n), n))
+                .filter(|&(d, _)| d <= 2)
+                .min();
             return Err(TypeError {
                 message: format!("the record type {shown} has no field `{}`", p.field.name),
                 span: p.field.span,
-                label: "no such field".into(),
+                label: match close {
+                    Some((_, n)) => format!("no such field; did you mean `{n}`?"),
+                    None => "no such field".into(),
+                },
                 secondary: vec![(p.span, format!("this has type {shown}"))],
                 note: Some(format!("its fields are {}", names.join(", "))),
             });
