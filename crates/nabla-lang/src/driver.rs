@@ -9,7 +9,7 @@ use crate::syntax::ast::{Def, Expr, FunBinding, Ident};
 use crate::syntax::parser::{IdGen, parse_expression, parse_program};
 use crate::syntax::span::{SourceMap, Span};
 use crate::translate;
-use crate::types::{CheckedProgram, Kind, Type, Typing, check_program};
+use crate::types::{CheckedProgram, Kind, Type, Typing, check_program, check_program_with};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
@@ -99,7 +99,7 @@ impl Session {
             .collect();
         let first_new = defs.len();
         defs.extend(prog.defs);
-        let (source, core_defs, checked) = checked_core(&defs)?;
+        let (source, core_defs, checked) = checked_core(&defs, &self.declared_records())?;
         let out = Self::named_types(&defs, &source.def_types)
             .into_iter()
             .skip(first_new)
@@ -154,6 +154,17 @@ impl Session {
         Ok((program, entry))
     }
 
+    /// The record types declared so far (`type Name = { … }`), which the
+    /// checker takes for a record whose type nothing else tells (see
+    /// [`check_program_with`]).
+    fn declared_records(&self) -> Vec<Type> {
+        self.ids
+            .aliases()
+            .filter_map(|(_, t)| crate::types::infer::poly_index_type(t).ok())
+            .filter(|t| matches!(t, Type::Record(..)))
+            .collect()
+    }
+
     /// True if the definitions in force use records (which every back end
     /// and [`Session::named_program`] see as tuples).
     pub fn has_records(&self) -> bool {
@@ -175,7 +186,7 @@ impl Session {
         let Some(index) = self.defs.iter().position(|d| d.binding.name.name == "main") else {
             return Ok(None);
         };
-        let mono = crate::types::monomorphise(&self.defs)
+        let mono = crate::types::monomorphise_with(&self.defs, &self.declared_records())
             .map_err(|es| es.into_iter().map(Diagnostic::from).collect::<Vec<_>>())?;
         Ok(match mono.def_types.get(index) {
             Some(crate::types::Type::Fun(a, _)) => Some((**a).clone()),
@@ -189,7 +200,7 @@ impl Session {
     }
 
     fn types_of(&self, defs: &[Def]) -> Outcome<Vec<(String, String)>> {
-        let checked = check_program(defs)
+        let checked = check_program_with(defs, &self.declared_records())
             .map_err(|es| es.into_iter().map(Diagnostic::from).collect::<Vec<_>>())?;
         Ok(Self::named_types(defs, &checked.def_types))
     }
@@ -248,7 +259,7 @@ impl Session {
 
     /// Checks `defs` and evaluates definition `index`: its value and type.
     fn evaluate(&self, defs: &[Def], index: usize) -> Outcome<(Value, Type)> {
-        let (source, core_defs, checked) = checked_core(defs)?;
+        let (source, core_defs, checked) = checked_core(defs, &self.declared_records())?;
         let prog: core::Program =
             desugar_program(&core_defs, &checked.typing).map_err(|e| vec![Diagnostic::from(e)])?;
         let mut m = Machine::new(&prog, self.limits);
@@ -537,10 +548,13 @@ impl Session {
 /// Checks `defs`: their types as written, and the program with records
 /// erased to tuples ([`core::records`]) with its own facts — what every
 /// back end runs. Without records, that program is `defs` itself.
-fn checked_core(defs: &[Def]) -> Outcome<(CheckedProgram, Vec<Def>, CheckedProgram)> {
+fn checked_core(
+    defs: &[Def],
+    records: &[Type],
+) -> Outcome<(CheckedProgram, Vec<Def>, CheckedProgram)> {
     let diagnostics =
         |es: Vec<crate::types::TypeError>| es.into_iter().map(Diagnostic::from).collect::<Vec<_>>();
-    let source = check_program(defs).map_err(diagnostics)?;
+    let source = check_program_with(defs, records).map_err(diagnostics)?;
     if !core::records::has_records(&source.typing) {
         let checked = source.clone();
         return Ok((source, defs.to_vec(), checked));

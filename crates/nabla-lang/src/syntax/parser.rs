@@ -142,6 +142,11 @@ impl IdGen {
         id
     }
 
+    /// The types declared so far (`type Name = T`), by name.
+    pub fn aliases(&self) -> impl Iterator<Item = (&str, &TypeExpr)> {
+        self.aliases.iter().map(|(n, t)| (n.as_str(), t))
+    }
+
     /// Number of ids handed out so far.
     pub fn count(&self) -> usize {
         self.next as usize

@@ -238,6 +238,8 @@ pub(crate) struct Checker {
     pending_fields: Vec<PendingField>,
     /// `jacobian`/`hessian` uses waiting for their function's type.
     pending_jacobians: Vec<PendingJacobian>,
+    /// The record types the program declared (see [`check_program_with`]).
+    declared_records: Vec<Type>,
     annot_vars: HashMap<String, Type>,
     /// Operands that made arithmetic Int in the group of definitions being
     /// checked (see [`IntOperand`]).
@@ -326,20 +328,32 @@ const TYPE_WORK_BUDGET: u64 = 5_000_000;
 /// variables are not generalised, types that program: every definition is
 /// used at one numeric type, so every operator and literal gets one type.
 pub fn check_program(defs: &[Def]) -> Result<CheckedProgram, Vec<TypeError>> {
+    check_program_with(defs, &[])
+}
+
+/// [`check_program`] with the record types the program declared (`type Name
+/// = { … }`, as closed types): where a record's type is not known by the
+/// end of a definition, the one declared record type that has every field
+/// used of it is taken (`def loss m = m.w + m.b` with `type Model = { w :
+/// Real, b : Real }`).
+pub fn check_program_with(
+    defs: &[Def],
+    records: &[Type],
+) -> Result<CheckedProgram, Vec<TypeError>> {
     // The standard library's functions are expanded first (super::stdlib);
     // the program that results is the one checked and run.
     let expanded = super::stdlib::expand(defs).map_err(|e| vec![e])?;
     let defs = expanded.as_deref().unwrap_or(defs);
-    let poly = Checker::check(defs, Pass::SpecialiseNumeric)?;
+    let poly = Checker::check(defs, Pass::SpecialiseNumeric, records)?;
     let specialised = super::specialise::specialise(defs, &poly).map_err(|e| vec![e])?;
     let program = specialised.as_deref().unwrap_or(defs);
-    let mut checked = Checker::check(program, Pass::Final)?.finish();
+    let mut checked = Checker::check(program, Pass::Final, records)?.finish();
     // Structural equality: comparisons of compound values expanded, and
     // the result checked again (super::equality).
     if let Some(compared) =
         super::equality::expand(program, &checked.typing.operand_types).map_err(|e| vec![e])?
     {
-        let mut again = Checker::check(&compared, Pass::Final)?.finish();
+        let mut again = Checker::check(&compared, Pass::Final, records)?.finish();
         again.typing.specialised = Some(compared);
         return Ok(again);
     }
@@ -373,19 +387,24 @@ pub struct Monomorphic {
 /// definitions, used at several types — or where copies would exceed the
 /// budget; the interpreter, which needs no copies, still runs such programs.
 pub fn monomorphise(defs: &[Def]) -> Result<Monomorphic, Vec<TypeError>> {
+    monomorphise_with(defs, &[])
+}
+
+/// [`monomorphise`] with the declared record types (see [`check_program_with`]).
+pub fn monomorphise_with(defs: &[Def], records: &[Type]) -> Result<Monomorphic, Vec<TypeError>> {
     let expanded = super::stdlib::expand(defs).map_err(|e| vec![e])?;
     let defs = expanded.as_deref().unwrap_or(defs);
-    let poly = Checker::check(defs, Pass::SpecialiseAll)?;
+    let poly = Checker::check(defs, Pass::SpecialiseAll, records)?;
     let specialised = super::specialise::specialise(defs, &poly).map_err(|e| vec![e])?;
     let mut defs = specialised.unwrap_or_else(|| defs.to_vec());
-    let mut c = Checker::check(&defs, Pass::Monomorphic)?;
+    let mut c = Checker::check(&defs, Pass::Monomorphic, records)?;
     c.default_numeric();
     // Structural equality, as in `check_program`.
     let operands: HashMap<NodeId, Type> =
         c.operands.iter().map(|(id, t)| (*id, c.zonk(t))).collect();
     if let Some(compared) = super::equality::expand(&defs, &operands).map_err(|e| vec![e])? {
         defs = compared;
-        c = Checker::check(&defs, Pass::Monomorphic)?;
+        c = Checker::check(&defs, Pass::Monomorphic, records)?;
         c.default_numeric();
     }
     // Writing out every node's type costs its size: bounded, as inference is
@@ -420,7 +439,7 @@ pub fn monomorphise(defs: &[Def]) -> Result<Monomorphic, Vec<TypeError>> {
 
 impl Checker {
     /// Checks `defs` in the given pass (see [`check_program`], [`monomorphise`]).
-    fn check(defs: &[Def], pass: Pass) -> Result<Checker, Vec<TypeError>> {
+    fn check(defs: &[Def], pass: Pass, records: &[Type]) -> Result<Checker, Vec<TypeError>> {
         let mut c = Checker {
             vars: Vec::new(),
             level: 0,
@@ -434,6 +453,7 @@ impl Checker {
             records: Vec::new(),
             pending_fields: Vec::new(),
             pending_jacobians: Vec::new(),
+            declared_records: records.to_vec(),
             annot_vars: HashMap::new(),
             int_operands: Vec::new(),
             int_operands_of: HashMap::new(),
@@ -1532,6 +1552,36 @@ impl Checker {
         Ok(true)
     }
 
+    /// For each record type still unknown with fields pending (with
+    /// `only_generalised`, only those a `let` would generalise here), the one
+    /// declared record type that has all those fields, if there is exactly
+    /// one: unified with it. True if any was.
+    fn take_declared_records(&mut self, only_generalised: bool) -> TResult<bool> {
+        let mut wanted: Vec<(u32, Vec<String>, Span)> = Vec::new();
+        for p in &self.pending_fields {
+            if let Type::Var(v) = *self.resolve(&p.record)
+                && (!only_generalised || self.vars[v as usize].level > self.level)
+            {
+                match wanted.iter_mut().find(|(w, _, _)| *w == v) {
+                    Some((_, fields, _)) => fields.push(p.field.name.clone()),
+                    None => wanted.push((v, vec![p.field.name.clone()], p.span)),
+                }
+            }
+        }
+        let mut decided = false;
+        for (v, fields, span) in wanted {
+            let mut fits = self.declared_records.iter().filter(
+                |t| matches!(t, Type::Record(names, _) if fields.iter().all(|f| names.contains(f))),
+            );
+            if let (Some(t), None) = (fits.next(), fits.next()) {
+                let t = t.clone();
+                self.expect(&t, &Type::Var(v), span, None)?;
+                decided = true;
+            }
+        }
+        Ok(decided)
+    }
+
     /// Decides the pending `jacobian` result types it can (see
     /// [`Checker::try_jacobian`]) and applies the pending field constraints
     /// whose record types are known by now. With `all`, one still unknown is an error (the end of a
@@ -1565,6 +1615,9 @@ impl Checker {
                 break;
             }
         }
+        if self.take_declared_records(!all)? {
+            return self.discharge_deferred(all);
+        }
         let unknown = self.pending_fields.iter().position(|p| {
             all || matches!(*self.resolve(&p.record), Type::Var(v) if self.vars[v as usize].level > self.level)
         });
@@ -1580,9 +1633,10 @@ impl Checker {
                 label: "the type of this record is not known here".into(),
                 secondary: Vec::new(),
                 note: Some(
-                    "records are inferred from their fields' names only where the record is \
-                     made; give the record's type where it comes in, e.g. \
-                     `def loss (m : Model) = …` or `fun (p : { w : Real, b : Real }) -> …`"
+                    "a record's type is known where the record is made, or from the one \
+                     record type declared with `type` that has the fields used; give it where \
+                     the record comes in, e.g. `def loss (m : Model) = …` or \
+                     `fun (p : { w : Real, b : Real }) -> …`"
                         .into(),
                 ),
             });

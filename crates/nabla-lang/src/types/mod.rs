@@ -27,7 +27,10 @@ pub mod infer;
 mod specialise;
 pub mod stdlib;
 
-pub use infer::{CheckedProgram, Monomorphic, TypeError, Typing, check_program, monomorphise};
+pub use infer::{
+    CheckedProgram, Monomorphic, TypeError, Typing, check_program, check_program_with,
+    monomorphise, monomorphise_with,
+};
 
 /// A type. Unification variables are indices into the checker's table.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
