@@ -23,6 +23,11 @@
 //! assert_eq!(g, (-4.0, -6.0));
 //! ```
 //!
+//! The Jacobian of a function from a structure to a `Vec` of outputs comes back as
+//! one value of `x`'s shape per output ([`jacobian`](fn@jacobian),
+//! [`jacobian!`](crate::structured::jacobian!), [`jacobian_forward`],
+//! [`jacobian_reverse`], [`jacobian_with`]).
+//!
 //! With the feature `derive`, `#[derive(nabla::Differentiable)]` implements the trait
 //! for a struct generic over its scalar type (see [`Differentiable`]).
 //!
@@ -35,7 +40,7 @@
 //! with a `vec!`, or name the closure's argument as a slice, would stop compiling.
 //! So the structured operators live here, under the same names.
 
-use crate::{Dual, Pullback, Real, Reverse, Scalar};
+use crate::{Dual, Lift, Pullback, Real, Reverse, Scalar};
 
 /// A value that holds scalars — a model's parameters — in a fixed order, and whose
 /// shape can be rebuilt over another scalar type.
@@ -736,4 +741,219 @@ where
 {
     let flat = x.flatten();
     crate::hessian(|inputs| f(&rebuild(x, inputs)), &flat)
+}
+
+/// The rows of a flat Jacobian, each in `x`'s structure.
+fn rows<P, S>(x: &P, jacobian: &[Vec<S>]) -> Vec<P::With<S>>
+where
+    S: Copy,
+    P: Differentiable<Scalar = S>,
+{
+    jacobian.iter().map(|row| rebuild(x, row)).collect()
+}
+
+/// The Jacobian of `f` at the structure `x` by forward mode: one evaluation of `f`
+/// on dual numbers per scalar of `x` ([`crate::jacobian_forward`] on structures).
+///
+/// `f` returns a `Vec` of outputs; the result has one value of `x`'s shape per
+/// output, the gradient of that output (row `i` of the Jacobian, whose flattened
+/// form is row `i` of [`crate::jacobian_forward`] on `x.flatten()`, bit for bit).
+///
+/// ```
+/// use nabla::{Scalar, structured::jacobian_forward};
+/// // (a, [b]) ↦ (a·b, sin a)
+/// let j = jacobian_forward(|&(a, [b])| vec![a * b, a.sin()], &(2.0, [3.0]));
+/// assert_eq!(j, vec![(3.0, [2.0]), (2.0_f64.cos(), [0.0])]);
+/// ```
+pub fn jacobian_forward<P, S, F, R>(f: F, x: &P) -> Vec<P::With<S>>
+where
+    R: Real,
+    S: Scalar<R>,
+    P: Differentiable<Scalar = S>,
+    F: Fn(&P::With<Dual<S>>) -> Vec<Dual<S>>,
+{
+    let flat = x.flatten();
+    rows(x, &crate::jacobian_forward(|v| f(&rebuild(x, v)), &flat))
+}
+
+/// The Jacobian of `f` at the structure `x` by reverse mode: one evaluation of `f`,
+/// then one backward sweep per output ([`crate::jacobian_reverse`] on structures).
+///
+/// `f` returns a `Vec` of outputs (see [`vjp`] for why not a structure); the result
+/// has one value of `x`'s shape per output, the gradient of that output.
+///
+/// ```
+/// use nabla::{Scalar, structured::jacobian_reverse};
+/// // (a, [b, c]) ↦ (a·b·c, a + c)
+/// let j = jacobian_reverse(|(a, [b, c])| vec![*a * *b * *c, *a + *c], &(2.0, [3.0, 4.0]));
+/// assert_eq!(j, vec![(12.0, [8.0, 6.0]), (1.0, [0.0, 1.0])]);
+/// ```
+pub fn jacobian_reverse<P, S, F, R>(f: F, x: &P) -> Vec<P::With<S>>
+where
+    R: Real,
+    S: Scalar<R>,
+    P: Differentiable<Scalar = S>,
+    F: for<'t> RefFnOnce<P::With<Reverse<'t, S>>, Vec<Reverse<'t, S>>>,
+{
+    let flat = x.flatten();
+    rows(x, &crate::jacobian_reverse(|v| f(&rebuild(x, v)), &flat))
+}
+
+/// A vector function of a structure, written once for every scalar type built on
+/// the level `S` it is evaluated at, so that [`jacobian`](fn@jacobian) can run it in
+/// whichever mode suits its shape ([`crate::VectorFunction`] on structures). `P` is
+/// the structure over `S` (`Model<S>`); `eval` receives it over `T` (`Model<T>`).
+/// Values the function captured from level `S` enter through [`Lift::lift`].
+///
+/// ```
+/// use nabla::{Lift, Scalar, structured::VectorFunction};
+/// /// (r, θ) ↦ (r cos θ, r sin θ), the same at every level.
+/// struct Polar;
+/// impl<S: Scalar> VectorFunction<(S, S), S> for Polar {
+///     fn eval<T: Lift<S>>(&self, &(r, theta): &(T, T)) -> Vec<T> {
+///         vec![r * theta.cos(), r * theta.sin()]
+///     }
+/// }
+/// // Called directly, `P` must be named: `eval`'s argument, `P::With<T>`, does not
+/// // determine it (operators such as `jacobian` read it off their `x`).
+/// let y = VectorFunction::<(f64, f64), f64>::eval(&Polar, &(2.0, 0.0));
+/// assert_eq!(y, vec![2.0, 0.0]);
+/// ```
+pub trait VectorFunction<P: Differentiable<Scalar = S>, S: Scalar<R>, R: Real = f64> {
+    /// The function's value at `x`.
+    fn eval<T: Lift<S, R>>(&self, x: &P::With<T>) -> Vec<T>;
+}
+
+/// The Jacobian of `f` at the structure `x`, one value of `x`'s shape per output
+/// (the gradient of that output), by forward mode when `x` holds no more scalars
+/// than `f` has outputs and by reverse mode otherwise, as [`crate::jacobian`](fn@crate::jacobian) —
+/// whose result on `x.flatten()` it is, row by row, bit for bit.
+///
+/// For a closure, use the macro [`structured::jacobian!`](crate::structured::jacobian!).
+///
+/// ```
+/// use nabla::{Lift, Scalar, grad, structured::{VectorFunction, jacobian}};
+/// struct Polar;
+/// impl<S: Scalar> VectorFunction<(S, S), S> for Polar {
+///     fn eval<T: Lift<S>>(&self, &(r, theta): &(T, T)) -> Vec<T> {
+///         vec![r * theta.cos(), r * theta.sin()]
+///     }
+/// }
+/// let j = jacobian(&Polar, &(2.0, 0.0));
+/// assert_eq!(j, vec![(1.0, 0.0), (0.0, 2.0)]);
+///
+/// // Nested, with a captured value of the enclosing level: d/da of ∂f₀/∂x for
+/// // f(x, [y]) = (a·x·y, x + y) at (1, 2) is y = 2.
+/// struct Scaled<S>(S);
+/// impl<S: Scalar> VectorFunction<(S, [S; 1]), S> for Scaled<S> {
+///     fn eval<T: Lift<S>>(&self, &(x, [y]): &(T, [T; 1])) -> Vec<T> {
+///         vec![T::lift(self.0) * x * y, x + y]
+///     }
+/// }
+/// let g = grad(|a| {
+///     let one = a[0] / a[0];
+///     jacobian(&Scaled(a[0]), &(one, [one * 2.0]))[0].0
+/// }, &[3.0]);
+/// assert_eq!(g, vec![2.0]);
+/// ```
+pub fn jacobian<P, S, F, R>(f: &F, x: &P) -> Vec<P::With<S>>
+where
+    R: Real,
+    S: Scalar<R>,
+    P: Differentiable<Scalar = S>,
+    F: VectorFunction<P, S, R> + ?Sized,
+{
+    /// `f` on the flattened scalars of `x`.
+    struct Flat<'a, P, F: ?Sized> {
+        f: &'a F,
+        x: &'a P,
+    }
+    impl<R, S, P, F> crate::VectorFunction<S, R> for Flat<'_, P, F>
+    where
+        R: Real,
+        S: Scalar<R>,
+        P: Differentiable<Scalar = S>,
+        F: VectorFunction<P, S, R> + ?Sized,
+    {
+        fn eval<T: Lift<S, R>>(&self, v: &[T]) -> Vec<T> {
+            self.f.eval(&rebuild(self.x, v))
+        }
+    }
+    let flat = x.flatten();
+    rows(x, &crate::jacobian(&Flat { f, x }, &flat))
+}
+
+/// The Jacobian of `f` at the structure `x` given as two closures, one per mode —
+/// `forward` over dual numbers, `reverse` over reverse-mode values — by forward
+/// mode when `x` holds no more scalars than `f` has outputs and by reverse mode
+/// otherwise ([`crate::jacobian_with`] on structures): one value of `x`'s shape per
+/// output.
+///
+/// The two closures must compute the same function;
+/// [`structured::jacobian!`](crate::structured::jacobian!) writes one closure twice
+/// so that they do. `forward` is evaluated once more, at constant inputs, to count
+/// the outputs.
+///
+/// ```
+/// use nabla::{Scalar, structured::jacobian_with};
+/// let j = jacobian_with(
+///     |&(a, [b])| vec![a * b, a.sin()],
+///     |&(a, [b])| vec![a * b, a.sin()],
+///     &(2.0, [3.0]),
+/// );
+/// assert_eq!(j, vec![(3.0, [2.0]), (2.0_f64.cos(), [0.0])]);
+/// ```
+pub fn jacobian_with<P, S, F, G, R>(forward: F, reverse: G, x: &P) -> Vec<P::With<S>>
+where
+    R: Real,
+    S: Scalar<R>,
+    P: Differentiable<Scalar = S>,
+    F: Fn(&P::With<Dual<S>>) -> Vec<Dual<S>>,
+    G: for<'t> RefFnOnce<P::With<Reverse<'t, S>>, Vec<Reverse<'t, S>>>,
+{
+    let flat = x.flatten();
+    rows(
+        x,
+        &crate::jacobian_with(
+            |v| forward(&rebuild(x, v)),
+            |v| reverse(&rebuild(x, v)),
+            &flat,
+        ),
+    )
+}
+
+#[doc(inline)]
+pub use crate::__structured_jacobian as jacobian;
+
+/// The Jacobian of a closure at a structure, by whichever mode suits its shape:
+/// `structured::jacobian!(|p| …, &x)`, one value of `x`'s shape per output
+/// ([`jacobian!`](crate::jacobian!) on structures).
+///
+/// The macro writes the closure twice, and each copy is type-checked at its own
+/// mode's scalar type ([`jacobian_with`]); values captured from an enclosing
+/// differentiation enter through [`lift`](crate::lift). The argument must be a
+/// closure expression.
+///
+/// ```
+/// use nabla::{Scalar, derivative, lift, structured};
+/// let j = structured::jacobian!(|&(r, [theta])| vec![r * theta.cos(), r * theta.sin()],
+///                               &(2.0, [0.0]));
+/// assert_eq!(j, vec![(1.0, [0.0]), (0.0, [2.0])]);
+///
+/// // Nested: d/da of ∂f₀/∂x for f(x, y) = (a·x·y, x + y) at (1, 2) is y = 2.
+/// let d = derivative(|a| {
+///     let one = a / a;
+///     structured::jacobian!(|&(x, y)| vec![lift(a) * x * y, x + y], &(one, one * 2.0))[0].0
+/// }, 3.0);
+/// assert_eq!(d, 2.0);
+/// ```
+///
+/// (Exported at the crate root as `__structured_jacobian` only because
+/// `macro_rules!` macros are; call it by its name in `structured`.)
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __structured_jacobian {
+    ($f:expr, $x:expr $(,)?) => {
+        $crate::structured::jacobian_with($f, $f, $x)
+    };
 }

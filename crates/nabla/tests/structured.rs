@@ -4,7 +4,7 @@
 //! (Needs the feature `derive`.)
 
 use nabla::structured::{self, Differentiable};
-use nabla::{Reverse, Scalar, lift};
+use nabla::{Lift, Reverse, Scalar, lift};
 
 #[derive(Clone, Debug, PartialEq, nabla::Differentiable)]
 struct Layer<S> {
@@ -616,4 +616,287 @@ fn derived_fields_of_every_container_kind() {
     assert_eq!(without.scalar_count(), by_hand.len() - 3);
     let g = structured::grad(|k| kinds_value(k), &without);
     assert_eq!(g.option, None);
+}
+
+/// Three outputs of the model: fewer outputs than parameters, so `jacobian` runs
+/// in reverse mode.
+fn outputs<S: Scalar>(m: &Model<S>) -> Vec<S> {
+    vec![
+        loss(m),
+        m.b * m.w[0] + m.layers[0].weights[2][1].sin(),
+        m.layers[1].biases[0].exp() * predict(m, &DATA[1].0),
+    ]
+}
+
+/// `outputs` as a structured vector function.
+struct Outputs;
+impl<S: Scalar> structured::VectorFunction<Model<S>, S> for Outputs {
+    fn eval<T: Lift<S>>(&self, m: &Model<T>) -> Vec<T> {
+        outputs(m)
+    }
+}
+
+/// `outputs` on the hand-flattened parameters, as a slice vector function.
+struct FlatOutputs;
+impl<S: Scalar> nabla::VectorFunction<S> for FlatOutputs {
+    fn eval<T: Lift<S>>(&self, p: &[T]) -> Vec<T> {
+        outputs(&unflatten_by_hand(p))
+    }
+}
+
+/// The rows of a structured Jacobian, flattened by hand.
+fn flat_rows(j: &[Model<f64>]) -> Vec<Vec<f64>> {
+    j.iter().map(flatten_by_hand).collect()
+}
+
+#[test]
+// Reverse mode needs the closures `|m| outputs(m)` (see `vjp_returns_the_cotangent_in_the_input_structure`);
+// clippy does not see the higher-ranked bound behind `RefFnOnce`.
+#[allow(clippy::redundant_closure)]
+fn jacobian_matches_the_flat_jacobian_in_both_modes() {
+    let m = model();
+    let p = flatten_by_hand(&m);
+    let unflat = |p: &[_]| unflatten_by_hand(p);
+
+    // Reverse mode: bit for bit the slice operator on the hand-flattened parameters.
+    let reverse = structured::jacobian_reverse(|m| outputs(m), &m);
+    assert_eq!(reverse.len(), 3);
+    assert_eq!(
+        flat_rows(&reverse),
+        nabla::jacobian_reverse(|p| outputs(&unflatten_by_hand(p)), &p)
+    );
+    // Each row is a model: the gradient of that output.
+    assert_eq!(reverse[0], structured::grad(|m| loss(m), &m));
+    assert_eq!(
+        reverse[1].map_scalars(&mut |_| 0.0),
+        m.map_scalars(&mut |_| 0.0)
+    );
+
+    // Forward mode: likewise, and equal to reverse mode up to rounding.
+    let forward = structured::jacobian_forward(outputs, &m);
+    assert_eq!(
+        flat_rows(&forward),
+        nabla::jacobian_forward(|p| outputs(&unflat(p)), &p)
+    );
+    for (f, r) in flat_rows(&forward).iter().zip(flat_rows(&reverse)) {
+        for (a, b) in f.iter().zip(r) {
+            assert_close(*a, b, 1e-14, "forward against reverse");
+        }
+    }
+
+    // The mode-choosing forms: 17 parameters > 3 outputs, so reverse mode, exactly.
+    let by_trait = structured::jacobian(&Outputs, &m);
+    assert_eq!(flat_rows(&by_trait), nabla::jacobian(&FlatOutputs, &p));
+    assert_eq!(by_trait, reverse);
+    // The closure runs once to count the outputs, then once to record the trace.
+    let calls = std::cell::Cell::new(0);
+    let by_macro = structured::jacobian!(
+        |m| {
+            calls.set(calls.get() + 1);
+            outputs(m)
+        },
+        &m
+    );
+    assert_eq!(calls.get(), 1 + 1);
+    assert_eq!(
+        flat_rows(&by_macro),
+        nabla::jacobian!(|p| outputs(&unflatten_by_hand(p)), &p)
+    );
+    assert_eq!(by_macro, reverse);
+    let by_closures = structured::jacobian_with(outputs, |m| outputs(m), &m);
+    assert_eq!(by_closures, reverse);
+
+    // Finite differences, entry by entry.
+    for (i, row) in flat_rows(&reverse).iter().enumerate() {
+        let output = |p: &[f64]| outputs(&unflatten_by_hand(p))[i];
+        for (j, &jij) in row.iter().enumerate() {
+            assert_close(jij, partial(output, &p, j), 1e-7, &format!("J[{i}][{j}]"));
+        }
+    }
+}
+
+#[test]
+fn jacobian_of_a_wide_function_runs_forward() {
+    // (a, [b, c]) ↦ five outputs: more outputs than inputs, so forward mode.
+    fn f<S: Scalar>(&(a, [b, c]): &(S, [S; 2])) -> Vec<S> {
+        vec![a * b, b.sin() * c, (a * c).exp(), a + b + c, c * c * a]
+    }
+    let x = (0.5, [-1.25, 2.0]);
+    let flat = x.flatten();
+    let forward = structured::jacobian_forward(f, &x);
+    assert_eq!(forward.len(), 5);
+    let flat_forward = nabla::jacobian_forward(|p| f(&x.unflatten(p)), &flat);
+    assert_eq!(
+        forward.iter().map(|r| r.flatten()).collect::<Vec<_>>(),
+        flat_forward
+    );
+    assert_eq!(forward[0], (-1.25, [0.5, 0.0]));
+    // The closure runs once to count the outputs, then once per input.
+    let calls = std::cell::Cell::new(0);
+    let by_macro = structured::jacobian!(
+        |x| {
+            calls.set(calls.get() + 1);
+            f(x)
+        },
+        &x
+    );
+    assert_eq!(by_macro, forward);
+    assert_eq!(calls.get(), 1 + 3);
+    assert_eq!(
+        nabla::jacobian!(|p| f(&x.unflatten(p)), &flat),
+        flat_forward
+    );
+    assert_eq!(structured::jacobian_with(f, |x| f(x), &x), forward);
+    #[allow(clippy::redundant_closure)]
+    let reverse = structured::jacobian_reverse(|x| f(x), &x);
+    for (row_f, row_r) in forward.iter().zip(&reverse) {
+        for (a, b) in row_f.flatten().into_iter().zip(row_r.flatten()) {
+            assert_close(a, b, 1e-15, "forward against reverse");
+        }
+    }
+    for (i, row) in forward.iter().enumerate() {
+        let output = |p: &[f64]| f(&x.unflatten(p))[i];
+        for (j, jij) in row.flatten().into_iter().enumerate() {
+            assert_close(
+                jij,
+                partial(output, &flat, j),
+                1e-8,
+                &format!("J[{i}][{j}]"),
+            );
+        }
+    }
+}
+
+#[test]
+// Reverse mode needs the closures `|m| outputs(m)` (see `vjp_returns_the_cotangent_in_the_input_structure`);
+// clippy does not see the higher-ranked bound behind `RefFnOnce`.
+#[allow(clippy::redundant_closure)]
+fn jacobian_of_vecs_options_and_no_outputs() {
+    // A Vec of pairs with an Option inside: the rows keep the `None`.
+    type Params<S> = Vec<(S, Option<S>)>;
+    let x: Params<f64> = vec![(1.0, Some(2.0)), (-0.5, None), (3.0, Some(0.25))];
+    fn f<S: Scalar>(x: &Params<S>) -> Vec<S> {
+        let s: S = x.iter().map(|&(a, b)| a * b.unwrap_or(S::one())).sum();
+        vec![s, s.sin()]
+    }
+    let flat = x.flatten();
+    let j = structured::jacobian!(|x| f(x), &x);
+    assert_eq!(j[0], vec![(2.0, Some(1.0)), (1.0, None), (0.25, Some(3.0))]);
+    assert_eq!(
+        j.iter().map(|r| r.flatten()).collect::<Vec<_>>(),
+        nabla::jacobian!(|p| f(&x.unflatten(p)), &flat)
+    );
+    assert_eq!(j, structured::jacobian_forward(f, &x));
+
+    // No outputs: no rows, in either mode; no inputs: rows of empty structures.
+    let none = structured::jacobian!(|_: &Params<_>| Vec::new(), &x);
+    assert!(none.is_empty());
+    let empty: Vec<f64> = Vec::new();
+    // (A constant output of either mode's type: `lift` converts into both.)
+    let rows = structured::jacobian!(|_| vec![lift(1.0).into(); 2], &empty);
+    assert_eq!(rows, vec![Vec::<f64>::new(), Vec::new()]);
+}
+
+#[test]
+// Reverse mode needs the closures `|m| outputs(m)` (see `vjp_returns_the_cotangent_in_the_input_structure`);
+// clippy does not see the higher-ranked bound behind `RefFnOnce`.
+#[allow(clippy::redundant_closure)]
+fn nested_structured_jacobians() {
+    // d/ds of ∂f₀/∂y for f_s(x, [y]) = (s·x·sin y, x² + exp(s·y)), s captured
+    // through `lift`: ∂f₀/∂y = s·x·cos y, whose s-derivative is x·cos y; and
+    // ∂f₁/∂y = s·exp(s·y), whose s-derivative is (1 + s·y)·exp(s·y).
+    let (x, y, s) = (1.5, 0.75, 0.5);
+    let entries = |s| {
+        let point = (nabla::Dual::constant(x), [nabla::Dual::constant(y)]);
+        let j = structured::jacobian!(
+            |&(x, [y])| vec![lift(s) * x * y.sin(), x * x + (lift(s) * y).exp()],
+            &point
+        );
+        (j[0].1[0], j[1].1[0])
+    };
+    let d0 = nabla::derivative(|s| entries(s).0, s);
+    let d1 = nabla::derivative(|s| entries(s).1, s);
+    assert_close(d0, x * y.cos(), 1e-15, "d/ds ∂f₀/∂y");
+    assert_close(d1, (1.0 + s * y) * (s * y).exp(), 1e-15, "d/ds ∂f₁/∂y");
+
+    // The same through the slice operator: the same bits.
+    let flat_d0 = nabla::derivative(
+        |s| {
+            let point = [nabla::Dual::constant(x), nabla::Dual::constant(y)];
+            nabla::jacobian!(
+                |v| vec![
+                    lift(s) * v[0] * v[1].sin(),
+                    v[0] * v[0] + (lift(s) * v[1]).exp()
+                ],
+                &point
+            )[0][1]
+        },
+        s,
+    );
+    assert_eq!(d0, flat_d0);
+
+    // A model scaled by s: d/ds of a structured Jacobian entry, in each mode, against
+    // the slice operator (exact) and a central difference in s.
+    let m = model();
+    let entry = |s: f64| {
+        let scaled = m.map_scalars(&mut |&p| s * p);
+        structured::jacobian(&Outputs, &scaled)[2].layers[0].weights[1][0]
+    };
+    let d = nabla::derivative(
+        |s| {
+            let scaled = m.map_scalars(&mut |&p| s * p);
+            structured::jacobian!(|n| outputs(n), &scaled)[2].layers[0].weights[1][0]
+        },
+        1.0,
+    );
+    let d_forward = nabla::derivative(
+        |s| {
+            let scaled = m.map_scalars(&mut |&p| s * p);
+            structured::jacobian_forward(outputs, &scaled)[2].layers[0].weights[1][0]
+        },
+        1.0,
+    );
+    let p = flatten_by_hand(&m);
+    let position = 2 + 1 + 2; // after w, b and the first row of the first layer
+    assert_eq!(p[position], m.layers[0].weights[1][0]);
+    let flat_d = nabla::derivative(
+        |s| {
+            let scaled: Vec<_> = p.iter().map(|&p| s * p).collect();
+            nabla::jacobian(&FlatOutputs, &scaled)[2][position]
+        },
+        1.0,
+    );
+    assert_eq!(d, flat_d);
+    assert_close(
+        d_forward,
+        d,
+        1e-13,
+        "forward over forward against forward over reverse",
+    );
+    let h = 1e-6;
+    assert_close(
+        d,
+        (entry(1.0 + h) - entry(1.0 - h)) / (2.0 * h),
+        1e-6,
+        "d/ds J",
+    );
+
+    // Reverse over a structured Jacobian: the gradient of J[0]·m at m is
+    // J[0] + Hᵀm = ∇loss + H·m, H the Hessian of loss.
+    let outer = structured::grad(
+        |n| {
+            let j = structured::jacobian!(|k| outputs(k), n);
+            j[0].flatten()
+                .into_iter()
+                .zip(n.flatten())
+                .map(|(a, b)| a * b)
+                .sum()
+        },
+        &m,
+    );
+    let expected = structured::grad(|m| loss(m), &m)
+        .zip_map_scalars(&structured::hvp(|m| loss(m), &m, &m), &mut |a, b| a + b);
+    for (a, b) in outer.flatten().into_iter().zip(expected.flatten()) {
+        assert_close(a, b, 1e-12, "reverse over a structured Jacobian");
+    }
 }
