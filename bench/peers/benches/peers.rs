@@ -7,7 +7,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::Criterion;
-use nabla_peers::{logdet, mlp, nested, rosenbrock};
+use nabla_peers::{hessian, logdet, mlp, nested, rosenbrock};
 
 fn rosenbrock(c: &mut Criterion) {
     let (x, v) = (rosenbrock::point(), rosenbrock::direction());
@@ -118,12 +118,97 @@ fn logdet(c: &mut Criterion) {
     g.finish();
 }
 
+fn hessian(c: &mut Criterion) {
+    let x = hessian::point(hessian::N_SMALL);
+    let mut g = c.benchmark_group("hessian_rosenbrock_100");
+    g.sample_size(20);
+    g.bench_function("nabla hessian", |b| {
+        b.iter(|| hessian::nabla_hessian(black_box(&x)))
+    });
+    g.bench_function("nabla tape::hessian", |b| {
+        b.iter(|| hessian::nabla_tape_hessian(black_box(&x)))
+    });
+    g.bench_function("nabla FF", |b| {
+        b.iter(|| hessian::nabla_hessian_ff(black_box(&x)))
+    });
+    g.bench_function("num-dual Dual2DVec64", |b| {
+        b.iter(|| hessian::num_dual_hessian(black_box(&x)))
+    });
+    g.bench_function("echidna hessian", |b| {
+        b.iter(|| hessian::echidna_hessian(black_box(&x)))
+    });
+    let tape = hessian::echidna_record(&x);
+    g.bench_function("echidna tape.hessian, recorded once", |b| {
+        b.iter(|| tape.hessian(black_box(&x)).2)
+    });
+    g.finish();
+
+    let (x, v) = (
+        hessian::point(hessian::N_LARGE),
+        hessian::direction(hessian::N_LARGE),
+    );
+    let mut g = c.benchmark_group("hessian_hvp_rosenbrock_1000");
+    g.bench_function("nabla hvp", |b| {
+        b.iter(|| hessian::nabla_hvp(black_box(&x), black_box(&v)))
+    });
+    g.bench_function("nabla tape::hvp", |b| {
+        b.iter(|| hessian::nabla_tape_hvp(black_box(&x), black_box(&v)))
+    });
+    g.bench_function("num-dual HyperDual64", |b| {
+        b.iter(|| hessian::num_dual_hvp(black_box(&x), black_box(&v)))
+    });
+    g.bench_function("echidna hvp", |b| {
+        b.iter(|| hessian::echidna_hvp(black_box(&x), black_box(&v)))
+    });
+    let tape = hessian::echidna_record(&x);
+    g.bench_function("echidna tape.hvp, recorded once", |b| {
+        b.iter(|| tape.hvp(black_box(&x), black_box(&v)).1)
+    });
+    g.finish();
+
+    // Forward over reverse only: num-dual's one pass would carry a 1000 × 1000
+    // matrix in every number, nabla FF would take 10⁶ passes.
+    let mut g = c.benchmark_group("hessian_rosenbrock_1000");
+    g.sample_size(10);
+    g.bench_function("nabla hessian", |b| {
+        b.iter(|| hessian::nabla_hessian(black_box(&x)))
+    });
+    g.bench_function("nabla tape::hessian", |b| {
+        b.iter(|| hessian::nabla_tape_hessian(black_box(&x)))
+    });
+    g.bench_function("echidna hessian", |b| {
+        b.iter(|| hessian::echidna_hessian(black_box(&x)))
+    });
+    g.finish();
+
+    let m = hessian::mlp_problem();
+    let mut g = c.benchmark_group("hessian_mlp");
+    g.sample_size(10);
+    g.bench_function("nabla hessian", |b| {
+        b.iter(|| hessian::mlp_nabla_hessian(black_box(&m)))
+    });
+    g.bench_function("nabla tape::hessian", |b| {
+        b.iter(|| hessian::mlp_nabla_tape_hessian(black_box(&m)))
+    });
+    g.bench_function("nabla FF", |b| {
+        b.iter(|| hessian::mlp_nabla_hessian_ff(black_box(&m)))
+    });
+    g.bench_function("num-dual Dual2DVec64", |b| {
+        b.iter(|| hessian::mlp_num_dual_hessian(black_box(&m)))
+    });
+    g.bench_function("echidna hessian", |b| {
+        b.iter(|| hessian::mlp_echidna_hessian(black_box(&m)))
+    });
+    g.finish();
+}
+
 fn main() {
     let checks = [
         rosenbrock::check(),
         mlp::check(),
         nested::check(),
         logdet::check(true),
+        hessian::check(true),
     ];
     for check in checks {
         if let Err(e) = check {
@@ -136,5 +221,6 @@ fn main() {
     mlp(&mut c);
     nested(&mut c);
     logdet(&mut c);
+    hessian(&mut c);
     c.final_summary();
 }

@@ -16,7 +16,11 @@
 //!   simulation whose force is a gradient) problems of Siskind & Pearlmutter;
 //! - [`logdet`]: log det (M Mᵀ + 50 I) by nalgebra's Cholesky, gradient with
 //!   respect to the 2500 entries of M.
+//! - [`hessian`]: the dense Hessian of Rosenbrock (n = 100 and 1000), its
+//!   Hessian-vector product (n = 1000), and the Hessian of the MLP loss with
+//!   respect to b1, w2 and b2 (65 parameters).
 
+pub mod hessian;
 pub mod logdet;
 pub mod mlp;
 pub mod nested;

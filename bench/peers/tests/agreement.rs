@@ -20,3 +20,8 @@ fn nested_saddle_and_particle_agree() {
 fn logdet_gradients_agree() {
     nabla_peers::logdet::check(true).unwrap();
 }
+
+#[test]
+fn hessians_and_hessian_vector_products_agree() {
+    nabla_peers::hessian::check(true).unwrap();
+}
