@@ -7,41 +7,11 @@
 
 mod common;
 
+use common::matrices::{logdet_cholesky, spd};
+
 use common::{FD_TOL, assert_all_close, assert_close, central_diff, central_grad};
 use nabla::{Dual, derivative, grad_forward};
-use nalgebra::{DMatrix, DVector, RealField, SMatrix, SVector};
-
-/// A symmetric positive definite 3×3 matrix of three parameters, written the way a
-/// nalgebra user would: generic over `RealField`.
-fn spd<T: RealField + Copy>(p: &[T]) -> DMatrix<T> {
-    let c = |v: f64| nalgebra::convert::<f64, T>(v);
-    let m = DMatrix::from_row_slice(
-        3,
-        3,
-        &[
-            p[0],
-            p[1],
-            c(0.5),
-            c(0.2),
-            p[2],
-            p[0] * p[1],
-            p[2].sin(),
-            c(1.0),
-            p[1].exp(),
-        ],
-    );
-    &m * m.transpose() + DMatrix::identity(3, 3) * c(3.0)
-}
-
-/// log det A by Cholesky: 2 Σ ln Lᵢᵢ.
-fn logdet_cholesky<T: RealField + Copy>(p: &[T]) -> T {
-    let l = spd(p).cholesky().expect("positive definite").l();
-    l.diagonal()
-        .iter()
-        .map(|&d| d.ln())
-        .fold(T::zero(), |a, b| a + b)
-        * nalgebra::convert(2.0)
-}
+use nalgebra::{DVector, RealField, SMatrix, SVector};
 
 /// log det A by LU: a second algorithm for the same number.
 fn logdet_lu<T: RealField + Copy>(p: &[T]) -> T {

@@ -9,6 +9,8 @@
 
 mod common;
 
+use common::matrices::{logdet, logdet_cholesky, spd};
+
 use common::{FD_TOL, MODE_TOL, assert_all_close, assert_close, central_diff, central_grad};
 use nabla::tape::{self, TapeReverse};
 use nabla::{Dual, Reverse, Scalar, grad_forward, jvp, lift};
@@ -37,16 +39,6 @@ fn spd_of<T: RealField + Copy>(m: &[T]) -> DMatrix<T> {
     let n = (m.len() as f64).sqrt() as usize;
     let m = DMatrix::from_row_slice(n, n, m);
     &m * m.transpose() + DMatrix::identity(n, n) * nalgebra::convert::<f64, T>(n as f64)
-}
-
-/// log det A by Cholesky: 2 Σ ln Lᵢᵢ.
-fn logdet<T: RealField + Copy>(a: DMatrix<T>) -> T {
-    let l = a.cholesky().expect("positive definite").l();
-    l.diagonal()
-        .iter()
-        .map(|&d| d.ln())
-        .fold(T::zero(), |a, b| a + b)
-        * nalgebra::convert(2.0)
 }
 
 fn logdet_big<T: RealField + Copy>(m: &[T]) -> T {
@@ -92,31 +84,6 @@ fn cholesky_log_det_gradient_of_a_50_by_50_matrix() {
         let along: f64 = g.iter().zip(&v).map(|(g, v)| g * v).sum();
         assert_close(along, tangent[0], 1e-11, "∇f·v vs forward mode");
     }
-}
-
-/// A symmetric positive definite 3×3 matrix of three parameters.
-fn spd<T: RealField + Copy>(p: &[T]) -> DMatrix<T> {
-    let c = |v: f64| nalgebra::convert::<f64, T>(v);
-    let m = DMatrix::from_row_slice(
-        3,
-        3,
-        &[
-            p[0],
-            p[1],
-            c(0.5),
-            c(0.2),
-            p[2],
-            p[0] * p[1],
-            p[2].sin(),
-            c(1.0),
-            p[1].exp(),
-        ],
-    );
-    &m * m.transpose() + DMatrix::identity(3, 3) * c(3.0)
-}
-
-fn logdet_cholesky<T: RealField + Copy>(p: &[T]) -> T {
-    logdet(spd(p))
 }
 
 /// Σ of the solution of A x = b, by LU.

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests: finite differences and tolerances.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod matrices;
+
 /// Central finite difference of a scalar function of one real, with a step scaled to
 /// the point so that truncation and rounding errors balance (≈ 1e-10 relative).
 pub fn central_diff(f: impl Fn(f64) -> f64, x: f64) -> f64 {
