@@ -34,11 +34,11 @@ pub struct Session {
     defs: Vec<Def>,
     /// The type of each of `defs`, from the last successful `load`.
     def_types: Vec<Type>,
-    /// `defs` with records erased to tuples ([`core::records`]): the
-    /// program every back end and translation runs. Its first definitions
-    /// are `defs`' in the same order.
-    core_defs: Vec<Def>,
-    /// The checker's facts about `core_defs`, from the last successful `load`.
+    /// `defs` with records erased to tuples ([`core::records`]), if they
+    /// use records: the program every back end and translation runs (see
+    /// [`Session::core_defs`]). Its first definitions are `defs`' in order.
+    erased: Option<Vec<Def>>,
+    /// The checker's facts about [`Session::core_defs`], from the last successful `load`.
     typing: Option<Typing>,
     /// Limits applied to every evaluation.
     pub limits: Limits,
@@ -99,15 +99,17 @@ impl Session {
             .collect();
         let first_new = defs.len();
         defs.extend(prog.defs);
-        let (source, core_defs, checked) = checked_core(&defs, &self.declared_records())?;
+        let (source, erased) = checked_core(&defs, &self.declared_records())?;
         let out = Self::named_types(&defs, &source.def_types)
             .into_iter()
             .skip(first_new)
             .collect();
         self.defs = defs;
         self.def_types = source.def_types;
-        self.core_defs = core_defs;
-        self.typing = Some(checked.typing);
+        (self.erased, self.typing) = match erased {
+            Some((defs, checked)) => (Some(defs), Some(checked.typing)),
+            None => (None, Some(source.typing)),
+        };
         Ok(out)
     }
 
@@ -118,13 +120,13 @@ impl Session {
         let typing = match &self.typing {
             Some(t) => t,
             None => {
-                checked = check_program(&self.core_defs)
+                checked = check_program(self.core_defs())
                     .map_err(|es| es.into_iter().map(Diagnostic::from).collect::<Vec<_>>())?;
                 &checked.typing
             }
         };
         let prog =
-            desugar_program(&self.core_defs, typing).map_err(|e| vec![Diagnostic::from(e)])?;
+            desugar_program(self.core_defs(), typing).map_err(|e| vec![Diagnostic::from(e)])?;
         Ok(Compiled {
             machine: Machine::new(&prog, self.limits),
             names: prog.globals.iter().map(|g| g.name.clone()).collect(),
@@ -139,7 +141,7 @@ impl Session {
         &self,
         entry: &str,
     ) -> Result<(crate::core::typed::Program, lower_typed::Entry), lower_typed::Unsupported> {
-        let mono = crate::types::monomorphise(&self.core_defs).map_err(|es| {
+        let mono = crate::types::monomorphise(self.core_defs()).map_err(|es| {
             let e = es.into_iter().next();
             lower_typed::Unsupported {
                 what: format!(
@@ -165,10 +167,16 @@ impl Session {
             .collect()
     }
 
+    /// The definitions every back end and translation runs: [`Session`]'s
+    /// definitions with records erased to tuples.
+    fn core_defs(&self) -> &[Def] {
+        self.erased.as_deref().unwrap_or(&self.defs)
+    }
+
     /// True if the definitions in force use records (which every back end
     /// and [`Session::named_program`] see as tuples).
     pub fn has_records(&self) -> bool {
-        self.defs != self.core_defs
+        self.erased.is_some()
     }
 
     /// The type of definition `name` as written (records by their fields),
@@ -259,9 +267,13 @@ impl Session {
 
     /// Checks `defs` and evaluates definition `index`: its value and type.
     fn evaluate(&self, defs: &[Def], index: usize) -> Outcome<(Value, Type)> {
-        let (source, core_defs, checked) = checked_core(defs, &self.declared_records())?;
+        let (mut source, erased) = checked_core(defs, &self.declared_records())?;
+        let (core_defs, typing) = match &erased {
+            Some((defs, checked)) => (&defs[..], &checked.typing),
+            None => (defs, &source.typing),
+        };
         let prog: core::Program =
-            desugar_program(&core_defs, &checked.typing).map_err(|e| vec![Diagnostic::from(e)])?;
+            desugar_program(core_defs, typing).map_err(|e| vec![Diagnostic::from(e)])?;
         let mut m = Machine::new(&prog, self.limits);
         if let Some(flag) = &self.interrupt {
             m.set_interrupt(Arc::clone(flag));
@@ -275,7 +287,7 @@ impl Session {
         let v = m
             .global(index, span)
             .map_err(|e| vec![runtime_diagnostic(self.limits, *e)])?;
-        Ok((v, source.def_types[index].clone()))
+        Ok((v, source.def_types.swap_remove(index)))
     }
 
     /// Keeps `value` (of type `ty`) as `it` for later expressions if it is
@@ -354,9 +366,9 @@ impl Session {
     /// The definitions in force as a named-core program (the input of the
     /// AD translations).
     pub fn named_program(&self) -> Outcome<crate::core::named::Program> {
-        let checked = check_program(&self.core_defs)
+        let checked = check_program(self.core_defs())
             .map_err(|es| es.into_iter().map(Diagnostic::from).collect::<Vec<_>>())?;
-        crate::core::lower::lower_program(&self.core_defs, &checked)
+        crate::core::lower::lower_program(self.core_defs(), &checked)
             .map_err(|e| vec![Diagnostic::from(e)])
     }
 
@@ -545,24 +557,24 @@ impl Session {
     }
 }
 
-/// Checks `defs`: their types as written, and the program with records
-/// erased to tuples ([`core::records`]) with its own facts — what every
-/// back end runs. Without records, that program is `defs` itself.
-fn checked_core(
-    defs: &[Def],
-    records: &[Type],
-) -> Outcome<(CheckedProgram, Vec<Def>, CheckedProgram)> {
+/// The program with records erased to tuples and its facts (see
+/// [`checked_core`]).
+type Erased = (Vec<Def>, CheckedProgram);
+
+/// Checks `defs`: their types as written and, if they use records, the
+/// program with records erased to tuples ([`core::records`]) with its own
+/// facts — what every back end runs (without records, `defs` itself).
+fn checked_core(defs: &[Def], records: &[Type]) -> Outcome<(CheckedProgram, Option<Erased>)> {
     let diagnostics =
         |es: Vec<crate::types::TypeError>| es.into_iter().map(Diagnostic::from).collect::<Vec<_>>();
     let source = check_program_with(defs, records).map_err(diagnostics)?;
     if !core::records::has_records(&source.typing) {
-        let checked = source.clone();
-        return Ok((source, defs.to_vec(), checked));
+        return Ok((source, None));
     }
     let program = source.typing.specialised.as_deref().unwrap_or(defs);
     let erased = core::records::erase_records(program, &source.typing).map_err(|d| vec![d])?;
     let checked = check_program(&erased).map_err(diagnostics)?;
-    Ok((source, erased, checked))
+    Ok((source, Some((erased, checked))))
 }
 
 /// A run-time error (of either back end) as a diagnostic; the step limit's
