@@ -64,41 +64,19 @@ pub fn argmin_with<T: Copy + Sub<Output = T> + Mul<Output = T>>(
     }
 }
 
-/// nabla: the workloads written once over `Scalar`, the mode chosen by type.
+/// nabla: the workloads of `nabla-bench` (the same code its own benchmarks time),
+/// plus a hand-seeded forward mode as a diagnostic.
 pub mod nabla_impl {
-    use nabla::{Dual, Reverse, Scalar, grad, grad_forward};
+    use nabla::{Dual, Scalar};
+    pub use nabla_bench::nested::{Backward, Forward, GradMode, ScalarFn};
 
-    use super::{DT, argmin_with};
-
-    /// A function that can run at any scalar type `T` built over its level `S`;
-    /// captured values enter through `lift`.
-    pub trait ScalarFn<S: Scalar> {
-        /// The function at `x`.
-        fn eval<T: Scalar, L: Fn(S) -> T>(&self, x: &[T], lift: L) -> T;
-    }
-
-    /// A gradient mode: forward (`grad_forward`) or reverse (`grad`).
-    pub trait GradMode {
-        /// ∇f(x) at level `S`.
-        fn gradient<S: Scalar, F: ScalarFn<S>>(f: &F, x: &[S]) -> Vec<S>;
-    }
-
-    /// Forward mode.
-    pub struct Forward;
     /// Forward mode seeded by hand, one `Dual::new` pass per coordinate over one
     /// reused vector, as the num-dual and echidna versions do: a diagnostic that
     /// separates what `grad_forward` costs from what the arithmetic costs.
     pub struct ForwardBySeeding;
-    /// Reverse mode.
-    pub struct Backward;
-
-    impl GradMode for Forward {
-        fn gradient<S: Scalar, F: ScalarFn<S>>(f: &F, x: &[S]) -> Vec<S> {
-            grad_forward(|v| f.eval(v, Dual::constant), x)
-        }
-    }
 
     impl GradMode for ForwardBySeeding {
+        const LETTER: &'static str = "F";
         fn gradient<S: Scalar, F: ScalarFn<S>>(f: &F, x: &[S]) -> Vec<S> {
             let mut xs: Vec<Dual<S>> = x.iter().map(|&v| Dual::constant(v)).collect();
             (0..x.len())
@@ -112,107 +90,14 @@ pub mod nabla_impl {
         }
     }
 
-    impl GradMode for Backward {
-        fn gradient<S: Scalar, F: ScalarFn<S>>(f: &F, x: &[S]) -> Vec<S> {
-            grad(|v| f.eval(v, Reverse::constant), x)
-        }
-    }
-
-    fn argmin<S: Scalar, M: GradMode, F: ScalarFn<S>>(f: &F, x0: &[S]) -> Vec<S> {
-        argmin_with(
-            |x| f.eval(x, |s| s),
-            |x| M::gradient(f, x),
-            x0,
-            |s| s.value(),
-            S::from,
-        )
-    }
-
-    fn f<T: Scalar>(a: &[T], b: &[T]) -> T {
-        (a[0] * a[0] + a[1] * a[1]) - (b[0] * b[0] + b[1] * b[1])
-    }
-
-    struct Inner<S> {
-        a: [S; 2],
-    }
-
-    impl<S: Scalar> ScalarFn<S> for Inner<S> {
-        fn eval<T: Scalar, L: Fn(S) -> T>(&self, b: &[T], lift: L) -> T {
-            let a = [lift(self.a[0]), lift(self.a[1])];
-            -f(&a, b)
-        }
-    }
-
-    struct Outer<M>(std::marker::PhantomData<M>);
-
-    impl<M: GradMode> ScalarFn<f64> for Outer<M> {
-        fn eval<T: Scalar, L: Fn(f64) -> T>(&self, a: &[T], _lift: L) -> T {
-            let b = argmin::<T, M, _>(&Inner { a: [a[0], a[1]] }, &[T::one(), T::one()]);
-            f(a, &b)
-        }
-    }
-
     /// Saddle, outer mode `Out`, inner mode `In`: (a₀, a₁, b₀, b₁).
     pub fn saddle<Out: GradMode, In: GradMode>() -> [f64; 4] {
-        let start = [1.0, 1.0];
-        let a = argmin::<f64, Out, _>(&Outer::<In>(std::marker::PhantomData), &start);
-        let b = argmin::<f64, In, _>(&Inner { a: [a[0], a[1]] }, &start);
-        [a[0], a[1], b[0], b[1]]
-    }
-
-    fn potential<T: Scalar>(x: &[T], w: T) -> T {
-        let charges = [
-            [T::from(10.0), T::from(10.0) - w],
-            [T::from(10.0), T::zero()],
-        ];
-        charges
-            .iter()
-            .map(|c| {
-                let (dx, dy) = (x[0] - c[0], x[1] - c[1]);
-                T::one() / (dx * dx + dy * dy).sqrt()
-            })
-            .sum()
-    }
-
-    struct Potential<S> {
-        w: S,
-    }
-
-    impl<S: Scalar> ScalarFn<S> for Potential<S> {
-        fn eval<T: Scalar, L: Fn(S) -> T>(&self, x: &[T], lift: L) -> T {
-            potential(x, lift(self.w))
-        }
-    }
-
-    fn naive_euler<S: Scalar>(accel: impl Fn(&[S]) -> Vec<S>) -> S {
-        let mut x = [S::zero(), S::from(8.0)];
-        let mut v = [S::from(0.75), S::zero()];
-        loop {
-            let a = accel(&x);
-            let x_new = [x[0] + v[0] * DT, x[1] + v[1] * DT];
-            if x_new[1] > 0.0 {
-                x = x_new;
-                v = [v[0] + a[0] * DT, v[1] + a[1] * DT];
-            } else {
-                let dt_f = -(x[1] / v[1]);
-                let hit = x[0] + v[0] * dt_f;
-                return hit * hit;
-            }
-        }
-    }
-
-    struct Miss<M>(std::marker::PhantomData<M>);
-
-    impl<M: GradMode> ScalarFn<f64> for Miss<M> {
-        fn eval<T: Scalar, L: Fn(f64) -> T>(&self, w: &[T], _lift: L) -> T {
-            let field = Potential { w: w[0] };
-            naive_euler(|x| M::gradient(&field, x).into_iter().map(|g| -g).collect())
-        }
+        nabla_bench::saddle::run::<Out, In>()
     }
 
     /// Particle, outer mode `Out`, inner mode `In`: w*.
     pub fn particle<Out: GradMode, In: GradMode>() -> f64 {
-        argmin::<f64, Out, _>(&Miss::<In>(std::marker::PhantomData), &[0.0])[0]
+        nabla_bench::particle::run::<Out, In>()
     }
 }
 
