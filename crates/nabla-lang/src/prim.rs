@@ -141,6 +141,12 @@ pub enum Prim {
     Jacobian,
     /// `hessian f x`
     Hessian,
+    /// `custom_jvp f tangent x`: `f x`, differentiated by the user's tangent
+    /// map `tangent x dx` instead of through `f`'s body
+    CustomJvp,
+    /// `custom_vjp rule x`: the value of `rule x = (y, pullback)`,
+    /// differentiated by the user's pullback instead of through `rule`'s body
+    CustomVjp,
     /// `chainMul p d`: the chain rule's product `p · d` of a partial derivative and
     /// a tangent or adjoint, where an exact zero on either side gives zero even if
     /// the other is infinite or NaN (`nabla::Number::chain`). The translations
@@ -645,6 +651,22 @@ pub static PRIMS: &[PrimInfo] = &[
         None,
     ),
     row(
+        Prim::CustomJvp,
+        "custom_jvp",
+        true,
+        3,
+        "(s -> t) -> (s -> s -> t) -> s -> t",
+        None,
+    ),
+    row(
+        Prim::CustomVjp,
+        "custom_vjp",
+        true,
+        2,
+        "(s -> (t, t -> s)) -> s -> t",
+        None,
+    ),
+    row(
         Prim::Chain,
         "chainMul",
         true,
@@ -750,7 +772,9 @@ impl Prim {
         }
     }
 
-    /// True for the differentiation operators.
+    /// True for the differentiation operators and the custom derivative
+    /// rules (`custom_jvp`, `custom_vjp`: they act at the levels the
+    /// operators start).
     pub fn is_derivative(self) -> bool {
         matches!(
             self,
@@ -761,6 +785,8 @@ impl Prim {
                 | Prim::Vjp
                 | Prim::Jacobian
                 | Prim::Hessian
+                | Prim::CustomJvp
+                | Prim::CustomVjp
         )
     }
 
@@ -865,6 +891,10 @@ pub enum Role {
     Tangent,
     /// A pullback's cotangent, shaped like the output.
     Cotangent,
+    /// The result of `custom_jvp`'s tangent map, shaped like the function's value.
+    CustomTangent,
+    /// The result of `custom_vjp`'s pullback, shaped like the point.
+    CustomCotangent,
 }
 
 impl Role {
@@ -873,6 +903,8 @@ impl Role {
         match self {
             Role::Tangent => ("the point", "the tangent"),
             Role::Cotangent => ("the function's output", "the cotangent"),
+            Role::CustomTangent => ("the function's value", "the custom tangent"),
+            Role::CustomCotangent => ("the point", "the custom pullback's result"),
         }
     }
 }

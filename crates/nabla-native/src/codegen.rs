@@ -29,7 +29,6 @@ use cranelift_jit::JITModule;
 use cranelift_module::{FuncId, Linkage, Module};
 use nabla_lang::core::lower_typed::{Entry, Unsupported};
 use nabla_lang::core::typed::{Expr, ExprKind, FunId, GlobalId, Lit, Local, Pat, Program, TapeOp};
-use nabla_lang::prim::Role;
 use nabla_lang::prim::{Prim, RealFn, Selection};
 use nabla_lang::syntax::span::Span;
 use nabla_lang::types::Type;
@@ -1519,16 +1518,9 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 let (kind, n, m) = if matches!(point.ty, Type::Sum(..)) {
                     let n = self.b.ins().uextend(types::I64, p[0]);
                     let m = self.b.ins().uextend(types::I64, t[0]);
-                    let kind = match role {
-                        Role::Tangent => ErrorKind::TangentConstructor,
-                        Role::Cotangent => ErrorKind::CotangentConstructor,
-                    };
-                    (kind, n, m)
+                    (ErrorKind::shape(*role, true), n, m)
                 } else {
-                    let kind = match role {
-                        Role::Tangent => ErrorKind::TangentLength,
-                        Role::Cotangent => ErrorKind::CotangentLength,
-                    };
+                    let kind = ErrorKind::shape(*role, false);
                     (kind, self.vec_len(p[0]), self.vec_len(t[0]))
                 };
                 let differ = self.b.ins().icmp(IntCC::NotEqual, n, m);

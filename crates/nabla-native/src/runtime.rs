@@ -241,7 +241,8 @@ pub(crate) struct Raised {
     pub b: i64,
     /// Reported at the closure application it returns through first
     /// ([`rt_error_site`]): a pullback's cotangent error, which the
-    /// interpreter reports where the pullback is applied.
+    /// interpreter reports where the pullback is applied, and a custom
+    /// rule's shape error (where the partial application is applied).
     pub at_caller: bool,
     /// Which standard-library error, for [`ErrorKind::Library`].
     pub code: i64,
@@ -283,6 +284,18 @@ pub(crate) enum ErrorKind {
     /// A standard-library error (`prim'fail`): [`Raised::code`], `a` and
     /// `b` make its message (`nabla_lang::prim::fail_message`).
     Library = 16,
+    /// A `custom_jvp` tangent map's result with a vector of length `a`
+    /// where the function's value has length `b`.
+    CustomTangentLength = 17,
+    /// A `custom_jvp` tangent map's result with constructor `a` where the
+    /// function's value has constructor `b`.
+    CustomTangentConstructor = 18,
+    /// A `custom_vjp` pullback's result with a vector of length `a` where
+    /// the point has length `b`.
+    CustomCotangentLength = 19,
+    /// A `custom_vjp` pullback's result with constructor `a` where the
+    /// point has constructor `b`.
+    CustomCotangentConstructor = 20,
 }
 
 /// The operators whose overflow is an error, by the index generated code passes.
@@ -309,6 +322,10 @@ impl ErrorKind {
             CotangentLength,
             CotangentConstructor,
             Library,
+            CustomTangentLength,
+            CustomTangentConstructor,
+            CustomCotangentLength,
+            CustomCotangentConstructor,
         ]
         .get(code as usize)
         .copied()
@@ -316,15 +333,42 @@ impl ErrorKind {
     }
 }
 
-impl Raised {
-    /// Which value a shape error is about.
-    fn role(&self) -> Role {
-        match self.kind {
-            ErrorKind::CotangentLength | ErrorKind::CotangentConstructor => Role::Cotangent,
-            _ => Role::Tangent,
+impl ErrorKind {
+    /// The shape error about the value `role` names: a vector of another
+    /// length, or (`constructor`) a sum with the other constructor.
+    pub(crate) fn shape(role: Role, constructor: bool) -> ErrorKind {
+        use ErrorKind::*;
+        match (role, constructor) {
+            (Role::Tangent, false) => TangentLength,
+            (Role::Tangent, true) => TangentConstructor,
+            (Role::Cotangent, false) => CotangentLength,
+            (Role::Cotangent, true) => CotangentConstructor,
+            (Role::CustomTangent, false) => CustomTangentLength,
+            (Role::CustomTangent, true) => CustomTangentConstructor,
+            (Role::CustomCotangent, false) => CustomCotangentLength,
+            (Role::CustomCotangent, true) => CustomCotangentConstructor,
         }
     }
 
+    /// For a shape error, which value it is about and whether it is about a
+    /// sum's constructor (else a vector's length).
+    fn shape_role(self) -> Option<(Role, bool)> {
+        use ErrorKind::*;
+        Some(match self {
+            TangentLength => (Role::Tangent, false),
+            TangentConstructor => (Role::Tangent, true),
+            CotangentLength => (Role::Cotangent, false),
+            CotangentConstructor => (Role::Cotangent, true),
+            CustomTangentLength => (Role::CustomTangent, false),
+            CustomTangentConstructor => (Role::CustomTangent, true),
+            CustomCotangentLength => (Role::CustomCotangent, false),
+            CustomCotangentConstructor => (Role::CustomCotangent, true),
+            _ => return None,
+        })
+    }
+}
+
+impl Raised {
     /// The interpreter's message for this error.
     pub(crate) fn message(&self, global_names: &[String]) -> String {
         let (a, b) = (self.a, self.b);
@@ -345,12 +389,21 @@ impl Raised {
             ErrorKind::ZipLengths => {
                 format!("`zip` of vectors of different lengths ({a} and {b})")
             }
-            ErrorKind::TangentLength | ErrorKind::CotangentLength => {
-                let (primal, other) = self.role().names();
-                format!("length mismatch: {other} has length {a} where {primal} has length {b}")
-            }
-            ErrorKind::TangentConstructor | ErrorKind::CotangentConstructor => {
-                let (primal, other) = self.role().names();
+            ErrorKind::TangentLength
+            | ErrorKind::TangentConstructor
+            | ErrorKind::CotangentLength
+            | ErrorKind::CotangentConstructor
+            | ErrorKind::CustomTangentLength
+            | ErrorKind::CustomTangentConstructor
+            | ErrorKind::CustomCotangentLength
+            | ErrorKind::CustomCotangentConstructor => {
+                let (role, sum) = self.kind.shape_role().unwrap_or((Role::Tangent, false));
+                let (primal, other) = role.names();
+                if !sum {
+                    return format!(
+                        "length mismatch: {other} has length {a} where {primal} has length {b}"
+                    );
+                }
                 let name = |tag| if tag == 0 { "an `inl`" } else { "an `inr`" };
                 format!(
                     "{other} is {} where {primal} is {}: they must use the same constructor",
@@ -618,9 +671,17 @@ pub(crate) extern "C" fn rt_error(ctx: *mut Ctx, kind: u32, span: u32, a: i64, b
             span,
             a,
             b,
+            // A pullback's cotangent, or a custom rule's result, the
+            // interpreter finds wrong where the pullback or the function
+            // (a partial application `custom_vjp rule`) is applied.
             at_caller: matches!(
                 kind,
-                ErrorKind::CotangentLength | ErrorKind::CotangentConstructor
+                ErrorKind::CotangentLength
+                    | ErrorKind::CotangentConstructor
+                    | ErrorKind::CustomTangentLength
+                    | ErrorKind::CustomTangentConstructor
+                    | ErrorKind::CustomCotangentLength
+                    | ErrorKind::CustomCotangentConstructor
             ),
             code: 0,
         });

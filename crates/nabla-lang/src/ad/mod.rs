@@ -9,7 +9,9 @@
 //! * [`structure`]: seeding inputs and reading outputs of any first-order
 //!   type (§9): tuples, sums, vectors, with Int and Bool leaves carried.
 //! * `operators`: the seven operators and `vjp`'s first-class pullback.
+//! * `custom`: user-defined derivative rules (`custom_jvp`, `custom_vjp`).
 
+mod custom;
 pub mod num;
 mod operators;
 pub mod structure;

@@ -158,6 +158,11 @@ impl Drop for LevelGuard {
     }
 }
 
+/// The kind of active level `level` (`None` if it is not active).
+pub fn mode_of(level: Level) -> Option<Mode> {
+    LEVELS.with_borrow(|levels| levels.get(level as usize).map(|l| l.mode))
+}
+
 /// Runs `f` on the trace of reverse level `level` (to append a Delta).
 #[inline]
 fn with_trace(level: Level, f: impl FnOnce(&mut Trace) -> u32) -> u32 {
@@ -211,7 +216,9 @@ impl Num {
         }
     }
 
-    fn level(&self) -> Option<Level> {
+    /// The level of this real's outermost tag: the innermost level it is
+    /// perturbed at (`None` for a constant of every level).
+    pub fn level(&self) -> Option<Level> {
         match self {
             Num::Real(_) => None,
             Num::Reverse { level, .. } => Some(*level),
@@ -236,7 +243,7 @@ impl Num {
     }
 
     /// The reverse-level real with primal `primal` and Delta `id`.
-    fn reverse(level: Level, primal: Num, id: u32) -> Num {
+    pub(crate) fn reverse(level: Level, primal: Num, id: u32) -> Num {
         match primal {
             Num::Real(primal) => Num::Reverse { primal, level, id },
             primal => Num::Tagged(Rc::new(Node {
@@ -249,7 +256,7 @@ impl Num {
 
     /// The forward-level real (primal, tangent); a constant if the tangent
     /// is the constant 0.
-    fn forward(level: Level, primal: Num, tangent: Num) -> Num {
+    pub(crate) fn forward(level: Level, primal: Num, tangent: Num) -> Num {
         if tangent.is_zero() {
             return primal;
         }

@@ -5,6 +5,7 @@
 //! interpreter, they apply to any function — closures, recursive functions,
 //! partial applications, functions that differentiate — and nest freely.
 
+use super::custom::Rule;
 use super::num::{LevelGuard, Mode, Num, Perturbation};
 use super::structure::{
     ShapeResult, gradient, one_hot, real_leaves, replace_reals, seed_inputs, seed_tangents, seeds,
@@ -66,6 +67,12 @@ impl Machine {
         span: Span,
     ) -> RResult<Value> {
         let mut args = args.into_iter();
+        if p == Prim::CustomJvp {
+            let (Some(f), Some(tangent), Some(x)) = (args.next(), args.next(), args.next()) else {
+                return err("internal error: missing operand of `custom_jvp`", span);
+            };
+            return self.custom(&Rule::Jvp { f, tangent }, x, span);
+        }
         let (Some(f), Some(x)) = (args.next(), args.next()) else {
             return err("internal error: missing operand of a derivative", span);
         };
@@ -86,6 +93,7 @@ impl Machine {
                 Ok(pair(y, Value::Pullback(Rc::new(pullback))))
             }
             Prim::Jacobian => self.jacobian(f, &x, span),
+            Prim::CustomVjp => self.custom(&Rule::Vjp { rule: f }, x, span),
             Prim::Hessian => self.hessian(f, &x, span),
             _ => err("internal error: not a derivative", span),
         }

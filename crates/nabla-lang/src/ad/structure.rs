@@ -136,7 +136,7 @@ pub fn seed_tangents(x: &Value, dx: &Value, g: &LevelGuard) -> ShapeResult<Value
 /// Walks `a` and `b` (same shape required: same sum constructors, same
 /// vector lengths), combining real leaves with `leaf`; other leaves come
 /// from `a`.
-fn zip_shapes(
+pub(crate) fn zip_shapes(
     a: &Value,
     b: &Value,
     role: Role,

@@ -29,6 +29,8 @@ use crate::types::infer::jacobian_type;
 use crate::types::{Monomorphic, Type};
 use std::collections::{BTreeSet, HashMap};
 
+mod custom;
+
 /// A construct the typed IR (and so the native compiler) does not handle,
 /// with its position: the program runs in the interpreter instead.
 #[derive(Clone, Debug, PartialEq)]
@@ -117,6 +119,17 @@ enum Head {
 enum Arg<'a> {
     Ast(&'a ast::Expr),
     Lowered(Expr),
+}
+
+/// An argument fixed by a partial application: evaluated once, into a
+/// local, or (a lambda or a known function given to a custom derivative
+/// rule, whose evaluation has no effect) lowered where the call is made,
+/// so that the rule's functions stay known functions, which compiled
+/// differentiation copies at the levels they run at.
+#[derive(Clone, Copy)]
+enum Fixed<'a> {
+    Value(Local),
+    Function(&'a ast::Expr),
 }
 
 struct Lowerer<'a> {
@@ -283,7 +296,13 @@ impl<'a> Lowerer<'a> {
 
     /// Lowers the parameters and body of function `f`, of type `ty`, in the
     /// current scope.
-    fn fun_body(&mut self, f: FunId, params: &[Pattern], body: &ast::Expr, ty: &Type) -> R<()> {
+    fn fun_body(
+        &mut self,
+        f: FunId,
+        params: &'a [Pattern],
+        body: &'a ast::Expr,
+        ty: &Type,
+    ) -> R<()> {
         let span = body.span;
         let (param_tys, ret) =
             peel(ty, params.len()).ok_or_else(|| internal("a function without its type", span))?;
@@ -353,7 +372,7 @@ impl<'a> Lowerer<'a> {
         prim::lookup_named_in(name, false).map(|p| Resolved::Prim(p.prim))
     }
 
-    fn expr(&mut self, e: &ast::Expr) -> R<Expr> {
+    fn expr(&mut self, e: &'a ast::Expr) -> R<Expr> {
         if stack::check().is_err() {
             return Err(internal("program nested too deeply", e.span));
         }
@@ -475,11 +494,11 @@ impl<'a> Lowerer<'a> {
         Ok(expr(kind, ty, span))
     }
 
-    fn exprs(&mut self, es: &[ast::Expr]) -> R<Vec<Expr>> {
+    fn exprs(&mut self, es: &'a [ast::Expr]) -> R<Vec<Expr>> {
         es.iter().map(|e| self.expr(e)).collect()
     }
 
-    fn arm(&mut self, p: &Pattern, ty: &Type, body: &ast::Expr) -> R<(Pat, Box<Expr>)> {
+    fn arm(&mut self, p: &Pattern, ty: &Type, body: &'a ast::Expr) -> R<(Pat, Box<Expr>)> {
         let mark = self.scope.len();
         let r = (|| Ok((self.bind(p, ty)?, Box::new(self.expr(body)?))))();
         self.scope.truncate(mark);
@@ -491,10 +510,10 @@ impl<'a> Lowerer<'a> {
         &mut self,
         name: &str,
         rec: bool,
-        params: &[Pattern],
-        value: &ast::Expr,
+        params: &'a [Pattern],
+        value: &'a ast::Expr,
         fty: &Type,
-        body: &ast::Expr,
+        body: &'a ast::Expr,
     ) -> R<Expr> {
         let f = self.new_fun(format!("{}.{name}", self.current_name()), value.span);
         let mark = self.scope.len();
@@ -545,7 +564,7 @@ impl<'a> Lowerer<'a> {
     fn curried(
         &mut self,
         head: Head,
-        fixed: Vec<Local>,
+        fixed: Vec<Fixed<'a>>,
         ty: &Type,
         n: usize,
         span: Span,
@@ -557,16 +576,17 @@ impl<'a> Lowerer<'a> {
         let saved = self.current.replace(w);
         let x = self.new_local("_", (**a).clone());
         let mut args = fixed;
-        args.push(x);
+        args.push(Fixed::Value(x));
         let body = if args.len() == n {
             let lowered = args
                 .iter()
-                .map(|&l| {
-                    Arg::Lowered(expr(
+                .map(|&a| match a {
+                    Fixed::Value(l) => Arg::Lowered(expr(
                         ExprKind::Local(l),
                         self.prog.local_ty(l).clone(),
                         span,
-                    ))
+                    )),
+                    Fixed::Function(e) => Arg::Ast(e),
                 })
                 .collect();
             self.call(head, lowered, (**rest).clone(), span)
@@ -590,7 +610,7 @@ impl<'a> Lowerer<'a> {
     }
 
     /// An application spine `f a1 … an`.
-    fn application(&mut self, e: &ast::Expr) -> R<Expr> {
+    fn application(&mut self, e: &'a ast::Expr) -> R<Expr> {
         let mut args = Vec::new();
         let mut head = e;
         while let A::App(f, x) = &head.kind {
@@ -605,7 +625,17 @@ impl<'a> Lowerer<'a> {
         self.call(head, args, self.ty(e)?, e.span)
     }
 
-    fn head(&mut self, h: &ast::Expr) -> R<Head> {
+    /// True for a lambda or the name of a known function: an expression
+    /// whose evaluation has no effect and makes a function.
+    fn is_function_literal(&mut self, e: &ast::Expr) -> bool {
+        match &strip(e).kind {
+            A::Lam(..) => true,
+            A::Var(name) => matches!(self.lookup(name), Some(Resolved::Known(..))),
+            _ => false,
+        }
+    }
+
+    fn head(&mut self, h: &'a ast::Expr) -> R<Head> {
         if let A::Var(name) = &strip(h).kind {
             match self.lookup(name) {
                 Some(Resolved::Known(f, n)) => return Ok(Head::Known(f, n)),
@@ -620,7 +650,7 @@ impl<'a> Lowerer<'a> {
     }
 
     /// `head args` of type `ty`.
-    fn call(&mut self, head: Head, mut args: Vec<Arg>, ty: Type, span: Span) -> R<Expr> {
+    fn call(&mut self, head: Head, mut args: Vec<Arg<'a>>, ty: Type, span: Span) -> R<Expr> {
         let arity = match &head {
             Head::Known(_, n) => *n,
             Head::Prim(p) => p.info().arity,
@@ -630,10 +660,18 @@ impl<'a> Lowerer<'a> {
             // Partial application: the arguments are evaluated now.
             let mut lets = Vec::new();
             let mut fixed = Vec::new();
+            let custom = matches!(head, Head::Prim(Prim::CustomJvp | Prim::CustomVjp));
             for a in args {
+                if let Arg::Ast(e) = a
+                    && custom
+                    && self.is_function_literal(e)
+                {
+                    fixed.push(Fixed::Function(e));
+                    continue;
+                }
                 let a = self.arg(a)?;
                 let t = self.new_local("_", a.ty.clone());
-                fixed.push(t);
+                fixed.push(Fixed::Value(t));
                 lets.push((t, a));
             }
             let n = arity;
@@ -674,7 +712,7 @@ impl<'a> Lowerer<'a> {
         Ok(out)
     }
 
-    fn arg(&mut self, a: Arg) -> R<Expr> {
+    fn arg(&mut self, a: Arg<'a>) -> R<Expr> {
         match a {
             Arg::Ast(e) => self.expr(e),
             Arg::Lowered(e) => Ok(e),
@@ -682,20 +720,21 @@ impl<'a> Lowerer<'a> {
     }
 
     /// A saturated primitive call of type `ty`.
-    fn prim_call(&mut self, p: Prim, args: Vec<Arg>, ty: Type, span: Span) -> R<Expr> {
-        // Which argument is a function, and how many arguments it is called with.
-        let function_arg = match p {
-            Prim::Build => Some((1, 1)),
-            Prim::Map => Some((0, 1)),
-            Prim::Fold => Some((0, 2)),
-            p if p.is_derivative() => Some((0, 1)),
-            _ => None,
+    fn prim_call(&mut self, p: Prim, args: Vec<Arg<'a>>, ty: Type, span: Span) -> R<Expr> {
+        // Which arguments are functions, and how many arguments each is called with.
+        let function_args: &[(usize, usize)] = match p {
+            Prim::Build => &[(1, 1)],
+            Prim::Map => &[(0, 1)],
+            Prim::Fold => &[(0, 2)],
+            Prim::CustomJvp => &[(0, 1), (1, 2)],
+            p if p.is_derivative() => &[(0, 1)],
+            _ => &[],
         };
         let mut lets = Vec::new();
         let mut lowered = Vec::with_capacity(args.len());
         for (k, a) in args.into_iter().enumerate() {
-            match function_arg {
-                Some((i, n)) if i == k => {
+            match function_args.iter().find(|(i, _)| *i == k) {
+                Some(&(_, n)) => {
                     let (pre, f) = self.function_arg(a, n, span)?;
                     if !pre.is_empty() {
                         // Keep the order of evaluation: earlier arguments first.
@@ -715,6 +754,13 @@ impl<'a> Lowerer<'a> {
         let call = match (p, lowered.len()) {
             (Prim::Fst | Prim::Snd, 1) => {
                 ExprKind::Proj(Box::new(lowered.remove(0)), u32::from(p == Prim::Snd))
+            }
+            (Prim::CustomVjp, 2) => {
+                let x = lowered.pop().unwrap_or_else(|| unit(span));
+                let rule = lowered.pop().unwrap_or_else(|| unit(span));
+                let x = self.temp(x, &mut lets);
+                let e = self.custom_vjp(rule, x, ty, span)?;
+                return Ok(wrap_lets(lets, e));
             }
             (Prim::Vjp | Prim::Jacobian | Prim::Hessian, 2) => {
                 let x = lowered.pop().unwrap_or_else(|| unit(span));
@@ -1260,7 +1306,7 @@ impl<'a> Lowerer<'a> {
 
     /// The function argument of `build`/`map`/`fold` as a closure of a known
     /// function of `n` parameters, after the bindings its evaluation needs.
-    fn function_arg(&mut self, a: Arg, n: usize, span: Span) -> R<(Vec<(Local, Expr)>, Expr)> {
+    fn function_arg(&mut self, a: Arg<'a>, n: usize, span: Span) -> R<(Vec<(Local, Expr)>, Expr)> {
         let ty = match &a {
             Arg::Ast(e) => self.ty(e)?,
             Arg::Lowered(e) => e.ty.clone(),

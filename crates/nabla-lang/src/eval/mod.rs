@@ -794,9 +794,13 @@ impl Machine {
                 drop(held);
                 Ok(Value::values(items))
             }
-            Prim::Fold | Prim::Jvp | Prim::FoldM | Prim::DLet | Prim::EvalDelta | Prim::Fail => {
-                Ok(Value::Prim(p, Some(Rc::new(vec![a, b]))))
-            }
+            Prim::Fold
+            | Prim::Jvp
+            | Prim::CustomJvp
+            | Prim::FoldM
+            | Prim::DLet
+            | Prim::EvalDelta
+            | Prim::Fail => Ok(Value::Prim(p, Some(Rc::new(vec![a, b])))),
             Prim::MapM => self.map(a, b, span),
             Prim::BuildM => self.prim2(Prim::Build, a, b, span),
             Prim::DScale => match (a, b) {

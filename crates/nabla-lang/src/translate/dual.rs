@@ -45,6 +45,8 @@
 //! typed IR is made), a function value from outside a `diff`/`jvp` applied to a
 //! value perturbed inside it, and sums in the point or result of `jvp`.
 
+mod custom;
+
 use super::rules;
 use crate::core::Lit;
 use crate::core::lower_typed::Unsupported;
@@ -497,6 +499,12 @@ enum Helper {
     /// The backward sweep of reverse level `.0` over other levels, from
     /// Delta `i` down ([`Expander::sweep`]).
     Sweep(Level),
+    /// `acc || any_perturbed x` for an element `x` at level `.1`
+    /// (`Expander::any_perturbed`, custom rules).
+    AnyPerturbed(Type, Level),
+    /// An element at reverse level `.1` with its primals 0
+    /// (`Expander::zero_primal`, custom rules).
+    ZeroPrimal(Type, Level),
 }
 
 struct Expander<'p> {
@@ -937,6 +945,39 @@ impl Expander<'_> {
                 self.prog.funs[f.0 as usize].body = pair(bool_lit(false, span), next);
                 f
             }
+            Helper::AnyPerturbed(a, l) => {
+                let acc = self.local("acc", Type::Bool);
+                let x = self.local("x", dual_ty(a, *l));
+                let f = self.new_fun(
+                    "any_perturbed".into(),
+                    vec![
+                        (Pat::Local(acc), Type::Bool),
+                        (Pat::Local(x), dual_ty(a, *l)),
+                    ],
+                    Type::Bool,
+                    span,
+                );
+                self.helpers.insert(h.clone(), f);
+                let xe = self.local_expr(x, span);
+                let here = self.any_perturbed(xe, a, *l, span)?;
+                let body = if_(self.local_expr(acc, span), bool_lit(true, span), here);
+                self.prog.funs[f.0 as usize].body = body;
+                f
+            }
+            Helper::ZeroPrimal(a, l) => {
+                let x = self.local("x", dual_ty(a, *l));
+                let f = self.new_fun(
+                    "zero_primal".into(),
+                    vec![(Pat::Local(x), dual_ty(a, *l))],
+                    dual_ty(a, *l),
+                    span,
+                );
+                self.helpers.insert(h.clone(), f);
+                let xe = self.local_expr(x, span);
+                let body = self.zero_primal(xe, a, *l, span)?;
+                self.prog.funs[f.0 as usize].body = body;
+                f
+            }
             Helper::Sweep(n) => {
                 let i = self.local("i", Type::Int);
                 let f = self.new_fun(
@@ -1041,56 +1082,81 @@ impl Expander<'_> {
     /// the corresponding leaf of `dx` (both at level `l`, of original type
     /// `ty`), checking that vector lengths agree as the interpreter does.
     fn seed(&mut self, x: Expr, dx: Expr, ty: &Type, l: Level, span: Span) -> R<Expr> {
+        self.attach(x, dx, ty, (l, Mode::Forward), Role::Tangent, span)
+    }
+
+    /// A value of level `l` + 1 (of kind `mode`) from its primal `x` (level
+    /// `l`) and the perturbations in `dx`, both of original type `ty`: at a
+    /// forward level `dx` holds the tangents (level `l`), each real of the
+    /// result the pair (xᵢ, dxᵢ); at a reverse level `dx` is a value of
+    /// level `l` + 1 whose reals' Delta ids are taken, (xᵢ, idᵢ). The shapes
+    /// must agree (vector lengths, sum constructors: `role`'s error), as the
+    /// interpreter's `zip_shapes` checks them.
+    fn attach(
+        &mut self,
+        x: Expr,
+        dx: Expr,
+        ty: &Type,
+        (l, mode): (Level, Mode),
+        role: Role,
+        span: Span,
+    ) -> R<Expr> {
+        let out_level = l.above(mode);
+        let dx_level = match mode {
+            Mode::Forward => l,
+            Mode::Reverse => out_level,
+        };
         match ty {
-            Type::Real => Ok(pair(x, dx)),
+            Type::Real => Ok(match mode {
+                Mode::Forward => pair(x, dx),
+                Mode::Reverse => pair(x, proj(dx, 1)),
+            }),
             Type::Tuple(ts) => self.with_temp(x, |s, x| {
                 s.with_temp(dx, |s, dx| {
                     let parts = ts
                         .iter()
                         .enumerate()
                         .map(|(i, c)| {
-                            s.seed(
+                            s.attach(
                                 proj(x.clone(), i as u32),
                                 proj(dx.clone(), i as u32),
                                 c,
-                                l,
+                                (l, mode),
+                                role,
                                 span,
                             )
                         })
                         .collect::<R<Vec<_>>>()?;
-                    Ok(mk(
-                        ExprKind::Tuple(parts),
-                        dual_ty(ty, l.above(Mode::Forward)),
-                        span,
-                    ))
+                    Ok(mk(ExprKind::Tuple(parts), dual_ty(ty, out_level), span))
                 })
             }),
             Type::Vec(a) => self.with_temp(x, |s, x| {
                 s.with_temp(dx, |s, dx| {
                     // One pass, one allocation: `build (size x) (fun i ->
-                    // seed x[i] dx[i])` after the lengths are checked.
-                    let elem = dual_ty(a, l.above(Mode::Forward));
+                    // attach x[i] dx[i])` after the lengths are checked.
+                    let elem = dual_ty(a, out_level);
                     let seeded = s.build_over("seed", &x, &dx, elem, span, &mut |s, i| {
-                        let at = |v: &Expr| index(v, &i, dual_ty(a, l));
-                        s.seed(at(&x), at(&dx), a, l, span)
+                        let xi = index(&x, &i, dual_ty(a, l));
+                        let dxi = index(&dx, &i, dual_ty(a, dx_level));
+                        s.attach(xi, dxi, a, (l, mode), role, span)
                     })?;
-                    Ok(then(shape_check(&x, &dx, Role::Tangent, span), seeded))
+                    Ok(then(shape_check(&x, &dx, role, span), seeded))
                 })
             }),
             Type::Sum(a, b) => self.with_temp(x, |s, x| {
                 s.with_temp(dx, |s, dx| {
-                    let check = shape_check(&x, &dx, Role::Tangent, span);
+                    let check = shape_check(&x, &dx, role, span);
                     // After the check the constructors agree; the other arm of
                     // the tangent's match is never taken.
-                    let out_ty = dual_ty(ty, l.above(Mode::Forward));
+                    let out_ty = dual_ty(ty, out_level);
                     let mut arms = Vec::new();
                     for (left, t) in [(true, a), (false, b)] {
                         let p = s.local("_", dual_ty(t, l));
-                        let d = s.local("_", dual_ty(t, l));
+                        let d = s.local("_", dual_ty(t, dx_level));
                         let pe = s.local_expr(p, span);
                         let de = s.local_expr(d, span);
-                        let tangent = s.payload(dx.clone(), de, left, ty, l, span);
-                        let seeded = s.seed(pe, tangent, t, l, span)?;
+                        let tangent = s.payload(dx.clone(), de, left, ty, dx_level, span);
+                        let seeded = s.attach(pe, tangent, t, (l, mode), role, span)?;
                         let inj = if left {
                             ExprKind::Inl(Box::new(seeded))
                         } else {
@@ -1704,10 +1770,17 @@ impl Expander<'_> {
                 )
             }
             ExprKind::Prim(p, args) => self.rewrite_prim(*p, args, e, cx)?,
-            ExprKind::TangentShape(..)
-            | ExprKind::Recode { .. }
-            | ExprKind::Select(..)
-            | ExprKind::Tape { .. } => (same(e.kind.clone()), Level::PLAIN),
+            // A check of lengths or constructors (of a custom rule's
+            // pullback, made by `lower_typed`): levels do not matter.
+            ExprKind::TangentShape(a, b, role) => {
+                let (a, _) = self.rewrite(a, cx)?;
+                let (b, _) = self.rewrite(b, cx)?;
+                let kind = ExprKind::TangentShape(Box::new(a), Box::new(b), *role);
+                (mk(kind, Type::Unit, span), Level::PLAIN)
+            }
+            ExprKind::Recode { .. } | ExprKind::Select(..) | ExprKind::Tape { .. } => {
+                (same(e.kind.clone()), Level::PLAIN)
+            }
         })
     }
 
@@ -1735,6 +1808,7 @@ impl Expander<'_> {
         let span = e.span;
         match p {
             Prim::Diff | Prim::Jvp => return self.jvp(p, args, e, cx),
+            Prim::CustomJvp => return self.custom_jvp(args, e, cx),
             Prim::Grad | Prim::ValueAndGrad | Prim::Vjp => return self.reverse(p, args, e, cx),
             _ if p.is_derivative() => {
                 return Err(unsupported(
