@@ -123,9 +123,10 @@ enum Arg<'a> {
 
 /// An argument fixed by a partial application: evaluated once, into a
 /// local, or (a lambda or a known function given to a custom derivative
-/// rule, whose evaluation has no effect) lowered where the call is made,
-/// so that the rule's functions stay known functions, which compiled
-/// differentiation copies at the levels they run at.
+/// rule or a differentiation operator, whose evaluation has no effect)
+/// lowered where the call is made, so that the function stays a known
+/// function, which compiled differentiation copies at the levels it runs
+/// at (a closure value would be a capture of a level).
 #[derive(Clone, Copy)]
 enum Fixed<'a> {
     Value(Local),
@@ -1337,10 +1338,18 @@ impl<'a> Lowerer<'a> {
                     Head::Value(v) => Head::Value(self.temp(v, &mut lets)),
                     known => known,
                 };
+                // A lambda or known function given to a differentiation
+                // operator or custom rule (`custom_vjp (vjp g)`) stays a
+                // known function, made where it is called (see [`Fixed`]).
+                let operator = matches!(head, Head::Prim(p) if p.is_derivative());
                 let mut fixed = Vec::new();
                 for x in args {
+                    if operator && self.is_function_literal(x) {
+                        fixed.push(Arg::Ast(x));
+                        continue;
+                    }
                     let v = self.expr(x)?;
-                    fixed.push(self.temp(v, &mut lets));
+                    fixed.push(Arg::Lowered(self.temp(v, &mut lets)));
                 }
                 (head, fixed)
             }
@@ -1354,12 +1363,13 @@ impl<'a> Lowerer<'a> {
             .collect();
         let args = fixed
             .into_iter()
-            .chain(
-                params
-                    .iter()
-                    .map(|&l| expr(ExprKind::Local(l), self.prog.local_ty(l).clone(), span)),
-            )
-            .map(Arg::Lowered)
+            .chain(params.iter().map(|&l| {
+                Arg::Lowered(expr(
+                    ExprKind::Local(l),
+                    self.prog.local_ty(l).clone(),
+                    span,
+                ))
+            }))
             .collect();
         let body = self.call(head, args, ret.clone(), span);
         self.current = saved;

@@ -86,6 +86,12 @@ impl fmt::Display for TranslateError {
                 "`{def}` has type {ty}: its {side} has no `Real` in it, so there is no \
                  derivative to take"
             ),
+            TranslateError::NestedDerivative { def, op } if op.starts_with("custom_") => write!(
+                f,
+                "`{def}` uses the custom derivative rule `{op}`: the source-to-source \
+                 translations do not take custom rules yet (the run-time operators and \
+                 native code do)"
+            ),
             TranslateError::NestedDerivative { def, op } => write!(
                 f,
                 "`{def}` calls `{op}`: the source-to-source translations do not differentiate \

@@ -16,7 +16,8 @@
 //! (tail-recursive iteration and non-tail recursion), the smooth primitives
 //! and nested differentiation operators (`diff`, `grad`, `value_and_grad`,
 //! `jvp`, `vjp`, `jacobian`, `hessian`) whose inner functions always use
-//! variables of the enclosing scope.
+//! variables of the enclosing scope, and custom derivative rules
+//! (`custom_vjp (vjp g)`, `custom_jvp g (jvp g)`: `g` itself, closed).
 //!
 //! Every Real expression carries an interval valid over a small box around
 //! the sample point (see `interval.rs`); it keeps values bounded and every
@@ -436,6 +437,7 @@ pub(crate) fn generate(seed: u64, opts: Options) -> Program {
         ad_level: 0,
         nodes: 0,
         dep: Default::default(),
+        top_level: Default::default(),
         fragment: opts.fragment,
         shadowing: opts.shadowing,
         structural_zeros: opts.structural_zeros,
@@ -493,10 +495,19 @@ pub(crate) fn generate(seed: u64, opts: Options) -> Program {
         "{helpers}def f (s : {st}) : Real =\n  {f_body}\n\ndef g (s : {st}) : {} =\n  {g_body}\n",
         t_ty.source()
     );
-    let ad_calls = ["diff ", "grad ", "jvp ", "vjp ", "jacobian ", "hessian "]
-        .iter()
-        .map(|op| source.matches(op).count())
-        .sum();
+    let ad_calls = [
+        "diff ",
+        "grad ",
+        "jvp ",
+        "vjp ",
+        "jacobian ",
+        "hessian ",
+        "custom_jvp ",
+        "custom_vjp ",
+    ]
+    .iter()
+    .map(|op| source.matches(op).count())
+    .sum();
     Program {
         source,
         s_ty,
@@ -569,6 +580,9 @@ struct Gen {
     /// the parameters of a helper or of a differentiated function): leaves
     /// prefer them, so that fewer programs are constant.
     dep: std::collections::HashSet<String>,
+    /// The bindings of the top-level helpers (closed: a custom rule's
+    /// functions may use them).
+    top_level: std::collections::HashSet<u64>,
     fragment: Fragment,
     shadowing: f64,
     structural_zeros: f64,
@@ -695,6 +709,7 @@ impl Gen {
                 );
             }
         }
+        self.top_level = globals.0.iter().map(|v| v.id).collect();
         (defs, globals)
     }
 
@@ -2221,10 +2236,65 @@ impl Gen {
         }
     }
 
+    /// A Real computed from `params` alone (and the top-level helpers): the
+    /// body of a custom rule's function, which may not use a variable of
+    /// the enclosing scope (it may be being differentiated).
+    fn closed_real(&mut self, env: &Env, params: &[(String, Av)], d: u32) -> E {
+        let top = |v: &&Var| self.top_level.contains(&v.id);
+        let mut closed = Env(env.0.iter().filter(top).cloned().collect());
+        for (n, av) in params {
+            if !matches!(av, Av::Int(..)) {
+                self.dep.insert(n.clone());
+            }
+            closed = closed.with_val(n, av.clone());
+        }
+        self.ad_level += 1;
+        let b = self.real(&closed, d);
+        self.ad_level -= 1;
+        b
+    }
+
     /// A Real computed by a differentiation operator.
     fn nested_ad(&mut self, env: &Env, d: u32) -> E {
         let unk = Iv::unknown();
-        match self.rng.below(16) {
+        match self.rng.below(18) {
+            16 => {
+                // A function with a custom rule that is its own derivative
+                // (`custom_vjp (vjp g)` and `custom_jvp g (jvp g)` are `g`),
+                // so every check applies; the rule runs at every level the
+                // test differentiates at.
+                let a = self.real(env, d);
+                let a = self.bound(a, 3.0);
+                let u = self.fresh("u");
+                let b = self.closed_real(env, &[(u.clone(), Av::Real(a.iv))], d);
+                if self.rng.chance(0.5) {
+                    e(
+                        format!("(custom_vjp (vjp (fun {u} -> {})) {})", b.code, a.code),
+                        b.iv,
+                    )
+                } else {
+                    let du = self.fresh("du");
+                    e(
+                        format!(
+                            "(custom_jvp (fun {u} -> {b}) (fun {u} {du} -> snd (jvp (fun {u} -> {b}) {u} {du})) {a})",
+                            b = b.code,
+                            a = a.code
+                        ),
+                        b.iv,
+                    )
+                }
+            }
+            17 => {
+                // The same from a vector, the pullback applied to 1.
+                let n = self.vec_len(env);
+                let (v, ivs) = self.vector(env, d, n);
+                let w = self.fresh("w");
+                let b = self.closed_real(env, &[(w.clone(), Av::Vec(ivs))], d);
+                e(
+                    format!("(custom_vjp (vjp (fun {w} -> {})) {v})", b.code),
+                    b.iv,
+                )
+            }
             12 => {
                 // A pullback kept and applied twice.
                 let a = self.real(env, d);
