@@ -51,6 +51,10 @@ pub(crate) struct Ctx {
     /// The Delta traces of the active reverse levels, a stack per level
     /// position ([`nabla_lang::core::typed::ExprKind::Tape`]).
     tapes: [Vec<Tape>; TAPE_SLOTS],
+    /// Ended traces kept for their buffers: the next level begun reuses
+    /// them instead of growing fresh ones (a nested optimisation begins a
+    /// level per step).
+    spare_tapes: Vec<Tape>,
     /// How many of the active traces are a pullback's replay of its
     /// function (`trace` prints nothing then).
     replaying: u32,
@@ -125,6 +129,18 @@ impl Tape {
         }
     }
 
+    /// This ended trace, emptied (its buffers kept) for a new level.
+    fn reuse(mut self, width: usize, replay: bool) -> Tape {
+        self.trace = Trace::new();
+        self.adjoints.clear();
+        self.weights.clear();
+        self.wide_adjoints.clear();
+        self.seeds.clear();
+        self.width = width;
+        self.replay = replay;
+        self
+    }
+
     /// Charges the wide buffers' growth to the memory budget.
     fn charge(&mut self) {
         let bytes = (self.weights.capacity() + self.wide_adjoints.capacity()) * 8;
@@ -160,6 +176,7 @@ impl Ctx {
             chunks: Vec::new(),
             large: HashMap::new(),
             tapes: Default::default(),
+            spare_tapes: Vec::new(),
             replaying: 0,
             staging: Staging {
                 ptr: std::ptr::null_mut(),
@@ -493,8 +510,13 @@ pub(crate) extern "C" fn rt_tape_begin(ctx: *mut Ctx, slot: u64, width: i64, rep
         flush(ctx);
     }
     if let Some(stack) = ctx.tapes.get_mut(slot as usize) {
-        stack.push(Tape::new(usize::try_from(width).unwrap_or(0), replay == 1));
-        ctx.replaying += u32::from(replay == 1);
+        let (width, replay) = (usize::try_from(width).unwrap_or(0), replay == 1);
+        let tape = match ctx.spare_tapes.pop() {
+            Some(t) => t.reuse(width, replay),
+            None => Tape::new(width, replay),
+        };
+        stack.push(tape);
+        ctx.replaying += u32::from(replay);
     }
     if staged {
         flush(ctx);
@@ -653,6 +675,9 @@ pub(crate) extern "C" fn rt_tape_end(ctx: *mut Ctx, slot: u64) {
     if let Some(mut t) = ctx.tapes.get_mut(slot as usize).and_then(Vec::pop) {
         ctx.replaying -= u32::from(t.replay);
         std::mem::take(&mut t.trace).recycle();
+        if ctx.spare_tapes.len() < TAPE_SLOTS {
+            ctx.spare_tapes.push(t);
+        }
     }
     if staged {
         flush(ctx);
