@@ -36,7 +36,7 @@
 //! rule is applied at, or deeper) is refused with an error, as JAX does,
 //! instead of giving the derivative of an unstated rule.
 
-use super::num::{Level, Mode, Num, Perturbation, mode_of};
+use super::num::{Level, Mode, Num, Perturbation, mode_of, refers_outside, trace_len};
 use super::structure::{ShapeResult, map_reals, one_hot, real_leaves, replace_reals, zip_shapes};
 use crate::eval::{Machine, RResult, Value, err};
 use crate::prim::Role;
@@ -157,6 +157,15 @@ impl Machine {
             parts.push(part);
             primal
         }))?;
+        // The Deltas the tangent map may refer to at a reverse level.
+        let mut inputs: Vec<u32> = parts
+            .iter()
+            .filter_map(|p| match p {
+                Some(Perturbation::Delta(id)) => Some(*id),
+                _ => None,
+            })
+            .collect();
+        inputs.sort_unstable();
         let mut next = parts.into_iter();
         let dx = shape(map_reals(&x0, &mut |_| match next.next().flatten() {
             Some(Perturbation::Tangent(t)) => t,
@@ -167,11 +176,15 @@ impl Machine {
         if innermost(&y0).or_else(|e| err(e, span))? >= Some(level) {
             return captured(&format!("the function given to `{}`", rule.name()), span);
         }
+        let recorded = trace_len(level);
         let dy = rule.tangent(self, x0, &dx, span)?;
         let inner = innermost(&dy).or_else(|e| err(e, span))?;
+        // At a reverse level the map's reals are of this level; one that it
+        // computed from a captured real of the level shows in the Deltas it
+        // recorded, which then refer to a Delta not of the argument.
         let too_deep = match mode {
             Mode::Forward => inner >= Some(level),
-            Mode::Reverse => inner > Some(level),
+            Mode::Reverse => inner > Some(level) || refers_outside(level, recorded, &inputs),
         };
         if too_deep {
             return captured(&format!("the rule given to `{}`", rule.name()), span);

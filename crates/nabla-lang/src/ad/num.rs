@@ -163,6 +163,32 @@ pub fn mode_of(level: Level) -> Option<Mode> {
     LEVELS.with_borrow(|levels| levels.get(level as usize).map(|l| l.mode))
 }
 
+/// The number of Deltas on the trace of reverse level `level` so far.
+pub fn trace_len(level: Level) -> u32 {
+    LEVELS.with_borrow(|levels| {
+        levels
+            .get(level as usize)
+            .map_or(0, |l| l.trace.len() as u32)
+    })
+}
+
+/// True if a Delta recorded on reverse level `level`'s trace since it had
+/// `from` Deltas refers to an earlier Delta other than those of `allowed`
+/// (sorted): what a computation from `allowed` alone never does.
+pub fn refers_outside(level: Level, from: u32, allowed: &[u32]) -> bool {
+    LEVELS.with_borrow(|levels| {
+        let Some(l) = levels.get(level as usize) else {
+            return false;
+        };
+        (from..l.trace.len() as u32).any(|id| {
+            l.trace
+                .parents(id)
+                .iter()
+                .any(|&p| p != NO_PARENT && p < from && allowed.binary_search(&p).is_err())
+        })
+    })
+}
+
 /// Runs `f` on the trace of reverse level `level` (to append a Delta).
 #[inline]
 fn with_trace(level: Level, f: impl FnOnce(&mut Trace) -> u32) -> u32 {
@@ -269,6 +295,12 @@ impl Num {
 
     /// A built-in function of one real, at every level `x` carries.
     pub fn unary(op: Unary, x: Num) -> Num {
+        // `stop_gradient`: a constant of every level, as native code makes
+        // it (not a real of the level with derivative 0, which a custom
+        // rule would take for a perturbed one).
+        if op == Unary::StopGradient {
+            return Num::Real(op.eval(x.value()));
+        }
         let level = match x {
             Num::Real(a) => return Num::Real(op.eval(a)),
             // The common case, on f64 throughout.

@@ -631,7 +631,10 @@ impl<'a> Lowerer<'a> {
     fn is_function_literal(&mut self, e: &ast::Expr) -> bool {
         match &strip(e).kind {
             A::Lam(..) => true,
-            A::Var(name) => matches!(self.lookup(name), Some(Resolved::Known(..))),
+            A::Var(name) => matches!(
+                self.lookup(name),
+                Some(Resolved::Known(..) | Resolved::Prim(_))
+            ),
             _ => false,
         }
     }

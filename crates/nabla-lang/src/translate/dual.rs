@@ -1107,10 +1107,15 @@ impl Expander<'_> {
             Mode::Reverse => out_level,
         };
         match ty {
-            Type::Real => Ok(match mode {
-                Mode::Forward => pair(x, dx),
-                Mode::Reverse => pair(x, proj(dx, 1)),
-            }),
+            // A tangent zero in every component is the interpreter's
+            // constant 0 (its `Num::forward` drops it): +0.0, also for -0.0.
+            Type::Real => match mode {
+                Mode::Forward => self.with_temp(dx, |s, dx| {
+                    let zero = s.is_zero(dx.clone(), l)?;
+                    Ok(pair(x, select(zero, zero_at(l, span), dx)))
+                }),
+                Mode::Reverse => Ok(pair(x, proj(dx, 1))),
+            },
             Type::Tuple(ts) => self.with_temp(x, |s, x| {
                 s.with_temp(dx, |s, dx| {
                     let parts = ts

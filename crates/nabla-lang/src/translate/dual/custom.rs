@@ -60,14 +60,24 @@ impl Expander<'_> {
             t: e.ty.clone(),
             depth: cx.depth,
         };
-        let captures_level = rule
+        let at_levels: Vec<Local> = rule
             .f_captures
             .iter()
             .chain(&rule.tangent_captures)
-            .any(|c| c.1 != Level::PLAIN);
-        if xl != Level::PLAIN && captures_level {
+            .filter(|c| c.1 != Level::PLAIN)
+            .map(|c| c.0)
+            .collect();
+        if xl != Level::PLAIN && !at_levels.is_empty() {
+            let function_value = at_levels
+                .iter()
+                .any(|&c| matches!(self.prog.local_ty(c), Type::Fun(..)));
             return Err(unsupported(
-                "a custom rule whose functions use values being differentiated",
+                if function_value {
+                    "a custom rule made of function values computed at run time \
+                     (lambdas and named functions are compiled)"
+                } else {
+                    "a custom rule whose functions use values being differentiated"
+                },
                 span,
             ));
         }
