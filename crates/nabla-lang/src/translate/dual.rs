@@ -2502,6 +2502,13 @@ impl Flow {
                     out.insert(*g);
                 }
                 ExprKind::Call(f, _) => out.extend(self.rets.get(f).into_iter().flatten()),
+                // A closure applied: what the functions it may be return
+                // (`(k 2.0) x` with `def k = mul`: the closure `k 2.0` makes).
+                ExprKind::Apply(f, _) => {
+                    for g in self.of(f) {
+                        out.extend(self.rets.get(&g).into_iter().flatten());
+                    }
+                }
                 ExprKind::Recode { cases, .. } => out.extend(cases.iter().map(|c| c.1)),
                 ExprKind::Let(_, _, b) => stack.push(b),
                 _ => e.for_each_child(|c| stack.push(c)),
