@@ -5,8 +5,9 @@
 //! Bools, tuples of them) whose length is known at compile time becomes a
 //! tuple, which the code generator keeps in registers, wherever its length
 //! is known: `[x, y]`, `build 2 f`, `build (size u) f` and `map f u` of such
-//! a `u`, the locals they are bound to, the components of tuples, and the
-//! arguments and results of direct calls — a function is copied per shape
+//! a `u`, the locals they are bound to, the components of tuples, globals
+//! (except the one the host reads), and the arguments and results of direct
+//! calls — a function is copied per shape
 //! of its arguments (and per renaming of what it captures), so
 //! `go x' (build 2 …)` passes two reals. On such a tuple, `v[i]` is a
 //! projection (a constant index: an unrolled `build`'s element function is
@@ -14,9 +15,11 @@
 //! and `build` the element function's calls in order. Anywhere else —
 //! the argument of a closure, an element of a vector, `trace`, a sum, one
 //! arm of an `if` whose other arm is a vector of unknown length — the vector
-//! is made again from its elements, so the program means the same: the same
-//! evaluations in the same order and the same errors (an index out of range
-//! indexes the vector made again, at the same position).
+//! is made again from its elements — for a local, once, where it is bound
+//! (one allocation, as when the vector was built there) — and the program
+//! means the same: the same evaluations in the same order and the same
+//! errors (an index out of range indexes the vector made again, at the same
+//! position).
 //!
 //! Every binding gets a fresh local (so each copy's locals can have their
 //! own types), and only what the entry and the globals reach is kept.
@@ -24,7 +27,9 @@
 //! functions by their code) are left as they are.
 
 use nabla_lang::core::lower_typed::Entry;
-use nabla_lang::core::typed::{Expr, ExprKind, Fun, FunId, Lit, Local, LocalInfo, Pat, Program};
+use nabla_lang::core::typed::{
+    Expr, ExprKind, Fun, FunId, GlobalId, Lit, Local, LocalInfo, Pat, Program,
+};
 use nabla_lang::prim::Prim;
 use nabla_lang::syntax::span::Span;
 use nabla_lang::types::Type;
@@ -157,6 +162,17 @@ struct Pass<'p> {
     /// that its result is made `Any` too.
     rets: Vec<Option<Shape>>,
     early: Vec<bool>,
+    /// The vector made again from a local kept as a tuple, for where it
+    /// must be a vector: made once, where the local is bound (so at most
+    /// one allocation per binding, as when it was a vector).
+    remade: HashMap<Local, Local>,
+    /// Each global's new body and shape, once made.
+    globals: Vec<Option<(Expr, Shape)>>,
+    /// Globals being made, and whether they were used meanwhile (a global
+    /// that depends on itself is left a vector).
+    making: HashMap<GlobalId, bool>,
+    /// The global the host reads (kept as its type says).
+    entry_global: Option<GlobalId>,
     max_len: usize,
     max_copies: usize,
 }
@@ -178,6 +194,13 @@ pub(crate) fn rewrite(src: &Program, entry: Entry, max_vector_len: usize) -> (Pr
         copies: HashMap::new(),
         rets: Vec::new(),
         early: Vec::new(),
+        remade: HashMap::new(),
+        globals: vec![None; src.globals.len()],
+        making: HashMap::new(),
+        entry_global: match entry {
+            Entry::Global(g) => Some(g),
+            Entry::Fun(_) => None,
+        },
         max_len: MAX_LEN.min(max_vector_len),
         max_copies: COPIES_PER_FUN * src.funs.len() + 16,
     };
@@ -189,9 +212,10 @@ pub(crate) fn rewrite(src: &Program, entry: Entry, max_vector_len: usize) -> (Pr
         g => g,
     };
     let mut globals = src.globals.clone();
-    for g in &mut globals {
-        let (body, s) = p.expr(&g.body, &mut Env::new());
-        g.body = p.coerce(body, &g.ty, &s, &Shape::Any);
+    for (i, g) in globals.iter_mut().enumerate() {
+        let (body, s) = p.global(GlobalId(i as u32));
+        g.ty = repr_ty(&g.ty, &s);
+        g.body = body;
     }
     let funs = p
         .funs
@@ -268,7 +292,7 @@ impl Pass<'_> {
         self.early.push(false);
         self.copies.insert(key.clone(), id);
         let mut inner: Env = outer.into_iter().collect();
-        let new_params = fun
+        let new_params: Vec<(Pat, Type)> = fun
             .params
             .iter()
             .zip(&params)
@@ -281,7 +305,18 @@ impl Pass<'_> {
             s.repr()
         };
         let body = self.coerce(body, &fun.ret, &s, &ret);
+        let mut bound = Vec::new();
+        for (p, _) in &new_params {
+            p.for_each_local(&mut |l| bound.push(l));
+        }
+        let body = self.with_remade(&bound, body);
+        // A captured tuple's vector is made where the tuple is bound.
         let mut captures = key.captures;
+        let remade: Vec<Local> = captures
+            .iter()
+            .filter_map(|c| self.remade.get(c).copied())
+            .collect();
+        captures.extend(remade);
         captures.sort();
         self.funs[id.0 as usize] = Some(Fun {
             name: fun.name.clone(),
@@ -293,6 +328,63 @@ impl Pass<'_> {
         });
         self.rets[id.0 as usize] = Some(ret);
         id
+    }
+
+    /// Global `g`'s new body and shape (made on first use). A global of a
+    /// small vector is kept as a tuple, unless the host reads it.
+    fn global(&mut self, g: GlobalId) -> (Expr, Shape) {
+        if let Some(done) = &self.globals[g.0 as usize] {
+            return done.clone();
+        }
+        let src = self.src;
+        let gl = src.global(g);
+        self.making.insert(g, false);
+        let (body, s) = self.expr(&gl.body, &mut Env::new());
+        let early = self.making.remove(&g) == Some(true);
+        let keep = if self.entry_global == Some(g) || early {
+            Shape::Any
+        } else {
+            s.repr()
+        };
+        let body = self.coerce(body, &gl.ty, &s, &keep);
+        self.globals[g.0 as usize] = Some((body.clone(), keep.clone()));
+        (body, keep)
+    }
+
+    /// Where a vector kept as a tuple in local `l` must be a vector: the
+    /// local holding it made again (see [`Pass::remade`]).
+    fn remade(&mut self, l: Local, ty: &Type, span: Span) -> Expr {
+        let v = match self.remade.get(&l) {
+            Some(&v) => v,
+            None => {
+                let v = self.temp("_", ty.clone());
+                self.remade.insert(l, v);
+                v
+            }
+        };
+        mk(ExprKind::Local(v), ty.clone(), span)
+    }
+
+    /// `body` in the scope of `bound` (new locals just bound): the vectors
+    /// made again from those kept as tuples that `body` needs.
+    fn with_remade(&mut self, bound: &[Local], body: Expr) -> Expr {
+        let mut body = body;
+        for &l in bound.iter().rev() {
+            let Some(&v) = self.remade.get(&l) else {
+                continue;
+            };
+            let tuple_ty = self.locals[l.0 as usize].ty.clone();
+            let vec_ty = self.locals[v.0 as usize].ty.clone();
+            let Type::Vec(elem) = &vec_ty else { continue };
+            let Type::Tuple(ts) = &tuple_ty else { continue };
+            let span = body.span;
+            let items = (0..ts.len())
+                .map(|k| proj(l, &tuple_ty, k, (**elem).clone(), span))
+                .collect();
+            let vector = mk(ExprKind::Vector(items), vec_ty.clone(), span);
+            body = let_(v, vector, body);
+        }
+        body
     }
 
     fn ret_shape(&mut self, id: FunId) -> Shape {
@@ -313,6 +405,9 @@ impl Pass<'_> {
             return e;
         }
         let span = e.span;
+        if let (ExprKind::Local(l), Shape::Len(_)) = (&e.kind, from) {
+            return self.remade(*l, ty, span);
+        }
         let t = self.temp("_", e.ty.clone());
         let body = match (from, ty) {
             (Shape::Len(n), Type::Vec(elem)) => {
@@ -361,7 +456,17 @@ impl Pass<'_> {
                 (mk(ExprKind::Local(n), repr_ty(&e.ty, &s), span), s)
             }
             ExprKind::Lit(Lit::Int(k)) => (e.clone(), Shape::Int(*k)),
-            ExprKind::Global(_) | ExprKind::Lit(_) => (e.clone(), Shape::Any),
+            ExprKind::Global(g) => {
+                let s = match self.making.get_mut(g) {
+                    Some(used) => {
+                        *used = true;
+                        Shape::Any
+                    }
+                    None => self.global(*g).1,
+                };
+                (mk(ExprKind::Global(*g), repr_ty(&e.ty, &s), span), s)
+            }
+            ExprKind::Lit(_) => (e.clone(), Shape::Any),
             ExprKind::Call(f, args) => {
                 let mut argv = Vec::new();
                 let mut shapes = Vec::new();
@@ -393,6 +498,9 @@ impl Pass<'_> {
                 let (v2, s) = self.expr(v, env);
                 let p2 = self.bind(p, &s, env);
                 let (b2, sb) = self.expr(body, env);
+                let mut bound = Vec::new();
+                p2.for_each_local(&mut |l| bound.push(l));
+                let b2 = self.with_remade(&bound, b2);
                 let ty = repr_ty(&e.ty, &sb);
                 (
                     mk(ExprKind::Let(p2, Box::new(v2), Box::new(b2)), ty, span),
