@@ -26,6 +26,7 @@
 //! Programs with [`ExprKind::Recode`] (nested differentiation, which names
 //! functions by their code) are left as they are.
 
+use crate::layout::width;
 use nabla_lang::core::lower_typed::Entry;
 use nabla_lang::core::typed::{
     Expr, ExprKind, Fun, FunId, GlobalId, Lit, Local, LocalInfo, Pat, Program,
@@ -43,6 +44,10 @@ const MAX_LEN: usize = 4;
 /// element (the code generator inlines calls of bodies this small; a larger
 /// one is better off in a loop).
 const MAX_UNROLLED_BODY: usize = 48;
+
+/// The most scalars a copy's parameters, or its result, may flatten to (the
+/// code generator's limit is 200).
+const MAX_FLAT: usize = 100;
 
 /// How many copies of functions the pass may make, per function of the
 /// program; beyond it, calls pass vectors as vectors.
@@ -299,7 +304,10 @@ impl Pass<'_> {
             .map(|((p, t), s)| (self.bind(p, s, &mut inner), repr_ty(t, s)))
             .collect();
         let (body, s) = self.expr(&fun.body, &mut inner);
-        let ret = if value || self.early[id.0 as usize] {
+        let ret = if value
+            || self.early[id.0 as usize]
+            || width(&repr_ty(&fun.ret, &s.repr())) > MAX_FLAT
+        {
             Shape::Any
         } else {
             s.repr()
@@ -468,17 +476,20 @@ impl Pass<'_> {
             }
             ExprKind::Lit(_) => (e.clone(), Shape::Any),
             ExprKind::Call(f, args) => {
+                let (xs, ss): (Vec<Expr>, Vec<Shape>) =
+                    args.iter().map(|a| self.expr(a, env)).unzip();
+                let mut shapes: Vec<Shape> = ss.iter().map(Shape::repr).collect();
+                let flat: usize = args
+                    .iter()
+                    .zip(&shapes)
+                    .map(|(a, s)| width(&repr_ty(&a.ty, s)))
+                    .sum();
+                if self.funs.len() >= self.max_copies || flat > MAX_FLAT {
+                    shapes = vec![Shape::Any; args.len()];
+                }
                 let mut argv = Vec::new();
-                let mut shapes = Vec::new();
-                for a in args {
-                    let (x, s) = self.expr(a, env);
-                    let s2 = if self.funs.len() < self.max_copies {
-                        s.repr()
-                    } else {
-                        Shape::Any
-                    };
-                    argv.push(self.coerce(x, &a.ty, &s, &s2));
-                    shapes.push(s2);
+                for (((x, s), a), to) in xs.into_iter().zip(&ss).zip(args).zip(&shapes) {
+                    argv.push(self.coerce(x, &a.ty, s, to));
                 }
                 let id = self.copy(*f, env, shapes, false);
                 let ret = self.ret_shape(id);
