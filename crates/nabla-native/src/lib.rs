@@ -23,6 +23,7 @@ mod codegen;
 mod layout;
 mod marshal;
 mod runtime;
+mod small_vecs;
 mod untrusted;
 
 pub use untrusted::run_untrusted_both;
@@ -92,6 +93,8 @@ impl Native {
                 span,
             });
         }
+        let (prog, entry) = &small_vecs::rewrite(prog, entry, options.limits.max_vector_len);
+        let entry = *entry;
         let module = jit_module()?;
         let mut cg = codegen::Codegen::new(
             prog,

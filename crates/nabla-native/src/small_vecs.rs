@@ -1,0 +1,821 @@
+//! Scalar replacement of small vectors, a typed-IR-to-typed-IR pass run
+//! before code generation.
+//!
+//! A vector of 2 to [`MAX_LEN`] elements without heap parts (reals, Ints,
+//! Bools, tuples of them) whose length is known at compile time becomes a
+//! tuple, which the code generator keeps in registers, wherever its length
+//! is known: `[x, y]`, `build 2 f`, `build (size u) f` and `map f u` of such
+//! a `u`, the locals they are bound to, the components of tuples, globals
+//! (except the one the host reads), and the arguments and results of direct
+//! calls — a function is copied per shape
+//! of its arguments (and per renaming of what it captures), so
+//! `go x' (build 2 …)` passes two reals. On such a tuple, `v[i]` is a
+//! projection (a constant index: an unrolled `build`'s element function is
+//! copied per index), `size` a constant, `sum` the additions in order, `map`
+//! and `build` the element function's calls in order. Anywhere else —
+//! the argument of a closure, an element of a vector, `trace`, a sum, one
+//! arm of an `if` whose other arm is a vector of unknown length — the vector
+//! is made again from its elements — for a local, once, where it is bound
+//! (one allocation, as when the vector was built there) — and the program
+//! means the same: the same evaluations in the same order and the same
+//! errors (an index out of range indexes the vector made again, at the same
+//! position).
+//!
+//! Every binding gets a fresh local (so each copy's locals can have their
+//! own types), and only what the entry and the globals reach is kept.
+//! Programs with [`ExprKind::Recode`] (nested differentiation, which names
+//! functions by their code) are left as they are.
+
+use crate::layout::width;
+use nabla_lang::core::lower_typed::Entry;
+use nabla_lang::core::typed::{
+    Expr, ExprKind, Fun, FunId, GlobalId, Lit, Local, LocalInfo, Pat, Program,
+};
+use nabla_lang::prim::Prim;
+use nabla_lang::syntax::span::Span;
+use nabla_lang::types::Type;
+use std::collections::HashMap;
+
+/// The longest vector kept as a tuple (an unknown index is a chain of
+/// `select`s over its elements).
+const MAX_LEN: usize = 4;
+
+/// The largest element function an unrolled `build` or `map` calls once per
+/// element (the code generator inlines calls of bodies this small; a larger
+/// one is better off in a loop).
+const MAX_UNROLLED_BODY: usize = 48;
+
+/// The most scalars a copy's parameters, or its result, may flatten to (the
+/// code generator's limit is 200).
+const MAX_FLAT: usize = 100;
+
+/// How many copies of functions the pass may make, per function of the
+/// program; beyond it, calls pass vectors as vectors.
+const COPIES_PER_FUN: usize = 4;
+
+/// What is known at compile time about a value's representation.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Shape {
+    /// As its type says.
+    Any,
+    /// A vector of this many elements, kept as a tuple.
+    Len(usize),
+    /// A tuple with some component not [`Shape::Any`].
+    Tuple(Vec<Shape>),
+    /// An Int that is this constant (represented as any Int).
+    Int(i64),
+}
+
+impl Shape {
+    fn tuple(ss: Vec<Shape>) -> Shape {
+        if ss.iter().any(Shape::converted) {
+            Shape::Tuple(ss)
+        } else {
+            Shape::Any
+        }
+    }
+
+    /// True if the representation differs from the type's.
+    fn converted(&self) -> bool {
+        match self {
+            Shape::Len(_) => true,
+            Shape::Tuple(ss) => ss.iter().any(Shape::converted),
+            Shape::Any | Shape::Int(_) => false,
+        }
+    }
+
+    /// The representation alone (constants forgotten): what a function's
+    /// parameters and results are copied by.
+    fn repr(&self) -> Shape {
+        match self {
+            Shape::Int(_) => Shape::Any,
+            Shape::Tuple(ss) => Shape::tuple(ss.iter().map(Shape::repr).collect()),
+            s => s.clone(),
+        }
+    }
+
+    /// What both values can be represented as (the join of two arms).
+    fn meet(&self, other: &Shape) -> Shape {
+        match (self, other) {
+            _ if self == other => self.clone(),
+            (Shape::Tuple(a), Shape::Tuple(b)) if a.len() == b.len() => {
+                Shape::tuple(a.iter().zip(b).map(|(x, y)| x.meet(y)).collect())
+            }
+            _ => Shape::Any,
+        }
+    }
+}
+
+/// The type of a value of type `ty` represented as `s`.
+fn repr_ty(ty: &Type, s: &Shape) -> Type {
+    match (s, ty) {
+        (Shape::Len(n), Type::Vec(e)) => Type::Tuple(vec![(**e).clone(); *n]),
+        (Shape::Tuple(ss), Type::Tuple(ts)) => {
+            Type::Tuple(ts.iter().zip(ss).map(|(t, s)| repr_ty(t, s)).collect())
+        }
+        _ => ty.clone(),
+    }
+}
+
+/// A type whose values have no heap parts.
+fn plain_data(t: &Type) -> bool {
+    match t {
+        Type::Real | Type::Int | Type::Bool | Type::Unit => true,
+        Type::Tuple(ts) => ts.iter().all(plain_data),
+        _ => false,
+    }
+}
+
+fn mk(kind: ExprKind, ty: Type, span: Span) -> Expr {
+    Expr { kind, ty, span }
+}
+
+fn has_recode(e: &Expr) -> bool {
+    let mut found = matches!(e.kind, ExprKind::Recode { .. });
+    e.for_each_child(|c| found = found || has_recode(c));
+    found
+}
+
+fn nodes(e: &Expr) -> usize {
+    let mut n = 1;
+    e.for_each_child(|c| n += nodes(c));
+    n
+}
+
+/// One copy of a function: which, with what captures (after renaming),
+/// parameters of what shapes, and whether it is used as a value (then its
+/// result is represented as its type says).
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Key {
+    fun: FunId,
+    captures: Vec<Local>,
+    params: Vec<Shape>,
+    value: bool,
+}
+
+/// The locals in scope: their new ids and shapes.
+type Env = HashMap<Local, (Local, Shape)>;
+
+struct Pass<'p> {
+    src: &'p Program,
+    locals: Vec<LocalInfo>,
+    /// The copies made, by new id (`None` while being made).
+    funs: Vec<Option<Fun>>,
+    copies: HashMap<Key, FunId>,
+    /// Each copy's result shape, `None` while its body is being made; a
+    /// recursive call then sees [`Shape::Any`] and the copy is marked, so
+    /// that its result is made `Any` too.
+    rets: Vec<Option<Shape>>,
+    early: Vec<bool>,
+    /// The vector made again from a local kept as a tuple, for where it
+    /// must be a vector: made once, where the local is bound (so at most
+    /// one allocation per binding, as when it was a vector).
+    remade: HashMap<Local, Local>,
+    /// Each global's new body and shape, once made.
+    globals: Vec<Option<(Expr, Shape)>>,
+    /// Globals being made, and whether they were used meanwhile (a global
+    /// that depends on itself is left a vector).
+    making: HashMap<GlobalId, bool>,
+    /// The global the host reads (kept as its type says).
+    entry_global: Option<GlobalId>,
+    max_len: usize,
+    max_copies: usize,
+}
+
+/// The program with small vectors kept as tuples, and its entry.
+pub(crate) fn rewrite(src: &Program, entry: Entry, max_vector_len: usize) -> (Program, Entry) {
+    let mut bodies = src
+        .funs
+        .iter()
+        .map(|f| &f.body)
+        .chain(src.globals.iter().map(|g| &g.body));
+    if bodies.any(has_recode) {
+        return (src.clone(), entry);
+    }
+    let mut p = Pass {
+        src,
+        locals: src.locals.clone(),
+        funs: Vec::new(),
+        copies: HashMap::new(),
+        rets: Vec::new(),
+        early: Vec::new(),
+        remade: HashMap::new(),
+        globals: vec![None; src.globals.len()],
+        making: HashMap::new(),
+        entry_global: match entry {
+            Entry::Global(g) => Some(g),
+            Entry::Fun(_) => None,
+        },
+        max_len: MAX_LEN.min(max_vector_len),
+        max_copies: COPIES_PER_FUN * src.funs.len() + 16,
+    };
+    let entry = match entry {
+        Entry::Fun(f) => {
+            let params = vec![Shape::Any; src.fun(f).params.len()];
+            Entry::Fun(p.copy(f, &Env::new(), params, true))
+        }
+        g => g,
+    };
+    let mut globals = src.globals.clone();
+    for (i, g) in globals.iter_mut().enumerate() {
+        let (body, s) = p.global(GlobalId(i as u32));
+        g.ty = repr_ty(&g.ty, &s);
+        g.body = body;
+    }
+    let funs = p
+        .funs
+        .into_iter()
+        .map(|f| f.expect("every copy is finished"))
+        .collect();
+    let prog = Program {
+        locals: p.locals,
+        funs,
+        globals,
+    };
+    (prog, entry)
+}
+
+impl Pass<'_> {
+    /// A new local for `l` (bound to a value of shape `s`), in `env`.
+    fn fresh(&mut self, l: Local, s: &Shape, env: &mut Env) -> Local {
+        let src = self.src;
+        let info = &src.locals[l.0 as usize];
+        let new = self.temp(&info.name, repr_ty(&info.ty, s));
+        env.insert(l, (new, s.clone()));
+        new
+    }
+
+    fn temp(&mut self, name: &str, ty: Type) -> Local {
+        self.locals.push(LocalInfo {
+            name: name.to_string(),
+            ty,
+        });
+        Local(self.locals.len() as u32 - 1)
+    }
+
+    fn bind(&mut self, p: &Pat, s: &Shape, env: &mut Env) -> Pat {
+        match p {
+            Pat::Local(l) => Pat::Local(self.fresh(*l, s, env)),
+            Pat::Wild => Pat::Wild,
+            Pat::Tuple(ps) => {
+                let ss = match s {
+                    Shape::Tuple(ss) if ss.len() == ps.len() => ss.clone(),
+                    _ => vec![Shape::Any; ps.len()],
+                };
+                Pat::Tuple(
+                    ps.iter()
+                        .zip(&ss)
+                        .map(|(p, s)| self.bind(p, s, env))
+                        .collect(),
+                )
+            }
+        }
+    }
+
+    /// The copy of `f` for `params` (made if new), its captures renamed
+    /// as in `env`.
+    fn copy(&mut self, f: FunId, env: &Env, params: Vec<Shape>, value: bool) -> FunId {
+        let src = self.src;
+        let fun = src.fun(f);
+        let outer: Vec<(Local, (Local, Shape))> = fun
+            .captures
+            .iter()
+            .map(|c| (*c, env.get(c).cloned().unwrap_or((*c, Shape::Any))))
+            .collect();
+        let key = Key {
+            fun: f,
+            captures: outer.iter().map(|(_, (n, _))| *n).collect(),
+            params: params.clone(),
+            value,
+        };
+        if let Some(&id) = self.copies.get(&key) {
+            return id;
+        }
+        let id = FunId(self.funs.len() as u32);
+        self.funs.push(None);
+        self.rets.push(None);
+        self.early.push(false);
+        self.copies.insert(key.clone(), id);
+        let mut inner: Env = outer.into_iter().collect();
+        let new_params: Vec<(Pat, Type)> = fun
+            .params
+            .iter()
+            .zip(&params)
+            .map(|((p, t), s)| (self.bind(p, s, &mut inner), repr_ty(t, s)))
+            .collect();
+        let (body, s) = self.expr(&fun.body, &mut inner);
+        let ret = if value
+            || self.early[id.0 as usize]
+            || width(&repr_ty(&fun.ret, &s.repr())) > MAX_FLAT
+        {
+            Shape::Any
+        } else {
+            s.repr()
+        };
+        let body = self.coerce(body, &fun.ret, &s, &ret);
+        let mut bound = Vec::new();
+        for (p, _) in &new_params {
+            p.for_each_local(&mut |l| bound.push(l));
+        }
+        let body = self.with_remade(&bound, body);
+        // A captured tuple's vector is made where the tuple is bound.
+        let mut captures = key.captures;
+        let remade: Vec<Local> = captures
+            .iter()
+            .filter_map(|c| self.remade.get(c).copied())
+            .collect();
+        captures.extend(remade);
+        captures.sort();
+        self.funs[id.0 as usize] = Some(Fun {
+            name: fun.name.clone(),
+            captures,
+            params: new_params,
+            ret: repr_ty(&fun.ret, &ret),
+            body,
+            span: fun.span,
+        });
+        self.rets[id.0 as usize] = Some(ret);
+        id
+    }
+
+    /// Global `g`'s new body and shape (made on first use). A global of a
+    /// small vector is kept as a tuple, unless the host reads it.
+    fn global(&mut self, g: GlobalId) -> (Expr, Shape) {
+        if let Some(done) = &self.globals[g.0 as usize] {
+            return done.clone();
+        }
+        let src = self.src;
+        let gl = src.global(g);
+        self.making.insert(g, false);
+        let (body, s) = self.expr(&gl.body, &mut Env::new());
+        let early = self.making.remove(&g) == Some(true);
+        let keep = if self.entry_global == Some(g) || early {
+            Shape::Any
+        } else {
+            s.repr()
+        };
+        let body = self.coerce(body, &gl.ty, &s, &keep);
+        self.globals[g.0 as usize] = Some((body.clone(), keep.clone()));
+        (body, keep)
+    }
+
+    /// Where a vector kept as a tuple in local `l` must be a vector: the
+    /// local holding it made again (see [`Pass::remade`]).
+    fn remade(&mut self, l: Local, ty: &Type, span: Span) -> Expr {
+        let v = match self.remade.get(&l) {
+            Some(&v) => v,
+            None => {
+                let v = self.temp("_", ty.clone());
+                self.remade.insert(l, v);
+                v
+            }
+        };
+        mk(ExprKind::Local(v), ty.clone(), span)
+    }
+
+    /// `body` in the scope of `bound` (new locals just bound): the vectors
+    /// made again from those kept as tuples that `body` needs.
+    fn with_remade(&mut self, bound: &[Local], body: Expr) -> Expr {
+        let mut body = body;
+        for &l in bound.iter().rev() {
+            let Some(&v) = self.remade.get(&l) else {
+                continue;
+            };
+            let tuple_ty = self.locals[l.0 as usize].ty.clone();
+            let vec_ty = self.locals[v.0 as usize].ty.clone();
+            let Type::Vec(elem) = &vec_ty else { continue };
+            let Type::Tuple(ts) = &tuple_ty else { continue };
+            let span = body.span;
+            let items = (0..ts.len())
+                .map(|k| proj(l, &tuple_ty, k, (**elem).clone(), span))
+                .collect();
+            let vector = mk(ExprKind::Vector(items), vec_ty.clone(), span);
+            body = let_(v, vector, body);
+        }
+        body
+    }
+
+    fn ret_shape(&mut self, id: FunId) -> Shape {
+        match &self.rets[id.0 as usize] {
+            Some(s) => s.clone(),
+            None => {
+                self.early[id.0 as usize] = true;
+                Shape::Any
+            }
+        }
+    }
+
+    /// `e` (a value of type `ty` represented as `from`) represented as `to`,
+    /// which is `from` or less converted: a vector kept as a tuple is made
+    /// again.
+    fn coerce(&mut self, e: Expr, ty: &Type, from: &Shape, to: &Shape) -> Expr {
+        if from == to || !from.converted() {
+            return e;
+        }
+        let span = e.span;
+        if let (ExprKind::Local(l), Shape::Len(_)) = (&e.kind, from) {
+            return self.remade(*l, ty, span);
+        }
+        let t = self.temp("_", e.ty.clone());
+        let body = match (from, ty) {
+            (Shape::Len(n), Type::Vec(elem)) => {
+                let items = (0..*n)
+                    .map(|k| proj(t, &e.ty, k, (**elem).clone(), span))
+                    .collect();
+                mk(ExprKind::Vector(items), ty.clone(), span)
+            }
+            (Shape::Tuple(fs), Type::Tuple(ts)) => {
+                let tos = match to {
+                    Shape::Tuple(tos) => tos.clone(),
+                    _ => vec![Shape::Any; fs.len()],
+                };
+                let parts = (0..fs.len())
+                    .map(|k| {
+                        let part = proj(t, &e.ty, k, repr_ty(&ts[k], &fs[k]), span);
+                        self.coerce(part, &ts[k], &fs[k], &tos[k])
+                    })
+                    .collect();
+                mk(ExprKind::Tuple(parts), repr_ty(ty, to), span)
+            }
+            _ => return e,
+        };
+        let ty = body.ty.clone();
+        mk(
+            ExprKind::Let(Pat::Local(t), Box::new(e), Box::new(body)),
+            ty,
+            span,
+        )
+    }
+
+    /// `e` rewritten and represented as its type says.
+    fn plain(&mut self, e: &Expr, env: &mut Env) -> Expr {
+        let (x, s) = self.expr(e, env);
+        self.coerce(x, &e.ty, &s, &Shape::Any)
+    }
+
+    /// `e` rewritten, and the shape of its value.
+    fn expr(&mut self, e: &Expr, env: &mut Env) -> (Expr, Shape) {
+        let span = e.span;
+        let same = |kind: ExprKind| mk(kind, e.ty.clone(), span);
+        let plain_box = |p: &mut Self, x: &Expr, env: &mut Env| Box::new(p.plain(x, env));
+        match &e.kind {
+            ExprKind::Local(l) => {
+                let (n, s) = env.get(l).cloned().unwrap_or((*l, Shape::Any));
+                (mk(ExprKind::Local(n), repr_ty(&e.ty, &s), span), s)
+            }
+            ExprKind::Lit(Lit::Int(k)) => (e.clone(), Shape::Int(*k)),
+            ExprKind::Global(g) => {
+                let s = match self.making.get_mut(g) {
+                    Some(used) => {
+                        *used = true;
+                        Shape::Any
+                    }
+                    None => self.global(*g).1,
+                };
+                (mk(ExprKind::Global(*g), repr_ty(&e.ty, &s), span), s)
+            }
+            ExprKind::Lit(_) => (e.clone(), Shape::Any),
+            ExprKind::Call(f, args) => {
+                let (xs, ss): (Vec<Expr>, Vec<Shape>) =
+                    args.iter().map(|a| self.expr(a, env)).unzip();
+                let mut shapes: Vec<Shape> = ss.iter().map(Shape::repr).collect();
+                let flat: usize = args
+                    .iter()
+                    .zip(&shapes)
+                    .map(|(a, s)| width(&repr_ty(&a.ty, s)))
+                    .sum();
+                if self.funs.len() >= self.max_copies || flat > MAX_FLAT {
+                    shapes = vec![Shape::Any; args.len()];
+                }
+                let mut argv = Vec::new();
+                for (((x, s), a), to) in xs.into_iter().zip(&ss).zip(args).zip(&shapes) {
+                    argv.push(self.coerce(x, &a.ty, s, to));
+                }
+                let id = self.copy(*f, env, shapes, false);
+                let ret = self.ret_shape(id);
+                let ty = repr_ty(&e.ty, &ret);
+                (mk(ExprKind::Call(id, argv), ty, span), ret)
+            }
+            ExprKind::Closure(f) => {
+                let params = vec![Shape::Any; self.src.fun(*f).params.len()];
+                let id = self.copy(*f, env, params, true);
+                (same(ExprKind::Closure(id)), Shape::Any)
+            }
+            ExprKind::Apply(a, b) => {
+                let kind = ExprKind::Apply(plain_box(self, a, env), plain_box(self, b, env));
+                (same(kind), Shape::Any)
+            }
+            ExprKind::Let(p, v, body) => {
+                let (v2, s) = self.expr(v, env);
+                let p2 = self.bind(p, &s, env);
+                let (b2, sb) = self.expr(body, env);
+                let mut bound = Vec::new();
+                p2.for_each_local(&mut |l| bound.push(l));
+                let b2 = self.with_remade(&bound, b2);
+                let ty = repr_ty(&e.ty, &sb);
+                (
+                    mk(ExprKind::Let(p2, Box::new(v2), Box::new(b2)), ty, span),
+                    sb,
+                )
+            }
+            ExprKind::Tuple(es) => {
+                let (xs, ss): (Vec<Expr>, Vec<Shape>) =
+                    es.iter().map(|x| self.expr(x, env)).unzip();
+                let s = Shape::tuple(ss);
+                (mk(ExprKind::Tuple(xs), repr_ty(&e.ty, &s), span), s)
+            }
+            ExprKind::Proj(t, k) => {
+                let (t2, s) = self.expr(t, env);
+                let sk = match s {
+                    Shape::Tuple(ss) => ss[*k as usize].clone(),
+                    _ => Shape::Any,
+                };
+                let ty = repr_ty(&e.ty, &sk);
+                (mk(ExprKind::Proj(Box::new(t2), *k), ty, span), sk)
+            }
+            ExprKind::Inl(x) => (same(ExprKind::Inl(plain_box(self, x, env))), Shape::Any),
+            ExprKind::Inr(x) => (same(ExprKind::Inr(plain_box(self, x, env))), Shape::Any),
+            ExprKind::Case {
+                scrutinee,
+                left,
+                right,
+            } => {
+                let sc = plain_box(self, scrutinee, env);
+                let lp = self.bind(&left.0, &Shape::Any, env);
+                let (l, ls) = self.expr(&left.1, env);
+                let rp = self.bind(&right.0, &Shape::Any, env);
+                let (r, rs) = self.expr(&right.1, env);
+                let m = ls.meet(&rs).repr();
+                let l = self.coerce(l, &e.ty, &ls, &m);
+                let r = self.coerce(r, &e.ty, &rs, &m);
+                let kind = ExprKind::Case {
+                    scrutinee: sc,
+                    left: (lp, Box::new(l)),
+                    right: (rp, Box::new(r)),
+                };
+                (mk(kind, repr_ty(&e.ty, &m), span), m)
+            }
+            ExprKind::If(c, a, b) => {
+                let c = plain_box(self, c, env);
+                let (a2, sa) = self.expr(a, env);
+                let (b2, sb) = self.expr(b, env);
+                let m = sa.meet(&sb).repr();
+                let a2 = self.coerce(a2, &e.ty, &sa, &m);
+                let b2 = self.coerce(b2, &e.ty, &sb, &m);
+                let ty = repr_ty(&e.ty, &m);
+                (mk(ExprKind::If(c, Box::new(a2), Box::new(b2)), ty, span), m)
+            }
+            ExprKind::Select(c, a, b) => {
+                let kind = ExprKind::Select(
+                    plain_box(self, c, env),
+                    plain_box(self, a, env),
+                    plain_box(self, b, env),
+                );
+                (same(kind), Shape::Any)
+            }
+            ExprKind::Prim(p, args) => self.prim(*p, args, e, env),
+            ExprKind::Vector(es) => {
+                let xs: Vec<Expr> = es.iter().map(|x| self.plain(x, env)).collect();
+                let Type::Vec(elem) = &e.ty else {
+                    return (same(ExprKind::Vector(xs)), Shape::Any);
+                };
+                if (2..=self.max_len).contains(&xs.len()) && plain_data(elem) {
+                    let s = Shape::Len(xs.len());
+                    (mk(ExprKind::Tuple(xs), repr_ty(&e.ty, &s), span), s)
+                } else {
+                    (same(ExprKind::Vector(xs)), Shape::Any)
+                }
+            }
+            ExprKind::Trace(label, x) => {
+                let kind = ExprKind::Trace(label.clone(), plain_box(self, x, env));
+                (same(kind), Shape::Any)
+            }
+            ExprKind::TangentShape(a, b, role) => {
+                let kind =
+                    ExprKind::TangentShape(plain_box(self, a, env), plain_box(self, b, env), *role);
+                (same(kind), Shape::Any)
+            }
+            // Not reached: programs with `Recode` are left as they are.
+            ExprKind::Recode { .. } => (e.clone(), Shape::Any),
+            ExprKind::Tape { op, slot, args } => {
+                let args = args.iter().map(|a| self.plain(a, env)).collect();
+                let kind = ExprKind::Tape {
+                    op: *op,
+                    slot: *slot,
+                    args,
+                };
+                (same(kind), Shape::Any)
+            }
+        }
+    }
+
+    fn prim(&mut self, p: Prim, args: &[Expr], e: &Expr, env: &mut Env) -> (Expr, Shape) {
+        let span = e.span;
+        match (p, args) {
+            (Prim::Size, [v]) => {
+                let (v2, s) = self.expr(v, env);
+                if let Shape::Len(n) = s {
+                    let n_lit = mk(ExprKind::Lit(Lit::Int(n as i64)), Type::Int, span);
+                    return (after(v2, n_lit), Shape::Int(n as i64));
+                }
+                (
+                    mk(ExprKind::Prim(p, vec![v2]), e.ty.clone(), span),
+                    Shape::Any,
+                )
+            }
+            (Prim::Index, [v, i]) => {
+                let (v2, s) = self.expr(v, env);
+                let (i2, si) = self.expr(i, env);
+                match s {
+                    Shape::Len(n) => (self.index(v2, n, i2, &si, e), Shape::Any),
+                    _ => (
+                        mk(ExprKind::Prim(p, vec![v2, i2]), e.ty.clone(), span),
+                        Shape::Any,
+                    ),
+                }
+            }
+            (Prim::Sum, [v]) => {
+                let (v2, s) = self.expr(v, env);
+                let Shape::Len(n) = s else {
+                    return (
+                        mk(ExprKind::Prim(p, vec![v2]), e.ty.clone(), span),
+                        Shape::Any,
+                    );
+                };
+                // The interpreter's order: from -0.0 (reals) or 0, element
+                // by element.
+                let zero = match e.ty {
+                    Type::Real => Lit::Real(-0.0),
+                    _ => Lit::Int(0),
+                };
+                let t = self.temp("_", v2.ty.clone());
+                let mut acc = mk(ExprKind::Lit(zero), e.ty.clone(), span);
+                for k in 0..n {
+                    let x = proj(t, &v2.ty, k, e.ty.clone(), span);
+                    acc = mk(ExprKind::Prim(Prim::Add, vec![acc, x]), e.ty.clone(), span);
+                }
+                (let_(t, v2, acc), Shape::Any)
+            }
+            (Prim::Map, [f, v]) => {
+                let (v2, s) = self.expr(v, env);
+                if let (Shape::Len(n), ExprKind::Closure(g), Type::Vec(b)) = (&s, &f.kind, &e.ty)
+                    && plain_data(b)
+                    && self.unrollable(*g)
+                {
+                    let (n, g, b) = (*n, *g, (**b).clone());
+                    let t = self.temp("_", v2.ty.clone());
+                    let calls = (0..n)
+                        .map(|k| {
+                            let x = proj(t, &v2.ty, k, tuple_elem(&v2.ty, k), span);
+                            let id = self.copy(g, env, vec![Shape::Any], false);
+                            mk(ExprKind::Call(id, vec![x]), b.clone(), span)
+                        })
+                        .collect();
+                    let s = Shape::Len(n);
+                    let tuple = mk(ExprKind::Tuple(calls), repr_ty(&e.ty, &s), span);
+                    return (let_(t, v2, tuple), s);
+                }
+                let v2 = self.coerce(v2, &v.ty, &s, &Shape::Any);
+                let f2 = self.plain(f, env);
+                (
+                    mk(ExprKind::Prim(p, vec![f2, v2]), e.ty.clone(), span),
+                    Shape::Any,
+                )
+            }
+            (Prim::Build, [n, f]) => {
+                let (n2, sn) = self.expr(n, env);
+                if let (Shape::Int(k), ExprKind::Closure(g), Type::Vec(elem)) =
+                    (&sn, &f.kind, &e.ty)
+                    && (2..=self.max_len as i64).contains(k)
+                    && plain_data(elem)
+                    && self.unrollable(*g)
+                {
+                    let (k, g, elem) = (*k as usize, *g, (**elem).clone());
+                    // One copy of the element function per index, which
+                    // then indexes small vectors by a constant.
+                    let calls = (0..k)
+                        .map(|i| {
+                            let id = self.copy(g, env, vec![Shape::Int(i as i64)], false);
+                            let arg = mk(ExprKind::Lit(Lit::Int(i as i64)), Type::Int, span);
+                            mk(ExprKind::Call(id, vec![arg]), elem.clone(), span)
+                        })
+                        .collect();
+                    let s = Shape::Len(k);
+                    let tuple = mk(ExprKind::Tuple(calls), repr_ty(&e.ty, &s), span);
+                    return (after(n2, tuple), s);
+                }
+                let f2 = self.plain(f, env);
+                (
+                    mk(ExprKind::Prim(p, vec![n2, f2]), e.ty.clone(), span),
+                    Shape::Any,
+                )
+            }
+            _ => {
+                let args = args.iter().map(|a| self.plain(a, env)).collect();
+                (mk(ExprKind::Prim(p, args), e.ty.clone(), span), Shape::Any)
+            }
+        }
+    }
+
+    /// True if the element function `g` may be called once per element.
+    fn unrollable(&self, g: FunId) -> bool {
+        self.funs.len() < self.max_copies && nodes(&self.src.fun(g).body) <= MAX_UNROLLED_BODY
+    }
+
+    /// `v[i]` of a vector of `n` elements kept as the tuple `v`; `e` is the
+    /// original indexing (its type and position).
+    fn index(&mut self, v: Expr, n: usize, i: Expr, si: &Shape, e: &Expr) -> Expr {
+        let span = e.span;
+        let tv = v.ty.clone();
+        let t = self.temp("_", tv.clone());
+        let j = self.temp("_", Type::Int);
+        let elem = e.ty.clone();
+        let local = |l: Local, ty: &Type| mk(ExprKind::Local(l), ty.clone(), span);
+        let int = |k: i64| mk(ExprKind::Lit(Lit::Int(k)), Type::Int, span);
+        // Out of range: the interpreter's error, from the vector made again.
+        let fail = || {
+            let items = (0..n)
+                .map(|k| proj(t, &tv, k, elem.clone(), span))
+                .collect();
+            let vector = mk(
+                ExprKind::Vector(items),
+                Type::Vec(Box::new(elem.clone())),
+                span,
+            );
+            mk(
+                ExprKind::Prim(Prim::Index, vec![vector, local(j, &Type::Int)]),
+                elem.clone(),
+                span,
+            )
+        };
+        let body = match si {
+            &Shape::Int(k) if (0..n as i64).contains(&k) => {
+                proj(t, &tv, k as usize, elem.clone(), span)
+            }
+            Shape::Int(_) => fail(),
+            _ => {
+                // 0 <= j < n: a choice without branches among the elements.
+                let mut pick = proj(t, &tv, n - 1, elem.clone(), span);
+                for k in (0..n - 1).rev() {
+                    let is_k = mk(
+                        ExprKind::Prim(Prim::Eq, vec![local(j, &Type::Int), int(k as i64)]),
+                        Type::Bool,
+                        span,
+                    );
+                    let x = proj(t, &tv, k, elem.clone(), span);
+                    pick = mk(
+                        ExprKind::Select(Box::new(is_k), Box::new(x), Box::new(pick)),
+                        elem.clone(),
+                        span,
+                    );
+                }
+                let lt =
+                    |a: Expr, b: Expr| mk(ExprKind::Prim(Prim::Lt, vec![a, b]), Type::Bool, span);
+                let below_n = typed_if(lt(local(j, &Type::Int), int(n as i64)), pick, fail());
+                typed_if(lt(local(j, &Type::Int), int(0)), fail(), below_n)
+            }
+        };
+        let_(t, v, let_(j, i, body))
+    }
+}
+
+fn typed_if(c: Expr, a: Expr, b: Expr) -> Expr {
+    nabla_lang::core::typed::if_(c, a, b)
+}
+
+/// Component `k` (of type `ty`) of the tuple in local `t` (of type `tuple`).
+fn proj(t: Local, tuple: &Type, k: usize, ty: Type, span: Span) -> Expr {
+    let local = mk(ExprKind::Local(t), tuple.clone(), span);
+    mk(ExprKind::Proj(Box::new(local), k as u32), ty, span)
+}
+
+fn tuple_elem(t: &Type, k: usize) -> Type {
+    match t {
+        Type::Tuple(ts) => ts[k].clone(),
+        _ => t.clone(),
+    }
+}
+
+/// `let t = v in body`.
+fn let_(t: Local, v: Expr, body: Expr) -> Expr {
+    let (ty, span) = (body.ty.clone(), body.span);
+    mk(
+        ExprKind::Let(Pat::Local(t), Box::new(v), Box::new(body)),
+        ty,
+        span,
+    )
+}
+
+/// `body` after evaluating `first` for what it may do (nothing to do for a
+/// local or a literal).
+fn after(first: Expr, body: Expr) -> Expr {
+    if matches!(first.kind, ExprKind::Local(_) | ExprKind::Lit(_)) {
+        return body;
+    }
+    let (ty, span) = (body.ty.clone(), body.span);
+    mk(
+        ExprKind::Let(Pat::Wild, Box::new(first), Box::new(body)),
+        ty,
+        span,
+    )
+}
