@@ -108,6 +108,15 @@ impl<R: Real, S: Scalar<R>> Scalar<R> for Dual<S> {
         }
     }
 
+    /// `x + c` has x's tangent (`Add δx Zero = δx`).
+    #[inline(always)]
+    fn shift(self, c: R) -> Self {
+        Dual {
+            primal: self.primal.shift(c),
+            tangent: self.tangent,
+        }
+    }
+
     /// Figure 3's rule for a primitive: (f x, f'(x) · dx), the product taken with
     /// [`Number::chain`]. A zero tangent stays zero without forming f'(x), which
     /// may be NaN at a point the tangent does not reach.
@@ -131,6 +140,21 @@ impl<R: Real, S: Scalar<R>> Scalar<R> for Dual<S> {
         let (x, y) = (self.primal, other.primal);
         let primal = primitive.value(x, y);
         let (dx, dy) = (self.tangent, other.tangent);
+        if S::IS_REAL && primitive.has_polynomial_partials() {
+            // + − × with tangents of plain reals: the plain sum of products first, as
+            // other dual numbers compute it, without the tests below. It differs from
+            // the convention's only where a product meets 0 · ∞ or 0 · NaN (partials of
+            // a polynomial are finite wherever x and y are), and such a product is NaN:
+            // a result that is not NaN is the convention's (up to the sign of a zero),
+            // and only a NaN one is redone with the tests. Not for other tangents: a
+            // product of reverse-mode numbers records an entry the tests avoid, and a
+            // nested `Dual` carries structural zeros the tests skip cheaply.
+            let tangent =
+                primitive.partial_x(x, y, primal) * dx + primitive.partial_y(x, y, primal) * dy;
+            if !tangent.value().is_nan() {
+                return Dual { primal, tangent };
+            }
+        }
         let tangent = match (dx.is_zero(), dy.is_zero()) {
             (false, false) => {
                 primitive.partial_x(x, y, primal).chain(dx)

@@ -167,6 +167,13 @@ pub trait Scalar<R: Real = f64>:
         }
     }
 
+    /// True for the plain reals, `f64` and `f32`, whose products branch on
+    /// nothing and record nothing: forward mode may then form a product of a partial
+    /// and a tangent before knowing whether the structural-zero convention wants it
+    /// (`Dual::apply_binary`). An implementation detail, fixed by the type.
+    #[doc(hidden)]
+    const IS_REAL: bool = false;
+
     /// `self · c` for a constant `c` — what `x * 2.0` means. Forward mode scales
     /// primal and tangent alike instead of forming a full product with a zero tangent.
     ///
@@ -455,6 +462,7 @@ macro_rules! plain_real {
             fn binary(self, op: Binary, other: $t) -> $t {
                 op.eval(self, other)
             }
+            const IS_REAL: bool = true;
             #[inline(always)]
             fn accumulate(&mut self, term: $t) {
                 *self += term;
