@@ -140,29 +140,29 @@ impl<R: Real, S: Scalar<R>> Scalar<R> for Dual<S> {
         let (x, y) = (self.primal, other.primal);
         let primal = primitive.value(x, y);
         let (dx, dy) = (self.tangent, other.tangent);
-        if S::IS_REAL && primitive.has_polynomial_partials() {
-            // + − × with tangents of plain reals: the plain sum of products first, as
-            // other dual numbers compute it, without the tests below. It differs from
-            // the convention's only where a product meets 0 · ∞ or 0 · NaN (partials of
-            // a polynomial are finite wherever x and y are), and such a product is NaN:
-            // a result that is not NaN is the convention's (up to the sign of a zero),
-            // and only a NaN one is redone with the tests. Not for other tangents: a
-            // product of reverse-mode numbers records an entry the tests avoid, and a
-            // nested `Dual` carries structural zeros the tests skip cheaply.
-            let tangent =
-                primitive.partial_x(x, y, primal) * dx + primitive.partial_y(x, y, primal) * dy;
-            if !tangent.value().is_nan() {
-                return Dual { primal, tangent };
+        // Tangents of plain reals (`Dual<f64>`, `Dual<f32>`): no branch on which
+        // tangents are zero where forming the partials costs nothing. For + and −
+        // (partials ±1) the products are the tangents themselves, so the sum is
+        // plain — a running sum's dependency chain is its additions alone; for ×
+        // each product is `chain`, which compiles to a few selects. The convention
+        // is kept up to the sign of a zero. Not for other tangents: a product of
+        // reverse-mode numbers records an entry the tests avoid, and a nested `Dual`
+        // carries structural zeros they skip cheaply.
+        let tangent = if S::IS_REAL && primitive.has_unit_partials() {
+            primitive.partial_x(x, y, primal) * dx + primitive.partial_y(x, y, primal) * dy
+        } else if S::IS_REAL && primitive.has_polynomial_partials() {
+            primitive.partial_x(x, y, primal).chain(dx)
+                + primitive.partial_y(x, y, primal).chain(dy)
+        } else {
+            match (dx.is_zero(), dy.is_zero()) {
+                (false, false) => {
+                    primitive.partial_x(x, y, primal).chain(dx)
+                        + primitive.partial_y(x, y, primal).chain(dy)
+                }
+                (false, true) => primitive.partial_x(x, y, primal).chain(dx),
+                (true, false) => primitive.partial_y(x, y, primal).chain(dy),
+                (true, true) => S::zero(),
             }
-        }
-        let tangent = match (dx.is_zero(), dy.is_zero()) {
-            (false, false) => {
-                primitive.partial_x(x, y, primal).chain(dx)
-                    + primitive.partial_y(x, y, primal).chain(dy)
-            }
-            (false, true) => primitive.partial_x(x, y, primal).chain(dx),
-            (true, false) => primitive.partial_y(x, y, primal).chain(dy),
-            (true, true) => S::zero(),
         };
         Dual { primal, tangent }
     }

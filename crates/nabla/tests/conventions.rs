@@ -156,8 +156,8 @@ fn a_zero_coefficient_meeting_an_infinite_partial_is_zero() {
 
 #[test]
 fn a_zero_tangent_meeting_an_infinite_primal_is_zero_in_forward_mode() {
-    // `+ − ×` on `Dual<f64>` take plain products first and redo a NaN result with
-    // the tests (forward.rs): ∞ · 0 must still be the structural zero.
+    // `+ − ×` on `Dual<f64>` do not branch on which tangents are zero (forward.rs):
+    // ∞ · 0 must still be the structural zero, and 1 · ∞ stay infinite.
     let (inf, nan) = (f64::INFINITY, f64::NAN);
     let x = Dual::new(inf, 0.0);
     let y = Dual::new(2.0, 1.0);
