@@ -62,8 +62,6 @@ pub trait Real:
     fn from_i32(n: i32) -> Self;
     /// True unless infinite or NaN.
     fn is_finite(self) -> bool;
-    /// True if NaN.
-    fn is_nan(self) -> bool;
 }
 
 pub(crate) mod sealed {
@@ -102,10 +100,6 @@ macro_rules! real {
             #[inline(always)]
             fn is_finite(self) -> bool {
                 $t::is_finite(self)
-            }
-            #[inline(always)]
-            fn is_nan(self) -> bool {
-                $t::is_nan(self)
             }
         }
     };

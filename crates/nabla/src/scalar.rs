@@ -174,6 +174,12 @@ pub trait Scalar<R: Real = f64>:
     #[doc(hidden)]
     const IS_REAL: bool = false;
 
+    /// True for the plain reals and `Dual` over them at any depth, whose arithmetic
+    /// records nothing: forward mode may then add tangents without testing them
+    /// (`Dual::apply_binary`). An implementation detail, fixed by the type.
+    #[doc(hidden)]
+    const RECORDS_NOTHING: bool = false;
+
     /// `self · c` for a constant `c` — what `x * 2.0` means. Forward mode scales
     /// primal and tangent alike instead of forming a full product with a zero tangent.
     ///
@@ -463,6 +469,7 @@ macro_rules! plain_real {
                 op.eval(self, other)
             }
             const IS_REAL: bool = true;
+            const RECORDS_NOTHING: bool = true;
             #[inline(always)]
             fn accumulate(&mut self, term: $t) {
                 *self += term;
