@@ -19,7 +19,11 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let name = args.get(1).map(String::as_str).unwrap_or("");
     let times: usize = args.get(2).map_or(1, |t| t.parse().expect("a count"));
-    let (x, v, m) = (rosenbrock::point(), rosenbrock::direction(), logdet::point());
+    let (x, v, m) = (
+        rosenbrock::point(),
+        rosenbrock::direction(),
+        logdet::point(),
+    );
     let mut sum = 0.0;
     for _ in 0..times {
         sum += match name {
@@ -38,7 +42,9 @@ fn main() {
             "particle-nabla-rr" => nested::nabla_particle_rr(),
             "particle-num-dual" => nested::num_dual_impl::particle(),
             "particle-echidna" => nested::echidna_impl::particle(),
-            _ => panic!("unknown workload {name:?} (see the comment at the top of examples/one.rs)"),
+            _ => {
+                panic!("unknown workload {name:?} (see the comment at the top of examples/one.rs)")
+            }
         };
     }
     println!("{name} × {times}: {sum:e}");
