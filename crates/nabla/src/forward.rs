@@ -83,6 +83,8 @@ impl<S: Precision> Precision for Dual<S> {
 }
 
 impl<R: Real, S: Scalar<R>> Scalar<R> for Dual<S> {
+    const RECORDS_NOTHING: bool = S::RECORDS_NOTHING;
+
     #[inline(always)]
     fn value(self) -> R {
         self.primal.value()
@@ -108,6 +110,15 @@ impl<R: Real, S: Scalar<R>> Scalar<R> for Dual<S> {
         }
     }
 
+    /// `x + c` has x's tangent (`Add δx Zero = δx`).
+    #[inline(always)]
+    fn shift(self, c: R) -> Self {
+        Dual {
+            primal: self.primal.shift(c),
+            tangent: self.tangent,
+        }
+    }
+
     /// Figure 3's rule for a primitive: (f x, f'(x) · dx), the product taken with
     /// [`Number::chain`]. A zero tangent stays zero without forming f'(x), which
     /// may be NaN at a point the tangent does not reach.
@@ -124,21 +135,36 @@ impl<R: Real, S: Scalar<R>> Scalar<R> for Dual<S> {
         Dual { primal, tangent }
     }
 
-    /// (f(x, y), ∂ₓf · dx + ∂ᵧf · dy), the products taken with [`Number::chain`],
-    /// forming each partial only for a non-zero tangent.
+    /// (f(x, y), ∂ₓf · dx + ∂ᵧf · dy), the products taken with [`Number::chain`];
+    /// unless forming them is free, each partial only for a non-zero tangent.
     #[inline(always)]
     fn apply_binary<P: BinaryPrimitive<R> + ?Sized>(self, other: Self, primitive: &P) -> Self {
         let (x, y) = (self.primal, other.primal);
         let primal = primitive.value(x, y);
         let (dx, dy) = (self.tangent, other.tangent);
-        let tangent = match (dx.is_zero(), dy.is_zero()) {
-            (false, false) => {
-                primitive.partial_x(x, y, primal).chain(dx)
-                    + primitive.partial_y(x, y, primal).chain(dy)
+        // No branch on which tangents are zero where forming the partials costs
+        // nothing. For + and − (partials ±1) the products are the tangents
+        // themselves, so the sum is plain — at every level of `Dual` over reals; a
+        // running sum's dependency chain is then its additions alone. For × with
+        // tangents of plain reals each product is `chain`, which compiles to a few
+        // selects. The convention is kept up to the sign of a zero. Not for other
+        // tangents: an operation on reverse-mode numbers may record an entry the
+        // tests avoid, and a nested `Dual` carries structural zeros they skip cheaply.
+        let tangent = if S::RECORDS_NOTHING && primitive.has_unit_partials() {
+            primitive.partial_x(x, y, primal) * dx + primitive.partial_y(x, y, primal) * dy
+        } else if S::IS_REAL && primitive.has_polynomial_partials() {
+            primitive.partial_x(x, y, primal).chain(dx)
+                + primitive.partial_y(x, y, primal).chain(dy)
+        } else {
+            match (dx.is_zero(), dy.is_zero()) {
+                (false, false) => {
+                    primitive.partial_x(x, y, primal).chain(dx)
+                        + primitive.partial_y(x, y, primal).chain(dy)
+                }
+                (false, true) => primitive.partial_x(x, y, primal).chain(dx),
+                (true, false) => primitive.partial_y(x, y, primal).chain(dy),
+                (true, true) => S::zero(),
             }
-            (false, true) => primitive.partial_x(x, y, primal).chain(dx),
-            (true, false) => primitive.partial_y(x, y, primal).chain(dy),
-            (true, true) => S::zero(),
         };
         Dual { primal, tangent }
     }

@@ -240,6 +240,14 @@ pub trait BinaryPrimitive<R: Real = f64> {
     fn has_polynomial_partials(&self) -> bool {
         false
     }
+
+    /// True if each partial is the constant 1 or −1 (as for `+` and `−`): forward
+    /// mode then adds or subtracts the tangents, with no product to test. Implies
+    /// [`has_polynomial_partials`](BinaryPrimitive::has_polynomial_partials).
+    /// Default `false`.
+    fn has_unit_partials(&self) -> bool {
+        false
+    }
 }
 
 /// The built-in functions of one real.
@@ -506,6 +514,10 @@ impl<R: Real> BinaryPrimitive<R> for Binary {
     #[inline(always)]
     fn has_polynomial_partials(&self) -> bool {
         matches!(self, Binary::Add | Binary::Sub | Binary::Mul)
+    }
+    #[inline(always)]
+    fn has_unit_partials(&self) -> bool {
+        matches!(self, Binary::Add | Binary::Sub)
     }
 }
 

@@ -167,6 +167,19 @@ pub trait Scalar<R: Real = f64>:
         }
     }
 
+    /// True for the plain reals, `f64` and `f32`, whose products branch on
+    /// nothing and record nothing: forward mode may then form a product of a partial
+    /// and a tangent before knowing whether the structural-zero convention wants it
+    /// (`Dual::apply_binary`). An implementation detail, fixed by the type.
+    #[doc(hidden)]
+    const IS_REAL: bool = false;
+
+    /// True for the plain reals and `Dual` over them at any depth, whose arithmetic
+    /// records nothing: forward mode may then add tangents without testing them
+    /// (`Dual::apply_binary`). An implementation detail, fixed by the type.
+    #[doc(hidden)]
+    const RECORDS_NOTHING: bool = false;
+
     /// `self · c` for a constant `c` — what `x * 2.0` means. Forward mode scales
     /// primal and tangent alike instead of forming a full product with a zero tangent.
     ///
@@ -455,6 +468,8 @@ macro_rules! plain_real {
             fn binary(self, op: Binary, other: $t) -> $t {
                 op.eval(self, other)
             }
+            const IS_REAL: bool = true;
+            const RECORDS_NOTHING: bool = true;
             #[inline(always)]
             fn accumulate(&mut self, term: $t) {
                 *self += term;

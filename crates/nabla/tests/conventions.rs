@@ -154,6 +154,41 @@ fn a_zero_coefficient_meeting_an_infinite_partial_is_zero() {
     }
 }
 
+#[test]
+fn a_zero_tangent_meeting_an_infinite_primal_is_zero_in_forward_mode() {
+    // `+ − ×` on `Dual<f64>` do not branch on which tangents are zero (forward.rs):
+    // ∞ · 0 must still be the structural zero, and 1 · ∞ stay infinite.
+    let (inf, nan) = (f64::INFINITY, f64::NAN);
+    let x = Dual::new(inf, 0.0);
+    let y = Dual::new(2.0, 1.0);
+    assert_eq!((x * y).tangent(), inf);
+    assert_eq!((y * x).tangent(), inf);
+    assert_eq!((Dual::new(inf, 1.0) * Dual::new(2.0, 0.0)).tangent(), 2.0);
+    assert!(
+        (Dual::new(nan, 0.0) * Dual::new(3.0, 1.0))
+            .tangent()
+            .is_nan()
+    );
+    assert_eq!((Dual::new(3.0, inf) * Dual::new(0.0, 0.0)).tangent(), 0.0);
+    assert_eq!((Dual::new(3.0, 0.0) * Dual::new(0.0, 0.0)).tangent(), 0.0);
+    assert_eq!((Dual::new(1.0, inf) - Dual::new(1.0, 0.0)).tangent(), inf);
+    assert!(
+        (Dual::new(1.0, inf) - Dual::new(1.0, inf))
+            .tangent()
+            .is_nan()
+    );
+    // and agrees with reverse mode where the point is finite but a partial is not
+    let f = |v: &[Dual<f64>]| (v[0].sqrt() * v[1] + v[1]) * 0.0 + v[0] * v[1];
+    assert_eq!(grad_forward(f, &[0.0, 2.0]), vec![2.0, 0.0]);
+    assert_eq!(
+        grad(
+            |v| (v[0].sqrt() * v[1] + v[1]) * 0.0 + v[0] * v[1],
+            &[0.0, 2.0]
+        ),
+        vec![2.0, 0.0]
+    );
+}
+
 /// The logistic function as a user primitive: value and derivative (σ(1−σ)).
 struct Sigmoid;
 impl UnaryPrimitive for Sigmoid {
