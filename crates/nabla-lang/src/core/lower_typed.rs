@@ -622,8 +622,15 @@ impl<'a> Lowerer<'a> {
             }
         }
         args.reverse();
+        // From the head to the last argument, as the interpreter's
+        // desugaring spans an application: without the parentheses around
+        // it, which the expression's own span includes.
+        let span = match args.last() {
+            Some(Arg::Ast(x)) => head.span.to(x.span),
+            _ => e.span,
+        };
         let head = self.head(head)?;
-        self.call(head, args, self.ty(e)?, e.span)
+        self.call(head, args, self.ty(e)?, span)
     }
 
     /// True for a lambda or the name of a known function: an expression
