@@ -368,20 +368,18 @@ impl ErrorKind {
     }
 
     /// For a shape error, which value it is about and whether it is about a
-    /// sum's constructor (else a vector's length).
+    /// sum's constructor (else a vector's length): [`ErrorKind::shape`]
+    /// read backwards.
     fn shape_role(self) -> Option<(Role, bool)> {
-        use ErrorKind::*;
-        Some(match self {
-            TangentLength => (Role::Tangent, false),
-            TangentConstructor => (Role::Tangent, true),
-            CotangentLength => (Role::Cotangent, false),
-            CotangentConstructor => (Role::Cotangent, true),
-            CustomTangentLength => (Role::CustomTangent, false),
-            CustomTangentConstructor => (Role::CustomTangent, true),
-            CustomCotangentLength => (Role::CustomCotangent, false),
-            CustomCotangentConstructor => (Role::CustomCotangent, true),
-            _ => return None,
-        })
+        [
+            Role::Tangent,
+            Role::Cotangent,
+            Role::CustomTangent,
+            Role::CustomCotangent,
+        ]
+        .into_iter()
+        .flat_map(|r| [(r, false), (r, true)])
+        .find(|&(r, sum)| ErrorKind::shape(r, sum) == self)
     }
 }
 

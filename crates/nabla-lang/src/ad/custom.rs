@@ -157,7 +157,7 @@ impl Machine {
             parts.push(part);
             primal
         }))?;
-        // The Deltas the tangent map may refer to at a reverse level.
+        // The Deltas the tangent map may refer to (a reverse level only).
         let mut inputs: Vec<u32> = parts
             .iter()
             .filter_map(|p| match p {
@@ -165,7 +165,9 @@ impl Machine {
                 _ => None,
             })
             .collect();
-        inputs.sort_unstable();
+        if mode == Mode::Reverse {
+            inputs.sort_unstable();
+        }
         let mut next = parts.into_iter();
         let dx = shape(map_reals(&x0, &mut |_| match next.next().flatten() {
             Some(Perturbation::Tangent(t)) => t,

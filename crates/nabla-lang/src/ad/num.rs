@@ -295,14 +295,12 @@ impl Num {
 
     /// A built-in function of one real, at every level `x` carries.
     pub fn unary(op: Unary, x: Num) -> Num {
-        // `stop_gradient`: a constant of every level, as native code makes
-        // it (not a real of the level with derivative 0, which a custom
-        // rule would take for a perturbed one).
-        if op == Unary::StopGradient {
-            return Num::Real(op.eval(x.value()));
-        }
         let level = match x {
             Num::Real(a) => return Num::Real(op.eval(a)),
+            // `stop_gradient`: a constant of every level, as native code
+            // makes it (not a real of the level with derivative 0, which a
+            // custom rule would take for a perturbed one).
+            _ if op == Unary::StopGradient => return Num::Real(op.eval(x.value())),
             // The common case, on f64 throughout.
             Num::Reverse { primal, level, id } => {
                 let v = op.eval(primal);
