@@ -126,7 +126,9 @@ fn main() {
             let Some(w) = selected.first() else {
                 usage(&format!("unknown workload {}", o.workloads[0]))
             };
-            print!("{}", nabla_bench::lang::prelude(w));
+            // A closed pipe (`| head`) ends the output quietly.
+            use std::io::Write;
+            let _ = std::io::stdout().write_all(nabla_bench::lang::prelude(w).as_bytes());
         }
         other => usage(&format!("unknown command {other}")),
     }

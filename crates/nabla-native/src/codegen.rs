@@ -18,6 +18,7 @@
 //! too, so an error unwinds the native stack without Rust's unwinding.
 
 use crate::layout::{self, CLO_CODE, CLO_DROP, CLO_ENV, SLOT, VEC_DATA, VEC_LEN};
+use crate::marshal;
 use crate::runtime::{self, Ctx, ErrorKind};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
@@ -83,6 +84,9 @@ enum Job {
     /// the entry is a function (a global's is borrowed), then every
     /// evaluated global.
     Release(Entry),
+    /// A runtime function called through a trampoline that saves every
+    /// register it uses ([`Codegen::import_preserving`]).
+    Preserving(&'static str, Vec<types::Type>),
 }
 
 /// What generating code for one program needs.
@@ -99,6 +103,9 @@ pub(crate) struct Codegen<'p> {
     /// compiled program keeps them as long as its code.
     #[allow(clippy::vec_box)] // each box's address is baked into the code
     pub traces: Vec<Box<runtime::TraceSite>>,
+    /// The vectors of constant literals, made once when compiling: the
+    /// compiled program holds a reference to each as long as its code.
+    pub constants: marshal::Objects,
     /// Where each global's slots start in the context's global area (the
     /// first slot is its state: 0 not evaluated, 1 running, 2 done).
     pub global_slots: Vec<usize>,
@@ -129,6 +136,7 @@ impl<'p> Codegen<'p> {
             jobs: Vec::new(),
             spans: Vec::new(),
             traces: Vec::new(),
+            constants: marshal::Objects::default(),
             global_slots: slots,
             imports: HashMap::new(),
             count_calls,
@@ -192,12 +200,28 @@ impl<'p> Codegen<'p> {
         Ok(id)
     }
 
+    /// A runtime function without a result, called through a trampoline of
+    /// the `preserve_all` convention, which saves every register it uses.
+    /// For calls on rare paths inside hot code (freeing a large object):
+    /// a plain call clobbers every caller-saved register, so the register
+    /// allocator would keep the values that live across it (a loop's
+    /// running sum) on the stack for the whole loop, not only around the
+    /// rare call.
+    fn import_preserving(&mut self, name: &'static str, params: &[types::Type]) -> R<FuncId> {
+        let sig = self.sig(params, &[], CallConv::PreserveAll);
+        self.declare(
+            format!("{name}_preserving"),
+            &sig,
+            Job::Preserving(name, params.to_vec()),
+        )
+    }
+
     fn job_span(&self, job: &Job) -> Span {
         match job {
             Job::Fun(f) | Job::ClosureCode(f) | Job::ClosureDrop(f) => self.prog.fun(*f).span,
             Job::Global(g) | Job::Entry(Entry::Global(g)) => self.prog.global(*g).span,
             Job::Entry(Entry::Fun(f)) => self.prog.fun(*f).span,
-            Job::VecDrop(_) | Job::Release(_) => Span::default(),
+            Job::VecDrop(_) | Job::Release(_) | Job::Preserving(..) => Span::default(),
         }
     }
 
@@ -336,6 +360,11 @@ impl<'p> Codegen<'p> {
                 self.global_sig(*g)?,
                 self.prog.global(*g).name.clone(),
             ),
+            Job::Preserving(target, params) => (
+                self.declared[&format!("{target}_preserving")],
+                self.sig(params, &[], CallConv::PreserveAll),
+                format!("{target} (preserving registers)"),
+            ),
             Job::Entry(_) | Job::Release(_) => {
                 let name = if matches!(job, Job::Release(_)) {
                     "release"
@@ -389,6 +418,28 @@ impl<'p> Codegen<'p> {
         self.spans.push(span);
         (self.spans.len() - 1) as i64
     }
+}
+
+/// True for a primitive that runs no loop and calls no function: arithmetic
+/// and comparisons on scalars, indexing, `size`, projections.
+fn is_straight_line(p: Prim) -> bool {
+    p.info().real.is_some()
+        || matches!(
+            p,
+            Prim::Lt
+                | Prim::Le
+                | Prim::Gt
+                | Prim::Ge
+                | Prim::Eq
+                | Prim::Ne
+                | Prim::Not
+                | Prim::Index
+                | Prim::Size
+                | Prim::Fst
+                | Prim::Snd
+                | Prim::ToReal
+                | Prim::ToInt
+        )
 }
 
 /// A symbol-safe version of a source name.
@@ -563,6 +614,11 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             Job::Global(gid) => g.global(*gid, params[1])?,
             Job::Entry(e) => g.entry(*e, params[1], params[2])?,
             Job::Release(e) => g.host_release(*e, params[1])?,
+            Job::Preserving(target, types) => {
+                let f = g.cg.import(target, types, &[])?;
+                g.call(f, &params);
+                g.b.ins().return_(&[]);
+            }
         }
         // The unwind block: return zeros.
         g.b.switch_to_block(unwind);
@@ -1056,7 +1112,10 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         self.b.ins().store(flags(), p, head_addr, 0);
         self.b.ins().jump(done, &[]);
         self.b.switch_to_block(slow);
-        let free = self.cg.import("rt_free", &[PTR, PTR, types::I64], &[])?;
+        self.b.set_cold_block(slow);
+        let free = self
+            .cg
+            .import_preserving("rt_free", &[PTR, PTR, types::I64])?;
         let free = self.func_ref(free);
         self.b.ins().call(free, &[self.ctx, p, bytes]);
         self.b.ins().jump(done, &[]);
@@ -1634,19 +1693,29 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             }
             ExprKind::Prim(p, args) => self.prim(*p, args, &e.ty, span)?,
             ExprKind::Tape { op, slot, args } => self.tape(*op, *slot, args, &e.ty, span)?,
+            ExprKind::Vector(_) if marshal::is_large_constant(e) => {
+                // Made once, when compiling (`marshal::is_large_constant`).
+                let mut slots = Vec::new();
+                marshal::write_constant(e, &mut slots, &mut self.cg.constants)
+                    .map_err(|what| Unsupported { what, span })?;
+                let v = self.b.ins().iconst(PTR, slots[0] as i64);
+                self.inc(&e.ty, &[v]);
+                vec![v]
+            }
             ExprKind::Vector(es) => {
                 let Type::Vec(elem) = &e.ty else {
                     return Err(internal("a vector of a non-vector type", span));
                 };
-                let mut items = Vec::new();
-                for x in es {
-                    items.push(self.owned_value(x)?);
-                }
+                // The vector first, each element stored as soon as it is
+                // evaluated (in order): evaluated first, all of them would be
+                // live at once, and the register allocator's time and memory
+                // grow with the square of a long literal's length.
                 let n = self.b.ins().iconst(types::I64, es.len() as i64);
                 let v = self.alloc_vec(elem, n, span)?;
-                for (i, item) in items.iter().enumerate() {
+                for (i, x) in es.iter().enumerate() {
+                    let item = self.owned_value(x)?;
                     let i = self.b.ins().iconst(types::I64, i as i64);
-                    self.store_elem(elem, v, i, item);
+                    self.store_elem(elem, v, i, &item);
                 }
                 vec![v]
             }
@@ -2077,24 +2146,35 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     }
 
     fn may_inline_within(&self, f: FunId, budget: usize) -> bool {
-        /// Bodies inlined inside each other.
+        /// Bodies with loops or calls inlined inside each other: deeper, one
+        /// function's loop nest grows past what the register allocator
+        /// keeps in registers, and it spills an inner loop's counters.
         const DEPTH: usize = 4;
-        if self.inlining.len() >= DEPTH
+        /// Straight-line bodies (an element function `fun j -> u[j] - v[j]`)
+        /// add no loop, so they are inlined deeper.
+        const LEAF_DEPTH: usize = 8;
+        if self.inlining.len() >= LEAF_DEPTH
             || self.inlining.contains(&f)
             || self.current.is_some_and(|(me, _)| me == f)
         {
             return false;
         }
         let mut nodes = 0;
+        let mut leaf = true;
         let mut work = vec![&self.cg.prog.fun(f).body];
         while let Some(e) = work.pop() {
             nodes += 1;
             if nodes > budget {
                 return false;
             }
+            leaf &= match &e.kind {
+                ExprKind::Call(..) | ExprKind::Apply(..) | ExprKind::Closure(_) => false,
+                ExprKind::Prim(p, _) => is_straight_line(*p),
+                _ => true,
+            };
             e.for_each_child(|c| work.push(c));
         }
-        true
+        leaf || self.inlining.len() < DEPTH
     }
 
     fn vec_len(&mut self, v: ir::Value) -> ir::Value {

@@ -58,6 +58,9 @@ pub struct Native {
     /// The `trace` sites generated code points to (kept with the code).
     #[allow(clippy::vec_box)] // each box's address is baked into the code
     _traces: Vec<Box<runtime::TraceSite>>,
+    /// The vectors of constant literals the code points to (freed after
+    /// the code, as fields are dropped after `drop`).
+    _constants: marshal::Objects,
     global_names: Vec<String>,
     global_area: usize,
     limits: Limits,
@@ -107,6 +110,7 @@ impl Native {
         let global_area = cg.global_area();
         let spans = std::mem::take(&mut cg.spans);
         let traces = std::mem::take(&mut cg.traces);
+        let constants = std::mem::take(&mut cg.constants);
         let ir = cg.dumps.take().unwrap_or_default();
         let mut module = cg.module;
         module.finalize_definitions().map_err(|e| Unsupported {
@@ -126,6 +130,7 @@ impl Native {
             ty,
             spans,
             _traces: traces,
+            _constants: constants,
             global_names: prog.globals.iter().map(|g| g.name.clone()).collect(),
             global_area,
             limits: options.limits,
@@ -351,17 +356,11 @@ pub struct Args {
     types: Vec<Type>,
     /// Their scalars, one per slot.
     slots: Vec<u64>,
-    /// Every object they point to, directly or not.
+    /// Every object they point to, directly or not, freed with them:
+    /// every call has dropped the references it was given by the time it
+    /// returned (or leaked them after a run-time error, never to touch them
+    /// again), so the objects are the host's alone.
     heap: marshal::Objects,
-}
-
-impl Drop for Args {
-    fn drop(&mut self) {
-        // Every call has dropped the references it was given by the time it
-        // returned (or leaked them after a run-time error, never to touch
-        // them again), so the objects are the host's alone.
-        self.heap.free_all();
-    }
 }
 
 impl Drop for Native {

@@ -5,23 +5,27 @@
 
 use crate::layout;
 use crate::runtime;
+use nabla_lang::core::typed::{Expr, ExprKind, Lit};
 use nabla_lang::eval::Value;
 use nabla_lang::pretty::print_type;
+use nabla_lang::prim::Prim;
 use nabla_lang::types::Type;
 use std::rc::Rc;
 
-/// The heap objects written for a host's arguments: the host holds one
-/// reference to each (a vector's elements are held by the vector).
+/// The heap objects written for a host's arguments or a program's
+/// constants: the host holds one reference to each (a vector's elements are
+/// held by the vector).
 #[derive(Default)]
 pub(crate) struct Objects {
     objects: Vec<(*mut u8, u64)>,
 }
 
-impl Objects {
-    /// Frees every object written (each exactly once, shallowly: the
-    /// objects they point to are in the list too). Only when no generated
-    /// code holds a reference to any of them.
-    pub(crate) fn free_all(&mut self) {
+/// Frees every object written (each exactly once, shallowly: the objects
+/// they point to are in the list too). Their owner (the arguments, or the
+/// compiled program whose code points to its constants) is dropped only
+/// when no generated code holds a reference to any of them.
+impl Drop for Objects {
+    fn drop(&mut self) {
         for (p, bytes) in self.objects.drain(..) {
             runtime::free_block(p, bytes);
         }
@@ -90,6 +94,79 @@ pub(crate) fn write_value(
             out.push(p as u64);
         }
         _ => return Err(mismatch(ty, v)),
+    }
+    Ok(())
+}
+
+/// A literal number, negated or not, as its slot.
+fn constant_number(e: &Expr) -> Option<u64> {
+    match &e.kind {
+        ExprKind::Lit(Lit::Real(x)) => Some(x.to_bits()),
+        ExprKind::Lit(Lit::Int(n)) => Some(*n as u64),
+        ExprKind::Lit(Lit::Bool(b)) => Some(u64::from(*b)),
+        ExprKind::Prim(Prim::Neg, a) => match &a[..] {
+            [
+                Expr {
+                    kind: ExprKind::Lit(Lit::Real(x)),
+                    ..
+                },
+            ] => Some((-x).to_bits()),
+            [
+                Expr {
+                    kind: ExprKind::Lit(Lit::Int(n)),
+                    ..
+                },
+            ] => n.checked_neg().map(|n| n as u64),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// True if `e` is a vector literal of at least 16 numbers — literals,
+/// negated literals, and tuples and vectors of them — that native code
+/// makes once, when compiling, with [`write_constant`]: as code, a literal
+/// of 10⁵ numbers is a function the register allocator takes gigabytes
+/// over.
+pub(crate) fn is_large_constant(e: &Expr) -> bool {
+    const MIN_NUMBERS: usize = 16;
+    fn count(e: &Expr) -> Option<usize> {
+        match &e.kind {
+            ExprKind::Tuple(es) | ExprKind::Vector(es) => es.iter().map(count).sum(),
+            _ => constant_number(e).map(|_| 1),
+        }
+    }
+    matches!(e.kind, ExprKind::Vector(_)) && count(e).is_some_and(|n| n >= MIN_NUMBERS)
+}
+
+/// Appends the slots of the constant `e` (a number, or a tuple or vector
+/// of constants, as [`is_large_constant`] counts them) to
+/// `out`, its vectors allocated as [`write_value`] allocates them.
+pub(crate) fn write_constant(
+    e: &Expr,
+    out: &mut Vec<u64>,
+    heap: &mut Objects,
+) -> Result<(), String> {
+    match &e.kind {
+        ExprKind::Tuple(es) => {
+            for x in es {
+                write_constant(x, out, heap)?;
+            }
+        }
+        ExprKind::Vector(es) => {
+            let mut slots = Vec::new();
+            for x in es {
+                write_constant(x, &mut slots, heap)?;
+            }
+            let width = slots.len().checked_div(es.len()).unwrap_or(0);
+            let p = alloc_vec(width, es.len(), heap)?;
+            // SAFETY: room for `es.len()` elements of `width` slots each,
+            // which is `slots.len()` (every element has the vector's
+            // element type, so the same width).
+            unsafe { std::ptr::copy_nonoverlapping(slots.as_ptr(), p.add(2), slots.len()) };
+            out.push(p as u64);
+        }
+        _ => out.push(constant_number(e).ok_or("internal: not a constant")?),
     }
     Ok(())
 }

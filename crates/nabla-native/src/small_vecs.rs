@@ -27,6 +27,7 @@
 //! functions by their code) are left as they are.
 
 use crate::layout::width;
+use crate::marshal;
 use nabla_lang::core::lower_typed::Entry;
 use nabla_lang::core::typed::{
     Expr, ExprKind, Fun, FunId, GlobalId, Lit, Local, LocalInfo, Pat, Program,
@@ -574,6 +575,8 @@ impl Pass<'_> {
                 (same(kind), Shape::Any)
             }
             ExprKind::Prim(p, args) => self.prim(*p, args, e, env),
+            // Made once when compiling, as data (`codegen`), elements too.
+            ExprKind::Vector(_) if marshal::is_large_constant(e) => (e.clone(), Shape::Any),
             ExprKind::Vector(es) => {
                 let xs: Vec<Expr> = es.iter().map(|x| self.plain(x, env)).collect();
                 let Type::Vec(elem) = &e.ty else {
