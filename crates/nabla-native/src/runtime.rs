@@ -7,7 +7,6 @@
 //! panics (a panic cannot unwind through generated frames).
 
 use nabla::{Binary, Unary};
-use nabla_lang::ad::Num;
 use nabla_lang::ad::trace::Trace;
 use nabla_lang::eval::STEP_LIMIT_EXCEEDED;
 use nabla_lang::eval::arith::ArithError;
@@ -50,11 +49,7 @@ pub(crate) struct Ctx {
     large: HashMap<usize, usize>,
     /// The Delta traces of the active reverse levels, a stack per level
     /// position ([`nabla_lang::core::typed::ExprKind::Tape`]).
-    tapes: [Vec<Tape>; TAPE_SLOTS],
-    /// Ended traces kept for their buffers: the next level begun reuses
-    /// them instead of growing fresh ones (a nested optimisation begins a
-    /// level per step).
-    spare_tapes: Vec<Tape>,
+    tapes: [Traces; TAPE_SLOTS],
     /// How many of the active traces are a pullback's replay of its
     /// function (`trace` prints nothing then).
     replaying: u32,
@@ -123,9 +118,50 @@ struct Tape {
     /// Bytes charged to the memory budget for the two wide buffers.
     charged: usize,
     /// The cotangents of the output Deltas, for the next (plain) sweep.
-    seeds: Vec<(u32, Num)>,
+    seeds: Vec<(u32, f64)>,
     /// A pullback's replay of its function.
     replay: bool,
+}
+
+/// The traces of one reverse-level position: a stack, whose ended traces
+/// stay in place above the active ones for their buffers (a nested
+/// optimisation begins a level per step; the next one begun reuses them,
+/// without moving them or growing fresh ones).
+#[derive(Default)]
+struct Traces {
+    all: Vec<Tape>,
+    active: usize,
+}
+
+/// Ended traces a position keeps for reuse.
+const KEPT_TRACES: usize = 4;
+
+impl Traces {
+    /// The innermost active trace.
+    fn current(&mut self) -> Option<&mut Tape> {
+        self.all[..self.active].last_mut()
+    }
+
+    /// A fresh trace on top, with weights of `width` words (0: plain).
+    fn begin(&mut self, width: usize, replay: bool) {
+        match self.all.get_mut(self.active) {
+            Some(t) => t.restart(width, replay),
+            None => self.all.push(Tape::new(width, replay)),
+        }
+        self.active += 1;
+    }
+
+    /// Ends the innermost active trace; returns whether it was a replay.
+    fn end(&mut self) -> bool {
+        let Some(t) = self.current() else {
+            return false;
+        };
+        let replay = t.replay;
+        std::mem::take(&mut t.trace).recycle();
+        self.active -= 1;
+        self.all.truncate(self.active + KEPT_TRACES);
+        replay
+    }
 }
 
 /// Wide records a level's buffer first has room for.
@@ -133,8 +169,8 @@ const FIRST_RECORDS: usize = 256;
 
 impl Tape {
     fn new(width: usize, replay: bool) -> Tape {
-        Tape {
-            trace: Trace::new(),
+        let mut t = Tape {
+            trace: Trace::default(),
             adjoints: Vec::new(),
             width: 0,
             records: Vec::new(),
@@ -143,13 +179,20 @@ impl Tape {
             charged: 0,
             seeds: Vec::new(),
             replay: false,
-        }
-        .reuse(width, replay)
+        };
+        t.restart(width, replay);
+        t
     }
 
-    /// This ended trace, emptied (its buffers kept) for a new level.
-    fn reuse(mut self, width: usize, replay: bool) -> Tape {
-        self.trace = Trace::new();
+    /// Empties this ended trace (its buffers kept) for a new level. Only a
+    /// plain level records on the interpreter's trace, so only it takes
+    /// that trace's spare buffer.
+    fn restart(&mut self, width: usize, replay: bool) {
+        self.trace = if width == 0 {
+            Trace::new()
+        } else {
+            Trace::default()
+        };
         self.adjoints.clear();
         self.seeds.clear();
         self.width = width;
@@ -162,7 +205,6 @@ impl Tape {
         self.wide_adjoints.clear();
         self.wide_adjoints.push(0);
         self.charge();
-        self
     }
 
     /// Words per wide record: two parents and two weights of `width` words.
@@ -302,7 +344,6 @@ impl Ctx {
             chunks: Vec::new(),
             large: HashMap::new(),
             tapes: Default::default(),
-            spare_tapes: Vec::new(),
             replaying: 0,
             staging: Staging {
                 ptr: std::ptr::null_mut(),
@@ -352,14 +393,14 @@ fn flush(ctx: &mut Ctx) {
         // buffer (`len ≤ cap`, checked before every write) and is suspended
         // in this runtime call; nothing else refers to the buffer.
         let staged = unsafe { std::slice::from_raw_parts(ctx.staging.ptr, n) };
-        if let Some(t) = ctx.tapes[STAGED_SLOT].last_mut() {
+        if let Some(t) = ctx.tapes[STAGED_SLOT].current() {
             t.trace
                 .extend_plain(staged.iter().map(|e| (e.parents, e.weights)));
         }
     }
     ctx.staging.len = 0;
     ctx.staging.base = ctx.tapes[STAGED_SLOT]
-        .last()
+        .current()
         .map_or(0, |t| t.trace.len() as u64);
 }
 
@@ -636,14 +677,14 @@ fn tape<'a>(ctx: *mut Ctx, slot: u64) -> Option<&'a mut Tape> {
         flush(ctx);
     }
     collect(ctx, slot as usize);
-    ctx.tapes.get_mut(slot as usize)?.last_mut()
+    ctx.tapes.get_mut(slot as usize)?.current()
 }
 
 /// Takes the count of wide Deltas generated code appended from the view of
 /// `slot` into its current trace, before the runtime touches that trace.
 fn collect(ctx: &mut Ctx, slot: usize) {
     let len = ctx.wide.get(slot).map_or(0, |v| v.len as usize);
-    if let Some(t) = ctx.tapes.get_mut(slot).and_then(|s| s.last_mut())
+    if let Some(t) = ctx.tapes.get_mut(slot).and_then(Traces::current)
         && t.width > 0
     {
         t.wide_len = len;
@@ -657,7 +698,7 @@ fn publish(ctx: *mut Ctx, slot: u64) {
     let ctx = unsafe { &mut *ctx };
     let blank = ctx.no_buffer;
     let slot = slot as usize;
-    let view = match ctx.tapes.get_mut(slot).and_then(|s| s.last_mut()) {
+    let view = match ctx.tapes.get_mut(slot).and_then(Traces::current) {
         Some(t) if t.width > 0 => t.view(),
         _ => WideView::empty(blank),
     };
@@ -677,13 +718,9 @@ pub(crate) extern "C" fn rt_tape_begin(ctx: *mut Ctx, slot: u64, width: i64, rep
         flush(ctx);
     }
     collect(ctx, slot as usize);
-    if let Some(stack) = ctx.tapes.get_mut(slot as usize) {
+    if let Some(traces) = ctx.tapes.get_mut(slot as usize) {
         let (width, replay) = (usize::try_from(width).unwrap_or(0), replay == 1);
-        let tape = match ctx.spare_tapes.pop() {
-            Some(t) => t.reuse(width, replay),
-            None => Tape::new(width, replay),
-        };
-        stack.push(tape);
+        traces.begin(width, replay);
         ctx.replaying += u32::from(replay);
     }
     if staged {
@@ -763,7 +800,7 @@ pub(crate) extern "C" fn rt_tape_adj_init(ctx: *mut Ctx, slot: u64, words: *cons
 /// next sweep.
 pub(crate) extern "C" fn rt_tape_seed(ctx: *mut Ctx, slot: u64, id: i64, seed: f64) {
     if let (Some(t), Ok(id)) = (tape(ctx, slot), u32::try_from(id)) {
-        t.seeds.push((id, Num::Real(seed)));
+        t.seeds.push((id, seed));
     }
 }
 
@@ -771,13 +808,9 @@ pub(crate) extern "C" fn rt_tape_seed(ctx: *mut Ctx, slot: u64, id: i64, seed: f
 /// inputs' adjoints.
 pub(crate) extern "C" fn rt_tape_sweep(ctx: *mut Ctx, slot: u64) {
     let Some(t) = tape(ctx, slot) else { return };
-    let seeds = std::mem::take(&mut t.seeds);
-    t.adjoints = t
-        .trace
-        .backpropagate(seeds)
-        .iter()
-        .map(Num::value)
-        .collect();
+    // A plain level has only plain weights.
+    t.trace.backpropagate_plain(&t.seeds, &mut t.adjoints);
+    t.seeds.clear();
 }
 
 /// `TapeOp::Adjoint`: input `id`'s adjoint after the last sweep.
@@ -796,12 +829,8 @@ pub(crate) extern "C" fn rt_tape_end(ctx: *mut Ctx, slot: u64) {
         flush(ctx);
     }
     collect(ctx, slot as usize);
-    if let Some(mut t) = ctx.tapes.get_mut(slot as usize).and_then(Vec::pop) {
-        ctx.replaying -= u32::from(t.replay);
-        std::mem::take(&mut t.trace).recycle();
-        if ctx.spare_tapes.len() < TAPE_SLOTS {
-            ctx.spare_tapes.push(t);
-        }
+    if let Some(traces) = ctx.tapes.get_mut(slot as usize) {
+        ctx.replaying -= u32::from(traces.end());
     }
     if staged {
         flush(ctx);
