@@ -755,7 +755,7 @@ fn restage(ctx: *mut Ctx, slot: u64) {
 /// Delta of `words` weight components, or its view empty or of another
 /// stride (never expected: raises an internal error): grows them, and
 /// raises "out of memory" at `span` if they are over the budget.
-pub(crate) extern "C" fn rt_tape_reserve(ctx: *mut Ctx, slot: u64, span: u32, words: u64) {
+pub(crate) extern "C" fn rt_tape_reserve(ctx: *mut Ctx, span: u32, slot: u64, words: u64) {
     match tape(ctx, slot) {
         Some(t) if t.width > 0 && 2 * t.width as u64 == words => t.reserve_record(),
         _ => return rt_error(ctx, ErrorKind::BadTrace as u32, span, 0, 0),
