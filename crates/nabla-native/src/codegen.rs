@@ -867,10 +867,11 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         self.b.ins().iadd(base, offset)
     }
 
-    /// For loads and stores of wide buffers' words: their own alias region,
-    /// so that the stores of a sweep's adjoints do not make Cranelift load
-    /// the views again (only generated code writes them, and every runtime
-    /// call, which may move them, is a barrier for all regions).
+    /// For loads and stores of wide buffers' words: an alias region of
+    /// their own (only this inline code touches the buffers; a runtime
+    /// call, which may move them, is a barrier for all regions), so that
+    /// Cranelift need not assume an adjoint store changes other memory
+    /// (2 % fewer instructions on saddle_FR).
     fn wide_buffer_flags(&mut self) -> MemFlagsData {
         let region = self.b.func.dfg.alias_regions.insert(ir::AliasRegionData {
             user_id: 0,
