@@ -7,8 +7,7 @@
 //! panics (a panic cannot unwind through generated frames).
 
 use nabla::{Binary, Unary};
-use nabla_lang::ad::Num;
-use nabla_lang::ad::trace::{NO_PARENT, Trace};
+use nabla_lang::ad::trace::Trace;
 use nabla_lang::eval::STEP_LIMIT_EXCEEDED;
 use nabla_lang::eval::arith::ArithError;
 use nabla_lang::memory;
@@ -50,16 +49,17 @@ pub(crate) struct Ctx {
     large: HashMap<usize, usize>,
     /// The Delta traces of the active reverse levels, a stack per level
     /// position ([`nabla_lang::core::typed::ExprKind::Tape`]).
-    tapes: [Vec<Tape>; TAPE_SLOTS],
-    /// Ended traces kept for their buffers: the next level begun reuses
-    /// them instead of growing fresh ones (a nested optimisation begins a
-    /// level per step).
-    spare_tapes: Vec<Tape>,
+    tapes: [Traces; TAPE_SLOTS],
     /// How many of the active traces are a pullback's replay of its
     /// function (`trace` prints nothing then).
     replaying: u32,
     /// Where generated code appends the Deltas of reverse level 1.
     pub staging: Staging,
+    /// Per slot, the wide buffers of its current trace, for generated code.
+    wide: [WideView; TAPE_SLOTS],
+    /// The word the view of a slot without a wide trace points to (made by
+    /// `Box::into_raw`, freed with the context).
+    no_buffer: *mut u64,
 }
 
 /// A plain Delta `w₀·Var p₀ + w₁·Var p₁` as generated code writes it (an
@@ -95,58 +95,226 @@ pub(crate) const TAPE_SLOTS: usize = 8;
 
 /// One reverse level's trace: the interpreter's own, so that both back ends
 /// record the same Deltas and sweep them by the same loop. A level above
-/// other levels keeps its wide weights and adjoints beside it
-/// ([`TapeOp`](nabla_lang::core::typed::TapeOp)), and generated code sweeps it.
+/// other levels records its Deltas with wide weights in buffers of its own
+/// instead ([`TapeOp`](nabla_lang::core::typed::TapeOp)), which generated
+/// code appends to, reads and sweeps in place through the context's
+/// [`WideView`] of them.
 struct Tape {
     trace: Trace,
     /// The inputs' adjoints after the last (plain) sweep.
     adjoints: Vec<f64>,
     /// Components of a wide weight (0: plain `f64` weights on `trace`).
     width: usize,
-    /// Wide weights: 2 · width words per Delta.
-    weights: Vec<u64>,
-    /// Wide adjoints: width words per Delta.
+    /// Wide Deltas, a record of [`Tape::stride`] words each: its two
+    /// parents (−1 for none), then its two weights' components. Always
+    /// initialised to its full length and never empty, so that an index
+    /// clamped to it is in bounds; the records past `wide_len` are garbage.
+    records: Vec<u64>,
+    /// Wide Deltas recorded. While this is its slot's current trace,
+    /// generated code counts them in the view ([`WideView::len`]).
+    wide_len: usize,
+    /// Wide adjoints: width words per Delta (never empty, as `records`).
     wide_adjoints: Vec<u64>,
     /// Bytes charged to the memory budget for the two wide buffers.
     charged: usize,
     /// The cotangents of the output Deltas, for the next (plain) sweep.
-    seeds: Vec<(u32, Num)>,
+    seeds: Vec<(u32, f64)>,
     /// A pullback's replay of its function.
     replay: bool,
 }
 
+/// The traces of one reverse-level position: a stack, whose ended traces
+/// stay in place above the active ones for their buffers (a nested
+/// optimisation begins a level per step; the next one begun reuses them,
+/// without moving them or growing fresh ones).
+#[derive(Default)]
+struct Traces {
+    all: Vec<Tape>,
+    active: usize,
+}
+
+/// Ended traces a position keeps for reuse.
+const KEPT_TRACES: usize = 4;
+
+impl Traces {
+    /// The innermost active trace.
+    fn current(&mut self) -> Option<&mut Tape> {
+        self.all[..self.active].last_mut()
+    }
+
+    /// A fresh trace on top, with weights of `width` words (0: plain).
+    fn begin(&mut self, width: usize, replay: bool) {
+        match self.all.get_mut(self.active) {
+            Some(t) => t.restart(width, replay),
+            None => self.all.push(Tape::new(width, replay)),
+        }
+        self.active += 1;
+    }
+
+    /// Ends the innermost active trace; returns whether it was a replay.
+    fn end(&mut self) -> bool {
+        let Some(t) = self.current() else {
+            return false;
+        };
+        let replay = t.replay;
+        std::mem::take(&mut t.trace).recycle();
+        self.active -= 1;
+        self.all.truncate(self.active + KEPT_TRACES);
+        replay
+    }
+}
+
+/// Wide records a level's buffer first has room for.
+const FIRST_RECORDS: usize = 256;
+
 impl Tape {
     fn new(width: usize, replay: bool) -> Tape {
-        Tape {
-            trace: Trace::new(),
+        let mut t = Tape {
+            trace: Trace::default(),
             adjoints: Vec::new(),
-            width,
-            weights: Vec::new(),
+            width: 0,
+            records: Vec::new(),
+            wide_len: 0,
             wide_adjoints: Vec::new(),
             charged: 0,
             seeds: Vec::new(),
-            replay,
-        }
+            replay: false,
+        };
+        t.restart(width, replay);
+        t
     }
 
-    /// This ended trace, emptied (its buffers kept) for a new level.
-    fn reuse(mut self, width: usize, replay: bool) -> Tape {
-        self.trace = Trace::new();
+    /// Empties this ended trace (its buffers kept) for a new level. Only a
+    /// plain level records on the interpreter's trace, so only it takes
+    /// that trace's spare buffer.
+    fn restart(&mut self, width: usize, replay: bool) {
+        self.trace = if width == 0 {
+            Trace::new()
+        } else {
+            Trace::default()
+        };
         self.adjoints.clear();
-        self.weights.clear();
-        self.wide_adjoints.clear();
         self.seeds.clear();
         self.width = width;
         self.replay = replay;
-        self
+        // The old records stay as garbage past `wide_len`: no need to clear.
+        self.wide_len = 0;
+        if width > 0 && self.records.len() < FIRST_RECORDS * self.stride() {
+            self.records.resize(FIRST_RECORDS * self.stride(), 0);
+        }
+        self.wide_adjoints.clear();
+        self.wide_adjoints.push(0);
+        self.charge();
+    }
+
+    /// Words per wide record: two parents and two weights of `width` words.
+    fn stride(&self) -> usize {
+        2 + 2 * self.width
+    }
+
+    /// Wide records the buffer has room for.
+    fn capacity(&self) -> usize {
+        self.records.len() / self.stride()
+    }
+
+    /// Room for the next wide record (the buffer doubled if it is full).
+    fn reserve_record(&mut self) {
+        if self.wide_len >= self.capacity() {
+            let records = (2 * self.capacity()).max(FIRST_RECORDS);
+            self.records.resize(records * self.stride(), 0);
+            self.charge();
+        }
+    }
+
+    /// Appends a wide Delta with parents `parents` and zero weights (an
+    /// input); returns its id.
+    fn push_record(&mut self, parents: [i64; 2]) -> i64 {
+        self.reserve_record();
+        let stride = self.stride();
+        let at = self.wide_len * stride;
+        let record = &mut self.records[at..at + stride];
+        record.fill(0);
+        record[0] = parents[0] as u64;
+        record[1] = parents[1] as u64;
+        self.wide_len += 1;
+        self.wide_len as i64 - 1
+    }
+
+    /// What generated code needs to reach the wide buffers in place.
+    fn view(&mut self) -> WideView {
+        WideView {
+            records: self.records.as_mut_ptr(),
+            stride: self.stride() as u64,
+            len: self.wide_len as u64,
+            capacity: self.capacity() as u64,
+            last_record_word: self.records.len().saturating_sub(1) as u64,
+            adjoints: self.wide_adjoints.as_mut_ptr(),
+            width: self.width as u64,
+            last_adjoint_word: self.wide_adjoints.len().saturating_sub(1) as u64,
+        }
     }
 
     /// Charges the wide buffers' growth to the memory budget.
     fn charge(&mut self) {
-        let bytes = (self.weights.capacity() + self.wide_adjoints.capacity()) * 8;
+        let bytes = (self.records.capacity() + self.wide_adjoints.capacity()) * 8;
         memory::charge(bytes.saturating_sub(self.charged));
         self.charged = self.charged.max(bytes);
     }
+}
+
+/// The wide buffers of a reverse level's current trace ([`Tape::records`],
+/// [`Tape::wide_adjoints`]) as generated code reads and writes them: a
+/// Delta's parent or weight component `k` is word `id · stride + k` of
+/// `records`, its adjoint's component `j` word `id · width + j` of
+/// `adjoints`, each index clamped to the buffer's last word (memory safety
+/// does not depend on the ids being right). Generated code appends a Delta
+/// in place when `len < capacity` and the stride is its own, and otherwise
+/// calls [`rt_tape_reserve`]. The runtime makes the view again whenever it
+/// begins, ends or grows a trace of the slot ([`publish`]); a slot with no
+/// wide trace is viewed as an empty one over [`Ctx::no_buffer`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WideView {
+    pub records: *mut u64,
+    pub stride: u64,
+    pub len: u64,
+    pub capacity: u64,
+    pub last_record_word: u64,
+    pub adjoints: *mut u64,
+    pub width: u64,
+    pub last_adjoint_word: u64,
+}
+
+impl WideView {
+    /// The view of no trace: nothing recorded, no room, every index
+    /// clamped into the one word at `blank`.
+    fn empty(blank: *mut u64) -> WideView {
+        WideView {
+            records: blank,
+            stride: 0,
+            len: 0,
+            capacity: 0,
+            last_record_word: 0,
+            adjoints: blank,
+            width: 0,
+            last_adjoint_word: 0,
+        }
+    }
+
+    /// The offset in the context of field `field` (an offset in
+    /// [`WideView`]) of slot `slot`'s view.
+    pub(crate) fn at(slot: u8, field: usize) -> i32 {
+        (std::mem::offset_of!(Ctx, wide) + usize::from(slot) * size_of::<WideView>() + field) as i32
+    }
+
+    pub(crate) const RECORDS: usize = std::mem::offset_of!(WideView, records);
+    pub(crate) const STRIDE: usize = std::mem::offset_of!(WideView, stride);
+    pub(crate) const LEN: usize = std::mem::offset_of!(WideView, len);
+    pub(crate) const CAPACITY: usize = std::mem::offset_of!(WideView, capacity);
+    pub(crate) const LAST_RECORD_WORD: usize = std::mem::offset_of!(WideView, last_record_word);
+    pub(crate) const ADJOINTS: usize = std::mem::offset_of!(WideView, adjoints);
+    pub(crate) const WIDTH: usize = std::mem::offset_of!(WideView, width);
+    pub(crate) const LAST_ADJOINT_WORD: usize = std::mem::offset_of!(WideView, last_adjoint_word);
 }
 
 impl Drop for Tape {
@@ -176,7 +344,6 @@ impl Ctx {
             chunks: Vec::new(),
             large: HashMap::new(),
             tapes: Default::default(),
-            spare_tapes: Vec::new(),
             replaying: 0,
             staging: Staging {
                 ptr: std::ptr::null_mut(),
@@ -184,7 +351,15 @@ impl Ctx {
                 cap: 0,
                 base: 0,
             },
+            wide: [WideView::empty(std::ptr::null_mut()); TAPE_SLOTS],
+            no_buffer: Box::into_raw(Box::new(0)),
         }
+        .with_empty_views()
+    }
+
+    fn with_empty_views(mut self) -> Ctx {
+        self.wide = [WideView::empty(self.no_buffer); TAPE_SLOTS];
+        self
     }
 
     pub(crate) const FAILED: i32 = 0;
@@ -218,14 +393,14 @@ fn flush(ctx: &mut Ctx) {
         // buffer (`len ≤ cap`, checked before every write) and is suspended
         // in this runtime call; nothing else refers to the buffer.
         let staged = unsafe { std::slice::from_raw_parts(ctx.staging.ptr, n) };
-        if let Some(t) = ctx.tapes[STAGED_SLOT].last_mut() {
+        if let Some(t) = ctx.tapes[STAGED_SLOT].current() {
             t.trace
                 .extend_plain(staged.iter().map(|e| (e.parents, e.weights)));
         }
     }
     ctx.staging.len = 0;
     ctx.staging.base = ctx.tapes[STAGED_SLOT]
-        .last()
+        .current()
         .map_or(0, |t| t.trace.len() as u64);
 }
 
@@ -313,6 +488,9 @@ pub(crate) enum ErrorKind {
     /// A `custom_vjp` pullback's result with constructor `a` where the
     /// point has constructor `b`.
     CustomCotangentConstructor = 20,
+    /// A wide Delta appended to a trace with other weights, or none (a bug
+    /// of the compiler, caught at run time; never expected).
+    BadTrace = 21,
 }
 
 /// The operators whose overflow is an error, by the index generated code passes.
@@ -343,6 +521,7 @@ impl ErrorKind {
             CustomTangentConstructor,
             CustomCotangentLength,
             CustomCotangentConstructor,
+            BadTrace,
         ]
         .get(code as usize)
         .copied()
@@ -430,6 +609,9 @@ impl Raised {
                 "internal error: a closure of a function compiled differentiation did not list"
                     .into()
             }
+            ErrorKind::BadTrace => {
+                "internal error: a Delta that does not fit its reverse level's trace".into()
+            }
             ErrorKind::Library => nabla_lang::prim::fail_message(self.code, a, b),
             ErrorKind::StackDepth => "stack depth exceeded".into(),
             ErrorKind::CallLimit => STEP_LIMIT_EXCEEDED.into(),
@@ -494,7 +676,35 @@ fn tape<'a>(ctx: *mut Ctx, slot: u64) -> Option<&'a mut Tape> {
     if slot as usize == STAGED_SLOT {
         flush(ctx);
     }
-    ctx.tapes.get_mut(slot as usize)?.last_mut()
+    collect(ctx, slot as usize);
+    ctx.tapes.get_mut(slot as usize)?.current()
+}
+
+/// Takes the count of wide Deltas generated code appended from the view of
+/// `slot` into its current trace, before the runtime touches that trace.
+fn collect(ctx: &mut Ctx, slot: usize) {
+    let len = ctx.wide.get(slot).map_or(0, |v| v.len as usize);
+    if let Some(t) = ctx.tapes.get_mut(slot).and_then(Traces::current)
+        && t.width > 0
+    {
+        t.wide_len = len;
+    }
+}
+
+/// Makes the view of `slot` show its current trace's wide buffers, after
+/// the runtime began, ended or changed a trace of the slot.
+fn publish(ctx: *mut Ctx, slot: u64) {
+    // SAFETY: as in `tape`.
+    let ctx = unsafe { &mut *ctx };
+    let blank = ctx.no_buffer;
+    let slot = slot as usize;
+    let view = match ctx.tapes.get_mut(slot).and_then(Traces::current) {
+        Some(t) if t.width > 0 => t.view(),
+        _ => WideView::empty(blank),
+    };
+    if let Some(v) = ctx.wide.get_mut(slot) {
+        *v = view;
+    }
 }
 
 /// `TapeOp::Begin`: a fresh trace for reverse level `slot`, with weights of
@@ -507,29 +717,27 @@ pub(crate) extern "C" fn rt_tape_begin(ctx: *mut Ctx, slot: u64, width: i64, rep
     if staged {
         flush(ctx);
     }
-    if let Some(stack) = ctx.tapes.get_mut(slot as usize) {
+    collect(ctx, slot as usize);
+    if let Some(traces) = ctx.tapes.get_mut(slot as usize) {
         let (width, replay) = (usize::try_from(width).unwrap_or(0), replay == 1);
-        let tape = match ctx.spare_tapes.pop() {
-            Some(t) => t.reuse(width, replay),
-            None => Tape::new(width, replay),
-        };
-        stack.push(tape);
+        traces.begin(width, replay);
         ctx.replaying += u32::from(replay);
     }
     if staged {
         flush(ctx);
     }
+    publish(ctx, slot);
 }
 
 /// `TapeOp::Input`: a new input Delta.
 pub(crate) extern "C" fn rt_tape_input(ctx: *mut Ctx, slot: u64) -> i64 {
     let Some(t) = tape(ctx, slot) else { return -1 };
-    let id = t.trace.push_input();
     if t.width > 0 {
-        let w = 2 * t.width;
-        t.weights.resize(t.weights.len() + w, 0);
-        t.charge();
+        let id = t.push_record([-1; 2]);
+        publish(ctx, slot);
+        return id;
     }
+    let id = t.trace.push_input();
     restage(ctx, slot);
     i64::from(id)
 }
@@ -543,102 +751,56 @@ fn restage(ctx: *mut Ctx, slot: u64) {
     }
 }
 
-/// `TapeOp::PushWide`: the Delta `w₀ · Var p₀ + w₁ · Var p₁` with the `n`
-/// words at `words` as its two wide weights; a term whose id is −1 is left
-/// out, and with both left out the result is −1. Over the memory budget,
-/// raises "out of memory" at `span`.
-pub(crate) extern "C" fn rt_tape_push_wide(
-    ctx: *mut Ctx,
-    slot: u64,
-    span: u32,
-    p0: i64,
-    p1: i64,
-    words: *const u64,
-    n: u64,
-) -> i64 {
-    let parent = |p: i64| u32::try_from(p).unwrap_or(NO_PARENT);
-    if parent(p0) == NO_PARENT && parent(p1) == NO_PARENT {
-        return -1;
+/// Generated code found the wide records of `slot` full before appending a
+/// Delta of `words` weight components, or its view empty or of another
+/// stride (never expected: raises an internal error): grows them, and
+/// raises "out of memory" at `span` if they are over the budget.
+pub(crate) extern "C" fn rt_tape_reserve(ctx: *mut Ctx, span: u32, slot: u64, words: u64) {
+    match tape(ctx, slot) {
+        Some(t) if t.width > 0 && 2 * t.width as u64 == words => t.reserve_record(),
+        _ => return rt_error(ctx, ErrorKind::BadTrace as u32, span, 0, 0),
     }
-    let Some(t) = tape(ctx, slot) else { return -1 };
-    // SAFETY: generated code passes a stack area of `n` words it has just
-    // written, alive for this call.
-    let words = unsafe { std::slice::from_raw_parts(words, n as usize) };
-    let w = 2 * t.width;
-    let id = t.trace.push_plain([parent(p0), parent(p1)], [0.0; 2]);
-    t.weights
-        .extend((0..w).map(|j| words.get(j).copied().unwrap_or(0)));
-    t.charge();
+    publish(ctx, slot);
     if memory::over_budget() {
         let live = memory::live() as i64;
         rt_error(ctx, ErrorKind::OutOfMemory as u32, span, 24, live);
     }
-    i64::from(id)
 }
 
 /// `TapeOp::Len`: the number of Deltas on the slot's trace.
 pub(crate) extern "C" fn rt_tape_len(ctx: *mut Ctx, slot: u64) -> i64 {
-    tape(ctx, slot).map_or(0, |t| t.trace.len() as i64)
-}
-
-/// `TapeOp::Parent`: parent `k` of Delta `id`, −1 if none.
-pub(crate) extern "C" fn rt_tape_parent(ctx: *mut Ctx, slot: u64, id: i64, k: i64) -> i64 {
-    let p = tape(ctx, slot)
-        .zip(u32::try_from(id).ok())
-        .and_then(|(t, id)| t.trace.parents(id).get(k as usize).copied())
-        .unwrap_or(NO_PARENT);
-    if p == NO_PARENT { -1 } else { i64::from(p) }
-}
-
-/// `TapeOp::Weight`: word `j` of Delta `id`'s wide weights.
-pub(crate) extern "C" fn rt_tape_weight(ctx: *mut Ctx, slot: u64, id: i64, j: i64) -> u64 {
-    tape(ctx, slot)
-        .and_then(|t| {
-            let at = usize::try_from(id).ok()? * 2 * t.width + usize::try_from(j).ok()?;
-            t.weights.get(at).copied()
-        })
-        .unwrap_or(0)
+    tape(ctx, slot).map_or(0, |t| {
+        if t.width > 0 {
+            t.wide_len as i64
+        } else {
+            t.trace.len() as i64
+        }
+    })
 }
 
 /// `TapeOp::AdjInit`: every Delta's wide adjoint set to the `n` words at
 /// `words`.
 pub(crate) extern "C" fn rt_tape_adj_init(ctx: *mut Ctx, slot: u64, words: *const u64, n: u64) {
     let Some(t) = tape(ctx, slot) else { return };
-    // SAFETY: as in `rt_tape_push_wide`.
+    // SAFETY: generated code passes a stack area of `n` words it has just
+    // written, alive for this call.
     let words = unsafe { std::slice::from_raw_parts(words, n as usize) };
     t.wide_adjoints.clear();
-    for _ in 0..t.trace.len() {
+    for _ in 0..t.wide_len {
         t.wide_adjoints.extend_from_slice(words);
     }
-    t.charge();
-}
-
-/// `TapeOp::AdjGet`: word `j` of Delta `id`'s wide adjoint.
-pub(crate) extern "C" fn rt_tape_adj_get(ctx: *mut Ctx, slot: u64, id: i64, j: i64) -> u64 {
-    tape(ctx, slot)
-        .and_then(|t| {
-            let at = usize::try_from(id).ok()? * t.width + usize::try_from(j).ok()?;
-            t.wide_adjoints.get(at).copied()
-        })
-        .unwrap_or(0)
-}
-
-/// `TapeOp::AdjSet`: word `j` of Delta `id`'s wide adjoint set to `word`.
-pub(crate) extern "C" fn rt_tape_adj_set(ctx: *mut Ctx, slot: u64, id: i64, j: i64, word: u64) {
-    let Some(t) = tape(ctx, slot) else { return };
-    let at = usize::try_from(id)
-        .ok()
-        .map(|id| id * t.width + usize::try_from(j).unwrap_or(usize::MAX));
-    if let Some(a) = at.and_then(|at| t.wide_adjoints.get_mut(at)) {
-        *a = word;
+    if t.wide_adjoints.is_empty() {
+        t.wide_adjoints.push(0);
     }
+    t.charge();
+    publish(ctx, slot);
 }
 
 /// `TapeOp::Seed`: cotangent `seed` for Delta `id` (nothing if −1) in the
 /// next sweep.
 pub(crate) extern "C" fn rt_tape_seed(ctx: *mut Ctx, slot: u64, id: i64, seed: f64) {
     if let (Some(t), Ok(id)) = (tape(ctx, slot), u32::try_from(id)) {
-        t.seeds.push((id, Num::Real(seed)));
+        t.seeds.push((id, seed));
     }
 }
 
@@ -646,13 +808,9 @@ pub(crate) extern "C" fn rt_tape_seed(ctx: *mut Ctx, slot: u64, id: i64, seed: f
 /// inputs' adjoints.
 pub(crate) extern "C" fn rt_tape_sweep(ctx: *mut Ctx, slot: u64) {
     let Some(t) = tape(ctx, slot) else { return };
-    let seeds = std::mem::take(&mut t.seeds);
-    t.adjoints = t
-        .trace
-        .backpropagate(seeds)
-        .iter()
-        .map(Num::value)
-        .collect();
+    // A plain level has only plain weights.
+    t.trace.backpropagate_plain(&t.seeds, &mut t.adjoints);
+    t.seeds.clear();
 }
 
 /// `TapeOp::Adjoint`: input `id`'s adjoint after the last sweep.
@@ -670,16 +828,14 @@ pub(crate) extern "C" fn rt_tape_end(ctx: *mut Ctx, slot: u64) {
     if staged {
         flush(ctx);
     }
-    if let Some(mut t) = ctx.tapes.get_mut(slot as usize).and_then(Vec::pop) {
-        ctx.replaying -= u32::from(t.replay);
-        std::mem::take(&mut t.trace).recycle();
-        if ctx.spare_tapes.len() < TAPE_SLOTS {
-            ctx.spare_tapes.push(t);
-        }
+    collect(ctx, slot as usize);
+    if let Some(traces) = ctx.tapes.get_mut(slot as usize) {
+        ctx.replaying -= u32::from(traces.end());
     }
     if staged {
         flush(ctx);
     }
+    publish(ctx, slot);
 }
 
 /// Records the first error and makes every generated caller return.
@@ -762,6 +918,9 @@ impl Drop for Ctx {
     /// in one, and none outlives the run (the host reads the result before
     /// `release`; after an error, what was not dropped is garbage).
     fn drop(&mut self) {
+        // SAFETY: made by `Box::into_raw` in `Ctx::new`, freed only here;
+        // generated code, which writes through it, has returned.
+        drop(unsafe { Box::from_raw(self.no_buffer) });
         if !self.staging.ptr.is_null() {
             let buffer = std::ptr::slice_from_raw_parts_mut(self.staging.ptr, STAGED);
             // SAFETY: the buffer was made by `Box::into_raw` of a boxed slice
@@ -977,16 +1136,12 @@ pub(crate) fn symbols() -> Vec<(&'static str, *const u8)> {
         ("rt_error_site", rt_error_site as *const u8),
         ("rt_tape_begin", rt_tape_begin as *const u8),
         ("rt_tape_input", rt_tape_input as *const u8),
-        ("rt_tape_push_wide", rt_tape_push_wide as *const u8),
+        ("rt_tape_reserve", rt_tape_reserve as *const u8),
         ("rt_tape_flush", rt_tape_flush as *const u8),
         ("rt_tape_seed", rt_tape_seed as *const u8),
         ("rt_tape_sweep", rt_tape_sweep as *const u8),
         ("rt_tape_len", rt_tape_len as *const u8),
-        ("rt_tape_parent", rt_tape_parent as *const u8),
-        ("rt_tape_weight", rt_tape_weight as *const u8),
         ("rt_tape_adj_init", rt_tape_adj_init as *const u8),
-        ("rt_tape_adj_get", rt_tape_adj_get as *const u8),
-        ("rt_tape_adj_set", rt_tape_adj_set as *const u8),
         ("rt_tape_adjoint", rt_tape_adjoint as *const u8),
         ("rt_tape_end", rt_tape_end as *const u8),
     ];

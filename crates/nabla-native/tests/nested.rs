@@ -28,17 +28,18 @@ fn run(src: String, interpret: bool) -> (Option<String>, String, usize) {
     .expect("thread")
 }
 
-fn both(main: &str) -> (String, String, usize) {
+/// nested.nabla with the definitions `defs` and `main` defined as `main`.
+fn both(defs: &str, main: &str) -> (String, String, usize) {
     let src = format!(
-        "{}\ndef main = {main}\n",
+        "{}\n{defs}\ndef main = {main}\n",
         include_str!("../../../bench/nabla/nested.nabla")
     );
     let (interp, native, leaked) = run(src, true);
     (interp.unwrap_or_default(), native, leaked)
 }
 
-fn agrees(main: &str) {
-    let (interp, native, leaked) = both(main);
+fn agrees(defs: &str, main: &str) {
+    let (interp, native, leaked) = both(defs, main);
     assert_eq!(native, interp, "{main}");
     assert_eq!(leaked, 0, "{main}: bytes left allocated");
 }
@@ -46,14 +47,14 @@ fn agrees(main: &str) {
 #[test]
 fn saddle_in_every_mode_is_the_interpreters() {
     for v in ["ff", "fr", "rf", "rr"] {
-        agrees(&format!("saddle_{v} ()"));
+        agrees("", &format!("saddle_{v} ()"));
     }
 }
 
 #[test]
 fn particle_in_every_mode_is_the_interpreters() {
     for v in ["ff", "fr", "rf", "rr"] {
-        agrees(&format!("particle_{v} ()"));
+        agrees("", &format!("particle_{v} ()"));
     }
 }
 
@@ -85,4 +86,23 @@ fn a_million_step_sharing_chain_differentiates_in_linear_time_and_memory() {
     let (_, out, leaked) = run(src.to_string(), false);
     assert_eq!(out, "(1.0, (3.0, 1.0))");
     assert_eq!(leaked, 0, "bytes left allocated");
+}
+
+/// A reverse level above another records wide Deltas in buffers of its own,
+/// which generated code appends to and sweeps in place: a trace that
+/// outgrows their first size (256 Deltas), levels begun inside a function
+/// a same-position level is recording, and both kinds of level below.
+#[test]
+fn wide_traces_that_grow_and_nest_are_the_interpreters() {
+    let chain = "def chain n x = let rec go i y = if i == n then y else go (i + 1) (0.5 * (y + sin y)) in go 0 x\n\
+                 def inner v = reverse (fun u -> chain 700 u[0] * u[1]) v\n\
+                 def constant_inner t = sum (reverse (fun u -> chain 300 u[0] * u[1]) [1.5, t])\n";
+    for main in [
+        "forward (fun v -> sum (inner v)) [0.3, 0.7]",
+        "reverse (fun v -> sum (inner v)) [0.3, 0.7]",
+        "forward (fun v -> v[0] * constant_inner 2.0 + sum (inner v)) [0.3, 0.7]",
+        "reverse (fun v -> sum (inner [v[1], constant_inner v[0]])) [0.3, 0.7]",
+    ] {
+        agrees(chain, main);
+    }
 }

@@ -194,24 +194,13 @@ impl Trace {
     /// `f64`, the sweep runs on `f64` alone.
     pub fn backpropagate(&self, seeds: Vec<(u32, Num)>) -> Vec<Num> {
         let plain_seeds = seeds.iter().all(|(_, ct)| matches!(ct, Num::Real(_)));
-        if plain_seeds && self.tagged_weights.is_empty() {
-            let mut adjoint = SPARE.with_borrow_mut(|s| std::mem::take(&mut s.adjoints));
-            adjoint.clear();
-            adjoint.resize(self.entries.len(), 0.0);
-            for (id, ct) in seeds {
-                if let (Some(a), Num::Real(ct)) = (adjoint.get_mut(id as usize), ct) {
-                    *a += ct;
-                }
+        if plain_seeds {
+            let plain = seeds.iter().map(|(id, ct)| (*id, ct.value()));
+            let inputs =
+                self.sweep_plain_then(plain, |a| a.iter().map(|a| Num::Real(*a)).collect());
+            if let Some(inputs) = inputs {
+                return inputs;
             }
-            self.sweep_plain(&mut adjoint);
-            let inputs = adjoint[..self.inputs]
-                .iter()
-                .map(|a| Num::Real(*a))
-                .collect();
-            if adjoint.capacity() * size_of::<f64>() <= MAX_SPARE_BYTES {
-                SPARE.with_borrow_mut(|s| s.adjoints = adjoint);
-            }
-            return inputs;
         }
         let mut adjoint = vec![Num::ZERO; self.entries.len()];
         for (id, ct) in seeds {
@@ -222,6 +211,44 @@ impl Trace {
         self.sweep(&mut adjoint);
         adjoint.truncate(self.inputs);
         adjoint
+    }
+
+    /// [`Trace::backpropagate`] when every weight and seed is a plain
+    /// `f64`, on `f64` alone: the inputs' adjoints go to `inputs` (its
+    /// buffer reused). Returns false, doing nothing, if a weight is not
+    /// plain.
+    pub fn backpropagate_plain(&self, seeds: &[(u32, f64)], inputs: &mut Vec<f64>) -> bool {
+        let copy = |a: &[f64]| {
+            inputs.clear();
+            inputs.extend_from_slice(a);
+        };
+        self.sweep_plain_then(seeds.iter().copied(), copy).is_some()
+    }
+
+    /// The plain sweep from `seeds`, then `then` of the inputs' adjoints;
+    /// `None` if a weight is not plain.
+    fn sweep_plain_then<T>(
+        &self,
+        seeds: impl Iterator<Item = (u32, f64)>,
+        then: impl FnOnce(&[f64]) -> T,
+    ) -> Option<T> {
+        if !self.tagged_weights.is_empty() {
+            return None;
+        }
+        let mut adjoint = SPARE.with_borrow_mut(|s| std::mem::take(&mut s.adjoints));
+        adjoint.clear();
+        adjoint.resize(self.entries.len(), 0.0);
+        for (id, ct) in seeds {
+            if let Some(a) = adjoint.get_mut(id as usize) {
+                *a += ct;
+            }
+        }
+        self.sweep_plain(&mut adjoint);
+        let out = then(&adjoint[..self.inputs]);
+        if adjoint.capacity() * size_of::<f64>() <= MAX_SPARE_BYTES {
+            SPARE.with_borrow_mut(|s| s.adjoints = adjoint);
+        }
+        Some(out)
     }
 
     fn sweep_plain(&self, adjoint: &mut [f64]) {
