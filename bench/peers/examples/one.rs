@@ -8,7 +8,7 @@
 //! ```
 //!
 //! Workloads: `rosenbrock-{nabla,num-dual,echidna}` (the directional derivative,
-//! nabla's `Dual` seeded by hand), `logdet-{nabla,num-dual,echidna}` (2500 forward
+//! nabla's `Dual` seeded by hand), `rosenbrock-gradient-nabla` (`grad`), `logdet-{nabla,num-dual,echidna}` (2500 forward
 //! passes), `{saddle,particle}-{nabla-ff,nabla-rr,num-dual,echidna}`.
 
 use std::hint::black_box;
@@ -29,6 +29,7 @@ fn main() {
         sum += match name {
             "rosenbrock-nabla" => rosenbrock::nabla_dual(black_box(&x), black_box(&v)),
             "rosenbrock-nabla-jvp" => rosenbrock::nabla_jvp(black_box(&x), black_box(&v)),
+            "rosenbrock-gradient-nabla" => rosenbrock::nabla_grad(black_box(&x))[0],
             "rosenbrock-num-dual" => rosenbrock::num_dual_jvp(black_box(&x), black_box(&v)),
             "rosenbrock-echidna" => rosenbrock::echidna_jvp(black_box(&x), black_box(&v)),
             "logdet-nabla" => logdet::nabla_forward_grad(black_box(&m))[0],

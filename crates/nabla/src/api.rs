@@ -51,10 +51,8 @@ where
         dx.len(),
         x.len()
     );
-    let mut inputs = pool::take(x.len());
-    inputs.extend(x.iter().zip(dx).map(|(&p, &t)| Dual::new(p, t)));
-    let outputs = run(f, &inputs);
-    pool::give(inputs);
+    let inputs = x.iter().zip(dx).map(|(&p, &t)| Dual::new(p, t));
+    let outputs = pool::with_scratch(x.len(), inputs, |inputs| run(f, inputs));
     let values = outputs.iter().map(|y| y.primal()).collect();
     // Collected in place where the standard library can: `outputs`' memory is reused.
     let tangents = outputs.into_iter().map(Dual::tangent).collect();
@@ -272,10 +270,8 @@ where
     S: Scalar<R>,
 {
     let trace = Trace::new(x.len());
-    let mut inputs = pool::take(x.len());
-    inputs.extend(Reverse::inputs(&trace, x));
-    let result = run(f, &inputs);
-    pool::give(inputs);
+    let inputs = Reverse::inputs(&trace, x);
+    let result = pool::with_scratch(x.len(), inputs, |inputs| run(f, inputs));
     (result, trace.into_entries())
 }
 
@@ -425,18 +421,17 @@ fn along_each_input<R: Real, S: Scalar<R>, T>(
     x: &[S],
     mut column: impl FnMut(&[Dual<S>]) -> T,
 ) -> Vec<T> {
-    let mut inputs = pool::take(x.len());
-    inputs.extend(x.iter().map(|&p| Dual::constant(p)));
-    let columns = (0..x.len())
-        .map(|i| {
-            inputs[i] = Dual::new(x[i], S::one());
-            let result = run(&mut column, &inputs);
-            inputs[i] = Dual::constant(x[i]);
-            result
-        })
-        .collect();
-    pool::give(inputs);
-    columns
+    let constants = x.iter().map(|&p| Dual::constant(p));
+    pool::with_scratch(x.len(), constants, |inputs| {
+        (0..x.len())
+            .map(|i| {
+                inputs[i] = Dual::new(x[i], S::one());
+                let result = run(&mut column, &*inputs);
+                inputs[i] = Dual::constant(x[i]);
+                result
+            })
+            .collect()
+    })
 }
 
 /// The Jacobian of `f` at `x` by forward mode: one evaluation of `f` on dual numbers
@@ -638,10 +633,8 @@ where
         v.len(),
         x.len()
     );
-    let mut point = pool::take(x.len());
-    point.extend(x.iter().zip(v).map(|(&p, &t)| Dual::new(p, t)));
-    let (_, gradient) = value_and_grad(f, &point);
-    pool::give(point);
+    let point = x.iter().zip(v).map(|(&p, &t)| Dual::new(p, t));
+    let (_, gradient) = pool::with_scratch(x.len(), point, |point| value_and_grad(f, point));
     gradient.into_iter().map(Dual::tangent).collect()
 }
 

@@ -145,6 +145,41 @@ pub(crate) fn give<T>(buffer: Vec<T>) {
     }
 }
 
+/// Inputs held on the stack by [`with_scratch`]: the two or three variables of an
+/// inner gradient taken at every step of an outer computation, which would
+/// otherwise cost an allocation and a free per gradient.
+const STACK_SCRATCH: usize = 4;
+
+/// `f` of the `len` values of `items`, gathered in a scratch slice that `f` may
+/// overwrite: on the stack for up to [`STACK_SCRATCH`] values, in pooled memory
+/// otherwise. For the input vector an operator builds around each call of the
+/// function it differentiates.
+#[inline(always)]
+pub(crate) fn with_scratch<T: Copy, U>(
+    len: usize,
+    items: impl IntoIterator<Item = T>,
+    f: impl FnOnce(&mut [T]) -> U,
+) -> U {
+    let mut items = items.into_iter();
+    if len <= STACK_SCRATCH {
+        let Some(first) = items.next() else {
+            return f(&mut []);
+        };
+        let mut scratch = [first; STACK_SCRATCH];
+        scratch[1..len]
+            .iter_mut()
+            .zip(items)
+            .for_each(|(slot, item)| *slot = item);
+        f(&mut scratch[..len])
+    } else {
+        let mut scratch = take(len);
+        scratch.extend(items);
+        let result = f(&mut scratch);
+        give(scratch);
+        result
+    }
+}
+
 /// The first `len` elements of `buffer` as a vector to hand out: `buffer` itself
 /// if it is too small to pool (its spare capacity is then a few bytes), otherwise a
 /// copy, and `buffer` goes back to the pool.
@@ -290,6 +325,22 @@ mod tests {
         // Taking returns the most recently kept one.
         let last: Vec<T> = take(100);
         assert_eq!(last.capacity(), (KEPT_PER_LAYOUT + 2) * 100);
+    }
+
+    #[test]
+    fn with_scratch_gives_the_items_on_the_stack_or_pooled() {
+        for len in [0, 1, STACK_SCRATCH, STACK_SCRATCH + 1, 1000] {
+            let items = (0..len).map(|i| [i as u64; 9]);
+            let sum = with_scratch(len, items, |scratch| {
+                assert_eq!(scratch.len(), len);
+                assert!(scratch.iter().enumerate().all(|(i, s)| *s == [i as u64; 9]));
+                scratch.iter_mut().for_each(|s| s[0] += 1);
+                scratch.iter().map(|s| s[0]).sum::<u64>()
+            });
+            assert_eq!(sum, (1..=len as u64).sum());
+        }
+        // The large scratch went back to the pool.
+        assert_eq!(kept(Layout::new::<[u64; 9]>()).len(), 1);
     }
 
     #[test]

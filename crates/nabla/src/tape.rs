@@ -349,12 +349,10 @@ where
 {
     let recording = Recording::begin::<S>(x.len());
     let key = recording.key.expect("recording");
-    let mut inputs = pool::take(x.len());
-    inputs.extend(x.iter().zip(0..).map(|(&primal, id)| TapeReverse {
+    let inputs = x.iter().zip(0..).map(|(&primal, id)| TapeReverse {
         recorded: Recorded::variable(primal, key, id),
-    }));
-    let result = run(f, &inputs);
-    pool::give(inputs);
+    });
+    let result = pool::with_scratch(x.len(), inputs, |inputs| run(f, inputs));
     let result = read(result, key);
     (result, recording.finish())
 }

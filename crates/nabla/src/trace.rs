@@ -41,8 +41,16 @@ use crate::{Real, Scalar, pool};
 /// Index of an entry in a [`Trace`]: the paper's `DeltaId`.
 pub(crate) type DeltaId = u32;
 
-/// Entries a fresh trace has room for before it first grows.
+/// Entries a trace has room for once it outgrows its small first buffer: its
+/// first buffer from the pool.
 const INITIAL_CAPACITY: usize = 1024;
+
+/// The size of a trace's first buffer, allocated plainly rather than taken from the
+/// pool: an inner gradient of a function of a few inputs, taken at every step of an
+/// outer computation, records a handful of entries, and for so few an allocation
+/// from the allocator's per-thread cache (up to about 1 kB in glibc) costs less than
+/// the pool's round trip. A trace that outgrows it moves to the pool.
+const SMALL_BUFFER_BYTES: usize = 1024;
 
 /// One flattened Delta binding: `Let id = Add (Scale w₀ (Var p₀)) (Scale w₁ (Var p₁))`.
 #[doc(hidden)]
@@ -67,8 +75,8 @@ pub(crate) struct Trace<S> {
 
 impl<S> Trace<S> {
     /// An empty trace of `inputs` input variables (the paper's `Var`s for the
-    /// components of the argument, ids `0..inputs`), in recycled memory where
-    /// possible.
+    /// components of the argument, ids `0..inputs`). It allocates nothing until
+    /// its first entry, and a long trace is kept in recycled memory where possible.
     pub(crate) fn new(inputs: usize) -> Self {
         assert!(
             inputs < DeltaId::MAX as usize / 2,
@@ -76,7 +84,7 @@ impl<S> Trace<S> {
         );
         Trace {
             inputs: inputs as DeltaId,
-            entries: UnsafeCell::new(pool::take(INITIAL_CAPACITY)),
+            entries: UnsafeCell::new(Vec::new()),
         }
     }
 
@@ -128,7 +136,8 @@ impl<S> Trace<S> {
     }
 }
 
-/// Makes room for more entries; the one place that checks the id space.
+/// Makes room for more entries: a small first buffer, then a pooled one, then
+/// doubling; the one place that checks the id space.
 #[cold]
 #[inline(never)]
 fn grow<S>(entries: &mut Vec<Entry<S>>, inputs: DeltaId) {
@@ -136,7 +145,15 @@ fn grow<S>(entries: &mut Vec<Entry<S>>, inputs: DeltaId) {
         inputs as usize + entries.len() < DeltaId::MAX as usize / 2,
         "nabla: the reverse-mode trace exceeds 2^31 entries"
     );
-    entries.reserve(entries.len().max(INITIAL_CAPACITY));
+    if entries.capacity() == 0 {
+        *entries = Vec::with_capacity((SMALL_BUFFER_BYTES / entry_bytes::<S>()).max(1));
+    } else if entries.capacity() < INITIAL_CAPACITY {
+        let mut pooled = pool::take(INITIAL_CAPACITY);
+        pooled.append(entries);
+        *entries = pooled;
+    } else {
+        entries.reserve(entries.len().max(INITIAL_CAPACITY));
+    }
 }
 
 /// The size in bytes of one trace entry for scalars of type `S`.
@@ -209,4 +226,40 @@ pub(crate) fn zeroed_adjoints<R: Real, S: Scalar<R>>(len: usize) -> Vec<S> {
     let mut adjoints = pool::take(len);
     adjoints.resize(len, S::zero());
     adjoints
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trace_keeps_its_entries_as_it_outgrows_each_buffer() {
+        // Empty, then the small first buffer, then a pooled one, then doubling.
+        let trace = Trace::<f64>::new(2);
+        assert_eq!(len_and_capacity(&trace), (0, 0));
+        let small = SMALL_BUFFER_BYTES / entry_bytes::<f64>();
+        let count = 3 * INITIAL_CAPACITY;
+        for k in 0..count {
+            let id = trace.add(0, k as f64, 1, -(k as f64));
+            assert_eq!(id as usize, 2 + k);
+            if k == 0 {
+                assert_eq!(len_and_capacity(&trace), (1, small));
+            }
+        }
+        let entries = trace.into_entries();
+        assert_eq!(entries.len(), count);
+        assert!(entries.capacity() >= count);
+        for (k, entry) in entries.iter().enumerate() {
+            assert_eq!(entry.parents, [0, 1]);
+            assert_eq!(entry.weights, [k as f64, -(k as f64)]);
+        }
+    }
+
+    /// (length, capacity) of the entries recorded so far.
+    fn len_and_capacity<S>(trace: &Trace<S>) -> (usize, usize) {
+        let entries = trace.replace_entries(Vec::new());
+        let shape = (entries.len(), entries.capacity());
+        trace.replace_entries(entries);
+        shape
+    }
 }
