@@ -219,7 +219,7 @@ impl<'p> Codegen<'p> {
     fn import_preserving(&mut self, name: &'static str, params: &[types::Type]) -> R<FuncId> {
         let sig = self.sig(params, &[], CallConv::PreserveAll);
         self.declare(
-            format!("{name}_preserving"),
+            preserving_name(name),
             &sig,
             Job::Preserving(name, params.to_vec()),
         )
@@ -370,7 +370,7 @@ impl<'p> Codegen<'p> {
                 self.prog.global(*g).name.clone(),
             ),
             Job::Preserving(target, params) => (
-                self.declared[&format!("{target}_preserving")],
+                self.declared[&preserving_name(target)],
                 self.sig(params, &[], CallConv::PreserveAll),
                 format!("{target} (preserving registers)"),
             ),
@@ -427,6 +427,11 @@ impl<'p> Codegen<'p> {
         self.spans.push(span);
         (self.spans.len() - 1) as i64
     }
+}
+
+/// The name of the `preserve_all` trampoline of runtime function `target`.
+fn preserving_name(target: &str) -> String {
+    format!("{target}_preserving")
 }
 
 /// True for a primitive that runs no loop and calls no function: arithmetic

@@ -82,16 +82,11 @@ pub(crate) fn write_value(
             out.push(p as u64);
         }
         (Type::Vec(elem), Value::Vec(items)) => {
-            let w = layout::width(elem);
-            let mut slots = Vec::with_capacity(items.len() * w);
+            let mut slots = Vec::with_capacity(items.len() * layout::width(elem));
             for x in items.iter() {
                 write_value(elem, x, &mut slots, heap)?;
             }
-            let p = alloc_vec(w, items.len(), heap)?;
-            // SAFETY: room for `items.len()` elements of `w` slots each,
-            // which is `slots.len()`.
-            unsafe { std::ptr::copy_nonoverlapping(slots.as_ptr(), p.add(2), slots.len()) };
-            out.push(p as u64);
+            push_vector(&slots, items.len(), out, heap)?;
         }
         _ => return Err(mismatch(ty, v)),
     }
@@ -158,16 +153,28 @@ pub(crate) fn write_constant(
             for x in es {
                 write_constant(x, &mut slots, heap)?;
             }
-            let width = slots.len().checked_div(es.len()).unwrap_or(0);
-            let p = alloc_vec(width, es.len(), heap)?;
-            // SAFETY: room for `es.len()` elements of `width` slots each,
-            // which is `slots.len()` (every element has the vector's
-            // element type, so the same width).
-            unsafe { std::ptr::copy_nonoverlapping(slots.as_ptr(), p.add(2), slots.len()) };
-            out.push(p as u64);
+            push_vector(&slots, es.len(), out, heap)?;
         }
         _ => out.push(constant_number(e).ok_or("internal: not a constant")?),
     }
+    Ok(())
+}
+
+/// Pushes a new vector of `len` elements whose slots, all elements of one
+/// width, are `slots`.
+fn push_vector(
+    slots: &[u64],
+    len: usize,
+    out: &mut Vec<u64>,
+    heap: &mut Objects,
+) -> Result<(), String> {
+    let width = slots.len().checked_div(len).unwrap_or(0);
+    let p = alloc_vec(width, len, heap)?;
+    // SAFETY: room for `len` elements of `width` slots each, which is
+    // `slots.len()` (every element has the vector's element type, so the
+    // same width).
+    unsafe { std::ptr::copy_nonoverlapping(slots.as_ptr(), p.add(2), slots.len()) };
+    out.push(p as u64);
     Ok(())
 }
 

@@ -858,48 +858,27 @@ impl Expander<'_> {
             return Ok(f);
         }
         let f = match &h {
-            Helper::Lift(a, from, to) => {
-                let x = self.local("x", dual_ty(a, *from));
-                let f = self.new_fun(
-                    "lift".into(),
-                    vec![(Pat::Local(x), dual_ty(a, *from))],
-                    dual_ty(a, *to),
-                    span,
-                );
-                self.helpers.insert(h.clone(), f);
-                let xe = self.local_expr(x, span);
-                let body = self.lift(xe, *from, *to, a)?;
-                self.prog.funs[f.0 as usize].body = body;
-                f
-            }
-            Helper::Split(a, l, part) => {
-                let x = self.local("y", dual_ty(a, *l));
-                let f = self.new_fun(
-                    "split".into(),
-                    vec![(Pat::Local(x), dual_ty(a, *l))],
-                    dual_ty(a, l.below()),
-                    span,
-                );
-                self.helpers.insert(h.clone(), f);
-                let xe = self.local_expr(x, span);
-                let body = self.split(xe, a, *l, *part)?;
-                self.prog.funs[f.0 as usize].body = body;
-                f
-            }
-            Helper::SeedInputs(a, l) => {
-                let x = self.local("x", dual_ty(a, *l));
-                let f = self.new_fun(
-                    "seed".into(),
-                    vec![(Pat::Local(x), dual_ty(a, *l))],
-                    dual_ty(a, l.above(Mode::Reverse)),
-                    span,
-                );
-                self.helpers.insert(h.clone(), f);
-                let xe = self.local_expr(x, span);
-                let body = self.seed_inputs(xe, a, *l, span)?;
-                self.prog.funs[f.0 as usize].body = body;
-                f
-            }
+            Helper::Lift(a, from, to) => self.unary_helper(
+                &h,
+                ("lift", "x", dual_ty(a, *from)),
+                dual_ty(a, *to),
+                span,
+                |s, x| s.lift(x, *from, *to, a),
+            )?,
+            Helper::Split(a, l, part) => self.unary_helper(
+                &h,
+                ("split", "y", dual_ty(a, *l)),
+                dual_ty(a, l.below()),
+                span,
+                |s, x| s.split(x, a, *l, *part),
+            )?,
+            Helper::SeedInputs(a, l) => self.unary_helper(
+                &h,
+                ("seed", "x", dual_ty(a, *l)),
+                dual_ty(a, l.above(Mode::Reverse)),
+                span,
+                |s, x| s.seed_inputs(x, a, *l, span),
+            )?,
             Helper::AddReals(l) => {
                 let ty = dual_ty(&Type::Real, *l);
                 let (a, b) = (self.local("acc", ty.clone()), self.local("x", ty.clone()));
@@ -964,20 +943,13 @@ impl Expander<'_> {
                 self.prog.funs[f.0 as usize].body = body;
                 f
             }
-            Helper::ZeroPrimal(a, l) => {
-                let x = self.local("x", dual_ty(a, *l));
-                let f = self.new_fun(
-                    "zero_primal".into(),
-                    vec![(Pat::Local(x), dual_ty(a, *l))],
-                    dual_ty(a, *l),
-                    span,
-                );
-                self.helpers.insert(h.clone(), f);
-                let xe = self.local_expr(x, span);
-                let body = self.zero_primal(xe, a, *l, span)?;
-                self.prog.funs[f.0 as usize].body = body;
-                f
-            }
+            Helper::ZeroPrimal(a, l) => self.unary_helper(
+                &h,
+                ("zero_primal", "x", dual_ty(a, *l)),
+                dual_ty(a, *l),
+                span,
+                |s, x| s.zero_primal(x, a, *l, span),
+            )?,
             Helper::Sweep(n) => {
                 let i = self.local("i", Type::Int);
                 let f = self.new_fun(
@@ -992,6 +964,25 @@ impl Expander<'_> {
                 f
             }
         };
+        Ok(f)
+    }
+
+    /// Defines the helper `h` of one parameter (`(function name, parameter
+    /// name, parameter type)`), recorded before its body is made so that
+    /// the body may use it; `body` makes the body from the parameter.
+    fn unary_helper(
+        &mut self,
+        h: &Helper,
+        (name, param, param_ty): (&str, &str, Type),
+        ret: Type,
+        span: Span,
+        body: impl FnOnce(&mut Self, Expr) -> R<Expr>,
+    ) -> R<FunId> {
+        let x = self.local(param, param_ty.clone());
+        let f = self.new_fun(name.into(), vec![(Pat::Local(x), param_ty)], ret, span);
+        self.helpers.insert(h.clone(), f);
+        let xe = self.local_expr(x, span);
+        self.prog.funs[f.0 as usize].body = body(self, xe)?;
         Ok(f)
     }
 
