@@ -46,6 +46,7 @@
 //! value perturbed inside it, and sums in the point or result of `jvp`.
 
 mod custom;
+mod fold;
 
 use super::rules;
 use crate::core::Lit;
@@ -200,6 +201,12 @@ pub fn expand(prog: &mut Program) -> R<()> {
             break;
         }
         x.recoded = listed;
+    }
+    for f in &mut prog.funs {
+        fold::fold(&mut f.body);
+    }
+    for g in &mut prog.globals {
+        fold::fold(&mut g.body);
     }
     Ok(())
 }
@@ -1325,7 +1332,23 @@ impl Expander<'_> {
         match ty {
             Type::Real => Ok(match part {
                 Part::Primal => proj(y, 0),
-                Part::Tangent => proj(y, 1),
+                // A zero tangent is given out as the interpreter's constant
+                // 0 (its `Num::forward` drops a zero tangent): here it may be
+                // −0 or, above a level, a zero real with a primal of −0
+                // (from a product that underflows).
+                Part::Tangent if l.below() == Level::PLAIN => prim(
+                    Prim::Add,
+                    vec![proj(y, 1), real_lit(0.0, span)],
+                    Type::Real,
+                    span,
+                ),
+                Part::Tangent => {
+                    let below = l.below();
+                    return self.with_temp(proj(y, 1), |s, t| {
+                        let zero = s.is_zero(t.clone(), below)?;
+                        Ok(select(zero, zero_at(below, span), t))
+                    });
+                }
                 Part::Adjoint if l.below() == Level::PLAIN => {
                     tape(TapeOp::Adjoint, l.n, vec![proj(y, 1)], span)
                 }
@@ -1542,13 +1565,29 @@ impl Expander<'_> {
     /// `Σ chain(∂, t)` at level `l` over the terms whose tangent `t` is not
     /// zero at run time (0 if none is), as the library's `Dual` adds them.
     /// Branch-free: every term is formed (a zero tangent makes its `chain`
-    /// zero) and the sum is chosen with [`ExprKind::Select`].
+    /// zero); plain terms are added outright (see the comment below), others
+    /// chosen with [`ExprKind::Select`].
     fn sum_terms(&mut self, terms: Vec<(Sym, Expr)>, l: Level, span: Span) -> R<Expr> {
         let mut formed = Vec::with_capacity(terms.len());
         for (partial, t) in terms {
             let (pe, pl) = self.emit(&partial, span)?;
             let (term, tl) = self.chain((pe, pl), (t.clone(), l), span)?;
             formed.push((self.lift(term, tl, l, &Type::Real)?, t));
+        }
+        if l == Level::PLAIN {
+            // Plain tangents: the interpreter drops a zero tangent, −0 too
+            // (`Num::forward`), so a tangent slot holds +0 for it: each term
+            // `chain(∂, t) + 0`, which is +0 when `t` is 0 (and when the
+            // product underflows to −0) and itself otherwise. Such terms are
+            // never −0, so adding them all gives what skipping the zero
+            // ones gives, bit for bit, and no choice is needed.
+            let normal =
+                |(term, _)| prim(Prim::Add, vec![term, real_lit(0.0, span)], Type::Real, span);
+            let mut terms = formed.into_iter().map(normal);
+            let first = terms.next().unwrap_or_else(|| real_lit(0.0, span));
+            return Ok(terms.fold(first, |sum, term| {
+                prim(Prim::Add, vec![sum, term], Type::Real, span)
+            }));
         }
         match formed.len() {
             0 => Ok(zero_at(l, span)),
