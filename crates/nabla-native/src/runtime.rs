@@ -63,13 +63,16 @@ pub(crate) struct Ctx {
 }
 
 /// A plain Delta `w₀·Var p₀ + w₁·Var p₁` as generated code writes it (an
-/// absent parent is `u32::MAX`, the trace's `NO_PARENT`).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Staged {
-    pub parents: [u32; 2],
-    pub weights: [f64; 2],
-}
+/// absent parent is `u32::MAX`, the trace's `NO_PARENT`): the trace's own
+/// entry, so that staged Deltas move onto it in one copy.
+pub(crate) type Staged = nabla_lang::ad::trace::Entry;
+
+// The layout generated code writes (`FnGen::staged_push`).
+const _: () = assert!(
+    size_of::<Staged>() == 24
+        && std::mem::offset_of!(Staged, parents) == 0
+        && std::mem::offset_of!(Staged, weights) == 8
+);
 
 /// Deltas appended by generated code, inline, for the current trace of
 /// reverse level 1 — the outermost, whose weights are always plain reals,
@@ -394,8 +397,7 @@ fn flush(ctx: &mut Ctx) {
         // in this runtime call; nothing else refers to the buffer.
         let staged = unsafe { std::slice::from_raw_parts(ctx.staging.ptr, n) };
         if let Some(t) = ctx.tapes[STAGED_SLOT].current() {
-            t.trace
-                .extend_plain(staged.iter().map(|e| (e.parents, e.weights)));
+            t.trace.extend_plain(staged);
         }
     }
     ctx.staging.len = 0;

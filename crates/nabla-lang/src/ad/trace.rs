@@ -22,11 +22,16 @@ const TAGGED: u32 = 1 << 31;
 /// Weights are reals of the enclosing levels. Almost always they are plain
 /// `f64` (always, at the outermost level); the rare tagged weight is stored
 /// aside, flagged by the top bit of its parent id, so that entries stay
-/// small, copyable and free to drop.
-#[derive(Clone, Copy, Debug)]
-struct Entry {
-    parents: [u32; 2],
-    weights: [f64; 2],
+/// small, copyable and free to drop. `repr(C)`: native code appends plain
+/// Deltas in this layout, and they are copied onto a trace as they are
+/// ([`Trace::extend_plain`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Entry {
+    /// The Deltas of the two terms ([`NO_PARENT`] for none).
+    pub parents: [u32; 2],
+    /// The two terms' weights.
+    pub weights: [f64; 2],
 }
 
 /// Bytes charged to the memory budget per entry of a trace's buffer: the
@@ -140,13 +145,12 @@ impl Trace {
     }
 
     /// Appends plain Deltas `w₀·Var p₀ + w₁·Var p₁`, in order, as as many
-    /// [`Trace::push_plain`]s would.
-    pub fn extend_plain(&mut self, deltas: impl ExactSizeIterator<Item = ([u32; 2], [f64; 2])>) {
+    /// [`Trace::push_plain`]s would (one copy: native code's staged Deltas).
+    pub fn extend_plain(&mut self, deltas: &[Entry]) {
         while self.entries.capacity() - self.entries.len() < deltas.len() {
             self.grow();
         }
-        self.entries
-            .extend(deltas.map(|(parents, weights)| Entry { parents, weights }));
+        self.entries.extend_from_slice(deltas);
     }
 
     /// The parents of Delta `id` ([`NO_PARENT`] where it has none, and for
