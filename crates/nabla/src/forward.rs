@@ -102,7 +102,15 @@ impl<R: Real, S: Scalar<R>> Scalar<R> for Dual<S> {
     fn scale(self, c: R) -> Self {
         Dual {
             primal: self.primal.scale(c),
-            tangent: if c == R::ZERO || (!c.is_finite() && self.tangent.is_zero()) {
+            // The common case first (finite c ≠ 0: two predictable branches); the
+            // tangent is only looked at for an infinite or NaN c.
+            tangent: if c.is_finite() {
+                if c == R::ZERO {
+                    S::zero()
+                } else {
+                    self.tangent.scale(c)
+                }
+            } else if self.tangent.is_zero() {
                 S::zero()
             } else {
                 self.tangent.scale(c)
@@ -128,9 +136,7 @@ impl<R: Real, S: Scalar<R>> Scalar<R> for Dual<S> {
         let tangent = if self.tangent.is_zero() {
             S::zero()
         } else {
-            primitive
-                .derivative(self.primal, primal)
-                .chain(self.tangent)
+            chain_live(primitive.derivative(self.primal, primal), self.tangent)
         };
         Dual { primal, tangent }
     }
@@ -151,22 +157,38 @@ impl<R: Real, S: Scalar<R>> Scalar<R> for Dual<S> {
         // tangents: an operation on reverse-mode numbers may record an entry the
         // tests avoid, and a nested `Dual` carries structural zeros they skip cheaply.
         let tangent = if S::RECORDS_NOTHING && primitive.has_unit_partials() {
-            primitive.partial_x(x, y, primal) * dx + primitive.partial_y(x, y, primal) * dy
+            // ±1 · d is ±d: a scaling by the partial's value, which folds to the
+            // tangent or its negation at every level (a product with the constant
+            // would test a nested tangent's components for zero).
+            dx.scale(primitive.partial_x(x, y, primal).value())
+                + dy.scale(primitive.partial_y(x, y, primal).value())
         } else if S::IS_REAL && primitive.has_polynomial_partials() {
             primitive.partial_x(x, y, primal).chain(dx)
                 + primitive.partial_y(x, y, primal).chain(dy)
         } else {
             match (dx.is_zero(), dy.is_zero()) {
                 (false, false) => {
-                    primitive.partial_x(x, y, primal).chain(dx)
-                        + primitive.partial_y(x, y, primal).chain(dy)
+                    chain_live(primitive.partial_x(x, y, primal), dx)
+                        + chain_live(primitive.partial_y(x, y, primal), dy)
                 }
-                (false, true) => primitive.partial_x(x, y, primal).chain(dx),
-                (true, false) => primitive.partial_y(x, y, primal).chain(dy),
+                (false, true) => chain_live(primitive.partial_x(x, y, primal), dx),
+                (true, false) => chain_live(primitive.partial_y(x, y, primal), dy),
                 (true, true) => S::zero(),
             }
         };
         Dual { primal, tangent }
+    }
+}
+
+/// [`Number::chain`] of a partial and a tangent already known not to be zero: only
+/// the partial is left to test (`Scale 0 δx = Zero`). The same product, without
+/// testing the tangent a second time.
+#[inline(always)]
+fn chain_live<R: Real, S: Scalar<R>>(partial: S, tangent: S) -> S {
+    if partial.is_zero() {
+        S::zero()
+    } else {
+        partial * tangent
     }
 }
 
