@@ -136,7 +136,9 @@ impl<R: Real, S: Scalar<R>> Scalar<R> for Dual<S> {
         let tangent = if self.tangent.is_zero() {
             S::zero()
         } else {
-            chain_live(primitive.derivative(self.primal, primal), self.tangent)
+            primitive
+                .derivative(self.primal, primal)
+                .chain(self.tangent)
         };
         Dual { primal, tangent }
     }
@@ -168,27 +170,15 @@ impl<R: Real, S: Scalar<R>> Scalar<R> for Dual<S> {
         } else {
             match (dx.is_zero(), dy.is_zero()) {
                 (false, false) => {
-                    chain_live(primitive.partial_x(x, y, primal), dx)
-                        + chain_live(primitive.partial_y(x, y, primal), dy)
+                    primitive.partial_x(x, y, primal).chain(dx)
+                        + primitive.partial_y(x, y, primal).chain(dy)
                 }
-                (false, true) => chain_live(primitive.partial_x(x, y, primal), dx),
-                (true, false) => chain_live(primitive.partial_y(x, y, primal), dy),
+                (false, true) => primitive.partial_x(x, y, primal).chain(dx),
+                (true, false) => primitive.partial_y(x, y, primal).chain(dy),
                 (true, true) => S::zero(),
             }
         };
         Dual { primal, tangent }
-    }
-}
-
-/// [`Number::chain`] of a partial and a tangent already known not to be zero: only
-/// the partial is left to test (`Scale 0 δx = Zero`). The same product, without
-/// testing the tangent a second time.
-#[inline(always)]
-fn chain_live<R: Real, S: Scalar<R>>(partial: S, tangent: S) -> S {
-    if partial.is_zero() {
-        S::zero()
-    } else {
-        partial * tangent
     }
 }
 
