@@ -8,12 +8,12 @@
 //! ```
 //!
 //! Workloads: `rosenbrock-{nabla,num-dual,echidna}` (the directional derivative,
-//! nabla's `Dual` seeded by hand), `rosenbrock-gradient-nabla` (`grad`), `logdet-{nabla,num-dual,echidna}` (2500 forward
+//! nabla's `Dual` seeded by hand), `rosenbrock-gradient-nabla` (`grad`), `mlp-gradient-nabla` (`grad`), `logdet-{nabla,num-dual,echidna}` (2500 forward
 //! passes), `{saddle,particle}-{nabla-ff,nabla-rr,num-dual,echidna}`.
 
 use std::hint::black_box;
 
-use nabla_peers::{logdet, nested, rosenbrock};
+use nabla_peers::{logdet, mlp, nested, rosenbrock};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -24,12 +24,14 @@ fn main() {
         rosenbrock::direction(),
         logdet::point(),
     );
+    let (parameters, samples) = mlp::problem();
     let mut sum = 0.0;
     for _ in 0..times {
         sum += match name {
             "rosenbrock-nabla" => rosenbrock::nabla_dual(black_box(&x), black_box(&v)),
             "rosenbrock-nabla-jvp" => rosenbrock::nabla_jvp(black_box(&x), black_box(&v)),
             "rosenbrock-gradient-nabla" => rosenbrock::nabla_grad(black_box(&x))[0],
+            "mlp-gradient-nabla" => mlp::nabla_grad(black_box(&parameters), black_box(&samples))[0],
             "rosenbrock-num-dual" => rosenbrock::num_dual_jvp(black_box(&x), black_box(&v)),
             "rosenbrock-echidna" => rosenbrock::echidna_jvp(black_box(&x), black_box(&v)),
             "logdet-nabla" => logdet::nabla_forward_grad(black_box(&m))[0],

@@ -102,7 +102,15 @@ impl<R: Real, S: Scalar<R>> Scalar<R> for Dual<S> {
     fn scale(self, c: R) -> Self {
         Dual {
             primal: self.primal.scale(c),
-            tangent: if c == R::ZERO || (!c.is_finite() && self.tangent.is_zero()) {
+            // The common case first (finite c ≠ 0: two predictable branches); the
+            // tangent is only looked at for an infinite or NaN c.
+            tangent: if c.is_finite() {
+                if c == R::ZERO {
+                    S::zero()
+                } else {
+                    self.tangent.scale(c)
+                }
+            } else if self.tangent.is_zero() {
                 S::zero()
             } else {
                 self.tangent.scale(c)
@@ -151,7 +159,11 @@ impl<R: Real, S: Scalar<R>> Scalar<R> for Dual<S> {
         // tangents: an operation on reverse-mode numbers may record an entry the
         // tests avoid, and a nested `Dual` carries structural zeros they skip cheaply.
         let tangent = if S::RECORDS_NOTHING && primitive.has_unit_partials() {
-            primitive.partial_x(x, y, primal) * dx + primitive.partial_y(x, y, primal) * dy
+            // ±1 · d is ±d: a scaling by the partial's value, which folds to the
+            // tangent or its negation at every level (a product with the constant
+            // would test a nested tangent's components for zero).
+            dx.scale(primitive.partial_x(x, y, primal).value())
+                + dy.scale(primitive.partial_y(x, y, primal).value())
         } else if S::IS_REAL && primitive.has_polynomial_partials() {
             primitive.partial_x(x, y, primal).chain(dx)
                 + primitive.partial_y(x, y, primal).chain(dy)

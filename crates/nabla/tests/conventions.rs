@@ -189,6 +189,63 @@ fn a_zero_tangent_meeting_an_infinite_primal_is_zero_in_forward_mode() {
     );
 }
 
+#[test]
+fn constants_and_sums_on_nested_duals_keep_the_convention() {
+    // `Dual::scale` tests the constant before the tangent, and `+ −` add the
+    // tangents scaled by their partials' ±1 at every level (forward.rs): a zero
+    // constant gives structural zeros even against infinite or NaN tangents, an
+    // infinite one leaves zero tangents zero, and sums carry ∞ and NaN through.
+    let (inf, nan) = (f64::INFINITY, f64::NAN);
+    let d2 = |a, b, c, d| Dual::new(Dual::new(a, b), Dual::new(c, d));
+    let parts = |x: Dual<Dual<f64>>| {
+        [
+            x.primal().primal(),
+            x.primal().tangent(),
+            x.tangent().primal(),
+            x.tangent().tangent(),
+        ]
+    };
+    assert_eq!(parts(d2(1.0, 2.0, 3.0, inf) * 2.0), [2.0, 4.0, 6.0, inf]);
+    assert_eq!(parts(d2(1.0, inf, nan, inf) * 0.0), [0.0; 4]);
+    assert_eq!(parts(d2(1.0, 0.0, 0.0, 0.0) * inf), [inf, 0.0, 0.0, 0.0]);
+    assert_eq!(parts(d2(1.0, 1.0, 2.0, 0.0) * inf), [inf, inf, inf, 0.0]);
+    let p = parts(d2(1.0, 0.0, 0.0, 0.0) * nan);
+    assert!(p[0].is_nan() && p[1..] == [0.0; 3], "{p:?}");
+    let p = parts(d2(1.0, 1.0, 0.0, 0.0) * nan);
+    assert!(
+        p[..2].iter().all(|e| e.is_nan()) && p[2..] == [0.0; 2],
+        "{p:?}"
+    );
+    assert_eq!(
+        parts(d2(1.0, 2.0, 3.0, inf) + d2(1.0, 0.0, 0.0, 0.0)),
+        [2.0, 2.0, 3.0, inf]
+    );
+    assert_eq!(
+        parts(d2(1.0, 2.0, 3.0, inf) - d2(0.0, 1.0, inf, 1.0)),
+        [1.0, 1.0, -inf, inf]
+    );
+    let p = parts(d2(1.0, 0.0, nan, 0.0) + d2(1.0, 0.0, 0.0, 0.0));
+    assert!(
+        p[2].is_nan() && [p[0], p[1], p[3]] == [2.0, 0.0, 0.0],
+        "{p:?}"
+    );
+    // and the same numbers as the generic rule, a product with a lifted constant
+    for c in [2.0, 0.0, inf] {
+        for x in [
+            d2(1.0, 2.0, 3.0, 4.0),
+            d2(1.0, 0.0, 0.0, 0.0),
+            d2(0.0, 1.0, 0.0, 1.0),
+        ] {
+            let (scaled, by_rule) = (parts(x * c), parts(x * Dual::constant(Dual::constant(c))));
+            let same = |(a, b): (&f64, &f64)| a == b || (a.is_nan() && b.is_nan());
+            assert!(
+                scaled.iter().zip(&by_rule).all(same),
+                "{x:?} · {c}: {scaled:?} against {by_rule:?}"
+            );
+        }
+    }
+}
+
 /// The logistic function as a user primitive: value and derivative (σ(1−σ)).
 struct Sigmoid;
 impl UnaryPrimitive for Sigmoid {
