@@ -757,6 +757,14 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 return Err(internal("a trace operation with other operands", span));
             }
             TapeOp::End => ("rt_tape_end", vec![], &[]),
+            TapeOp::Output => ("rt_tape_output", vec![types::I64], &[]),
+            TapeOp::Keep => ("rt_tape_keep", vec![], &[types::I64]),
+            TapeOp::Resume => (
+                "rt_tape_resume",
+                vec![types::I64, types::I64],
+                &[types::I64],
+            ),
+            TapeOp::SeedOutput => ("rt_tape_seed_output", vec![types::I64, types::F64], &[]),
         };
         vals.extend(operands);
         let mut params = params;

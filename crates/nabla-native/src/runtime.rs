@@ -55,6 +55,9 @@ pub(crate) struct Ctx {
     replaying: u32,
     /// Where generated code appends the Deltas of reverse level 1.
     pub staging: Staging,
+    /// The trace of the last `vjp` at reverse level 1, kept for its
+    /// pullback ([`rt_tape_keep`]).
+    kept: Kept,
     /// Per slot, the wide buffers of its current trace, for generated code.
     wide: [WideView; TAPE_SLOTS],
     /// The word the view of a slot without a wide trace points to (made by
@@ -124,6 +127,13 @@ struct Tape {
     seeds: Vec<(u32, f64)>,
     /// A pullback's replay of its function.
     replay: bool,
+    /// The output Deltas (−1: a constant), for `TapeOp::Keep`.
+    outputs: Vec<i64>,
+    /// A kept trace made current again (`TapeOp::Resume`): the id its next
+    /// `TapeOp::Input` gives.
+    resumed: Option<u32>,
+    /// The token it was kept under, while it is resumed.
+    token: i64,
 }
 
 /// The traces of one reverse-level position: a stack, whose ended traces
@@ -134,6 +144,19 @@ struct Tape {
 struct Traces {
     all: Vec<Tape>,
     active: usize,
+}
+
+/// The trace a `vjp` at reverse level 1 made, kept for its pullback: applied
+/// while it is kept, the pullback sweeps it instead of recording its
+/// function again (`TapeOp::Keep`, `TapeOp::Resume`). One is kept at a
+/// time (a pullback applied after another `vjp` records again), so the
+/// memory kept is bounded and needs no owner in generated code.
+#[derive(Default)]
+struct Kept {
+    /// The token of the kept trace (tokens count from 1).
+    token: i64,
+    /// The trace, while it is not resumed, and its outputs.
+    trace: Option<(Trace, Vec<i64>)>,
 }
 
 /// Ended traces a position keeps for reuse.
@@ -152,6 +175,30 @@ impl Traces {
             None => self.all.push(Tape::new(width, replay)),
         }
         self.active += 1;
+    }
+
+    /// A kept trace on top again (`TapeOp::Resume`).
+    fn resume(&mut self, kept: (Trace, Vec<i64>), token: i64) {
+        match self.all.get_mut(self.active) {
+            Some(t) => t.resume(kept, token),
+            None => {
+                let mut t = Tape::new(0, false);
+                t.resume(kept, token);
+                self.all.push(t);
+            }
+        }
+        self.active += 1;
+    }
+
+    /// Ends the innermost active trace, giving it and its outputs out rather
+    /// than recycling its buffer.
+    fn take(&mut self) -> Option<(Trace, Vec<i64>)> {
+        let t = self.current()?;
+        let taken = (std::mem::take(&mut t.trace), std::mem::take(&mut t.outputs));
+        t.resumed = None;
+        self.active -= 1;
+        self.all.truncate(self.active + KEPT_TRACES);
+        Some(taken)
     }
 
     /// Ends the innermost active trace; returns whether it was a replay.
@@ -182,9 +229,29 @@ impl Tape {
             charged: 0,
             seeds: Vec::new(),
             replay: false,
+            outputs: Vec::new(),
+            resumed: None,
+            token: 0,
         };
         t.restart(width, replay);
         t
+    }
+
+    /// Makes this ended trace position hold `trace`, kept by
+    /// [`rt_tape_keep`], again, with its `outputs`.
+    fn resume(&mut self, (trace, outputs): (Trace, Vec<i64>), token: i64) {
+        self.trace = trace;
+        self.outputs = outputs;
+        self.resumed = Some(0);
+        self.token = token;
+        self.adjoints.clear();
+        self.seeds.clear();
+        self.width = 0;
+        self.replay = false;
+        self.wide_len = 0;
+        self.wide_adjoints.clear();
+        self.wide_adjoints.push(0);
+        self.charge();
     }
 
     /// Empties this ended trace (its buffers kept) for a new level. Only a
@@ -198,6 +265,8 @@ impl Tape {
         };
         self.adjoints.clear();
         self.seeds.clear();
+        self.outputs.clear();
+        self.resumed = None;
         self.width = width;
         self.replay = replay;
         // The old records stay as garbage past `wide_len`: no need to clear.
@@ -355,6 +424,7 @@ impl Ctx {
                 base: 0,
             },
             wide: [WideView::empty(std::ptr::null_mut()); TAPE_SLOTS],
+            kept: Kept::default(),
             no_buffer: Box::into_raw(Box::new(0)),
         }
         .with_empty_views()
@@ -676,9 +746,14 @@ fn tape<'a>(ctx: *mut Ctx, slot: u64) -> Option<&'a mut Tape> {
     // reference does not outlive this runtime call.
     let ctx = unsafe { &mut *ctx };
     if slot as usize == STAGED_SLOT {
-        flush(ctx);
+        // The outermost level is plain (nothing to collect); with nothing
+        // staged, the staging base is still its trace's length.
+        if ctx.staging.len > 0 {
+            flush(ctx);
+        }
+    } else {
+        collect(ctx, slot as usize);
     }
-    collect(ctx, slot as usize);
     ctx.tapes.get_mut(slot as usize)?.current()
 }
 
@@ -734,6 +809,16 @@ pub(crate) extern "C" fn rt_tape_begin(ctx: *mut Ctx, slot: u64, width: i64, rep
 /// `TapeOp::Input`: a new input Delta.
 pub(crate) extern "C" fn rt_tape_input(ctx: *mut Ctx, slot: u64) -> i64 {
     let Some(t) = tape(ctx, slot) else { return -1 };
+    if let Some(next) = t.resumed.as_mut() {
+        // A resumed trace's inputs are there: their ids again, in order.
+        let id = *next;
+        *next += 1;
+        return if (id as usize) < t.trace.inputs() {
+            i64::from(id)
+        } else {
+            -1
+        };
+    }
     if t.width > 0 {
         let id = t.push_record([-1; 2]);
         publish(ctx, slot);
@@ -832,12 +917,91 @@ pub(crate) extern "C" fn rt_tape_end(ctx: *mut Ctx, slot: u64) {
     }
     collect(ctx, slot as usize);
     if let Some(traces) = ctx.tapes.get_mut(slot as usize) {
-        ctx.replaying -= u32::from(traces.end());
+        if let Some(t) = traces.current().filter(|t| t.resumed.is_some()) {
+            // A kept trace, resumed: kept again under its token, unless
+            // another has been kept since.
+            let token = t.token;
+            let taken = traces.take();
+            if ctx.kept.token == token && ctx.kept.trace.is_none() {
+                ctx.kept.trace = taken;
+            } else if let Some((trace, _)) = taken {
+                trace.recycle();
+            }
+        } else {
+            ctx.replaying -= u32::from(traces.end());
+        }
     }
     if staged {
         flush(ctx);
     }
     publish(ctx, slot);
+}
+
+/// `TapeOp::Output`: output `id` (−1: a constant) of the slot's current
+/// trace, for [`rt_tape_keep`].
+pub(crate) extern "C" fn rt_tape_output(ctx: *mut Ctx, slot: u64, id: i64) {
+    if let Some(t) = tape(ctx, slot) {
+        t.outputs.push(id);
+    }
+}
+
+/// `TapeOp::Keep`: ends the current trace of level 1 and keeps it, with its
+/// outputs, under a new token (forgetting the one kept before); 0 at
+/// another level, where it only ends the trace.
+pub(crate) extern "C" fn rt_tape_keep(ctx: *mut Ctx, slot: u64) -> i64 {
+    if slot as usize != STAGED_SLOT {
+        rt_tape_end(ctx, slot);
+        return 0;
+    }
+    // SAFETY: as in `tape`.
+    let c = unsafe { &mut *ctx };
+    flush(c);
+    let Some(taken) = c.tapes[STAGED_SLOT].take() else {
+        return 0;
+    };
+    if let Some((old, _)) = c.kept.trace.replace(taken) {
+        old.recycle();
+    }
+    c.kept.token += 1;
+    flush(c);
+    publish(ctx, slot);
+    c.kept.token
+}
+
+/// `TapeOp::Resume`: the trace kept under `token` made the current trace of
+/// level 1 again if it is still kept and has `outputs` outputs: 1; else 0,
+/// and nothing changes.
+pub(crate) extern "C" fn rt_tape_resume(ctx: *mut Ctx, slot: u64, token: i64, outputs: i64) -> i64 {
+    // SAFETY: as in `tape`.
+    let c = unsafe { &mut *ctx };
+    let kept = &mut c.kept;
+    let matches = slot as usize == STAGED_SLOT
+        && kept.token == token
+        && kept
+            .trace
+            .as_ref()
+            .is_some_and(|(_, outs)| outs.len() as i64 == outputs);
+    if !matches {
+        return 0;
+    }
+    let Some(trace) = kept.trace.take() else {
+        return 0;
+    };
+    flush(c);
+    c.tapes[STAGED_SLOT].resume(trace, token);
+    flush(c);
+    publish(ctx, slot);
+    1
+}
+
+/// `TapeOp::SeedOutput`: cotangent `seed` for output `j` of the resumed trace.
+pub(crate) extern "C" fn rt_tape_seed_output(ctx: *mut Ctx, slot: u64, j: i64, seed: f64) {
+    if let Some(t) = tape(ctx, slot)
+        && let Some(&id) = usize::try_from(j).ok().and_then(|j| t.outputs.get(j))
+        && let Ok(id) = u32::try_from(id)
+    {
+        t.seeds.push((id, seed));
+    }
 }
 
 /// Records the first error and makes every generated caller return.
@@ -1146,6 +1310,10 @@ pub(crate) fn symbols() -> Vec<(&'static str, *const u8)> {
         ("rt_tape_adj_init", rt_tape_adj_init as *const u8),
         ("rt_tape_adjoint", rt_tape_adjoint as *const u8),
         ("rt_tape_end", rt_tape_end as *const u8),
+        ("rt_tape_output", rt_tape_output as *const u8),
+        ("rt_tape_keep", rt_tape_keep as *const u8),
+        ("rt_tape_resume", rt_tape_resume as *const u8),
+        ("rt_tape_seed_output", rt_tape_seed_output as *const u8),
     ];
     for op in [
         Unary::Sin,

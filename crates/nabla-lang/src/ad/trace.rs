@@ -115,6 +115,11 @@ impl Trace {
         }
     }
 
+    /// The number of inputs (entries `0..inputs`).
+    pub fn inputs(&self) -> usize {
+        self.inputs
+    }
+
     /// The number of entries (Deltas).
     pub fn len(&self) -> usize {
         self.entries.len()

@@ -1280,11 +1280,14 @@ impl<'a> Lowerer<'a> {
         ))
     }
 
-    /// `vjp f x` as `(vjp f x, fun ct -> vjp f x ct)`: `Prim::Vjp` of two
-    /// operands is `f`'s output at `x` computed at a reverse level, of three
-    /// the pullback of `f` at `x` applied to `ct`; the pullback is a closure (`x` a local or literal, `f` a closure of a known
-    /// function: both can be used twice). Compiled differentiation expands
-    /// that application into a recording of `f` and one backward sweep.
+    /// `vjp f x` as `let (y, k) = vjp f x in (y, fun ct -> vjp f x ct k)`:
+    /// `Prim::Vjp` of two operands is `f`'s output at `x` computed at a
+    /// reverse level and a token `k` naming the trace kept for the pullback
+    /// (0 for none), of four the pullback of `f` at `x` applied to `ct`; the
+    /// pullback is a closure (`x` a local or literal, `f` a closure of a
+    /// known function: both can be used twice). Compiled differentiation
+    /// expands that application into one backward sweep of the kept trace if
+    /// it is still kept, else into a recording of `f` and one sweep.
     fn vjp(&mut self, f: Expr, x: Expr, ty: Type, span: Span) -> R<Expr> {
         let (Type::Tuple(parts), Type::Fun(_, y_ty)) = (&ty, &f.ty) else {
             return Err(internal("`vjp` of another type", span));
@@ -1297,22 +1300,36 @@ impl<'a> Lowerer<'a> {
         let pb_ty = pb_ty.clone();
         // The output as the interpreter's `vjp` computes it: at a reverse
         // level (a zero's sign can depend on whether a value is perturbed).
-        let y = expr(
+        let output_ty = Type::Tuple(vec![y_ty.clone(), Type::Int]);
+        let output = expr(
             ExprKind::Prim(Prim::Vjp, vec![f.clone(), x.clone()]),
-            y_ty.clone(),
+            output_ty,
             span,
+        );
+        let (y, k) = (
+            self.new_local("y", y_ty.clone()),
+            self.new_local("k", Type::Int),
         );
         let pb = self.new_fun(format!("{}.pullback", self.current_name()), span);
         let saved = self.current.replace(pb);
         let ct = self.new_local("ct", y_ty.clone());
         self.current = saved;
         let ct_e = expr(ExprKind::Local(ct), y_ty.clone(), span);
+        let k_e = expr(ExprKind::Local(k), Type::Int, span);
         let fun = &mut self.prog.funs[pb.0 as usize];
-        fun.params = vec![(Pat::Local(ct), y_ty)];
+        fun.params = vec![(Pat::Local(ct), y_ty.clone())];
         fun.ret = grad_ty.clone();
-        fun.body = expr(ExprKind::Prim(Prim::Vjp, vec![f, x, ct_e]), grad_ty, span);
+        let apply = ExprKind::Prim(Prim::Vjp, vec![f, x, ct_e, k_e]);
+        fun.body = expr(apply, grad_ty, span);
         let pb = expr(ExprKind::Closure(pb), pb_ty, span);
-        Ok(expr(ExprKind::Tuple(vec![y, pb]), ty, span))
+        let y_e = expr(ExprKind::Local(y), y_ty, span);
+        let pair = expr(ExprKind::Tuple(vec![y_e, pb]), ty.clone(), span);
+        let bound = Pat::Tuple(vec![Pat::Local(y), Pat::Local(k)]);
+        Ok(expr(
+            ExprKind::Let(bound, Box::new(output), Box::new(pair)),
+            ty,
+            span,
+        ))
     }
 
     /// The function argument of `build`/`map`/`fold` as a closure of a known

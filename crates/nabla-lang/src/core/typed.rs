@@ -169,8 +169,9 @@ pub enum ExprKind {
     /// A saturated primitive call. One primitive means something else than
     /// in the language: `Prim::Vjp` with `[f, x]` is the output of `f` at
     /// `x` computed at a reverse level (as the interpreter's `vjp` computes
-    /// it), with `[f, x, ct]` the pullback of `f` at `x` applied to `ct`;
-    /// `vjp f x` is lowered to `(vjp f x, fun ct -> vjp f x ct)`.
+    /// it) and the token of the trace kept for its pullback (0: none), with
+    /// `[f, x, ct, k]` the pullback of `f` at `x` applied to `ct`; `vjp f x`
+    /// is lowered to `let (y, k) = vjp f x in (y, fun ct -> vjp f x ct k)`.
     Prim(Prim, Vec<Expr>),
     /// `[e1, …, en]`
     Vector(Vec<Expr>),
@@ -263,8 +264,25 @@ pub enum TapeOp {
     AdjGet,
     /// `()`: component `[id, j, value]` of a Delta's adjoint set.
     AdjSet,
-    /// `()`: ends the slot's current trace.
+    /// `()`: ends the slot's current trace (a resumed one goes back to
+    /// where `Keep` put it).
     End,
+    /// `()`: output `[id]` of the current plain trace (−1 for a constant
+    /// output), in the order of the output's reals, for `Keep`.
+    Output,
+    /// `Int`: ends the slot's current plain trace like `End`, but keeps it
+    /// (with its `Output`s) for the pullback of the `vjp` that made it: the
+    /// result is a token naming it. One trace is kept at a time; keeping
+    /// another forgets it.
+    Keep,
+    /// `Int` (1 or 0): makes the trace kept under token `[token, n]` the
+    /// slot's current trace again if it is still kept and has `n` outputs
+    /// (else does nothing and gives 0). Its `Input`s then give the inputs'
+    /// ids again, in order, instead of making new ones, and `End` keeps it
+    /// again.
+    Resume,
+    /// `()`: cotangent `[j, seed]` for the resumed trace's `j`-th output.
+    SeedOutput,
 }
 
 /// A program in typed form: what is reachable from its entry.

@@ -308,7 +308,13 @@ fn zero_at(l: Level, span: Span) -> Expr {
 /// An operation on the trace of reverse level `slot`.
 fn tape(op: TapeOp, slot: u8, args: Vec<Expr>, span: Span) -> Expr {
     let ty = match op {
-        TapeOp::Input | TapeOp::Push | TapeOp::PushWide | TapeOp::Len | TapeOp::Parent => Type::Int,
+        TapeOp::Input
+        | TapeOp::Push
+        | TapeOp::PushWide
+        | TapeOp::Len
+        | TapeOp::Parent
+        | TapeOp::Keep
+        | TapeOp::Resume => Type::Int,
         TapeOp::Adjoint => Type::Real,
         // A component: its type is the caller's ([`tape_word`]).
         TapeOp::Weight | TapeOp::AdjGet => Type::Real,
@@ -317,7 +323,9 @@ fn tape(op: TapeOp, slot: u8, args: Vec<Expr>, span: Span) -> Expr {
         | TapeOp::Sweep
         | TapeOp::AdjInit
         | TapeOp::AdjSet
-        | TapeOp::End => Type::Unit,
+        | TapeOp::End
+        | TapeOp::Output
+        | TapeOp::SeedOutput => Type::Unit,
     };
     mk(ExprKind::Tape { op, slot, args }, ty, span)
 }
@@ -2021,15 +2029,17 @@ impl Expander<'_> {
         }
     }
 
-    /// `grad f x`, `value_and_grad f x`, and a pullback applied to a
-    /// cotangent (`Prim::Vjp` with operands `[f, x, ct]`, which
-    /// `lower_typed` makes of `vjp f x`): `f` at a fresh reverse level over
-    /// the point seeded as its inputs, the result's Deltas seeded with the
-    /// cotangent (1 for `grad`), one backward sweep, and the inputs'
-    /// adjoints in the point's shape — the interpreter's `value_and_grad`
-    /// and `apply_pullback`, Delta for Delta. A pullback records `f`'s trace
-    /// anew each time it is applied (the trace lives only as long as the
-    /// application), with `trace` silent: `vjp` ran `f` already.
+    /// `grad f x`, `value_and_grad f x`, `vjp`'s output and a pullback
+    /// applied to a cotangent (`Prim::Vjp` with operands `[f, x]` and `[f,
+    /// x, ct, k]`, which `lower_typed` makes of `vjp f x`): `f` at a fresh
+    /// reverse level over the point seeded as its inputs, the result's
+    /// Deltas seeded with the cotangent (1 for `grad`), one backward sweep,
+    /// and the inputs' adjoints in the point's shape — the interpreter's
+    /// `value_and_grad` and `apply_pullback`, Delta for Delta. A pullback
+    /// sweeps the trace `vjp` kept if it still is (`TapeOp::Keep`, over
+    /// plain reals, outputs of a [`flat`] type), and otherwise records `f`'s
+    /// trace anew (living only as long as the application), with `trace`
+    /// silent: `vjp` ran `f` already.
     fn reverse(&mut self, p: Prim, args: &[Expr], e: &Expr, cx: &Ctx) -> R<(Expr, Level)> {
         let span = e.span;
         let ExprKind::Closure(f) = args[0].kind else {
@@ -2052,7 +2062,7 @@ impl Expander<'_> {
             Some(ct) => self.rewrite(ct, cx)?,
             None => (real_lit(1.0, span), Level::PLAIN),
         };
-        let ct_ty = if args.len() == 3 {
+        let ct_ty = if args.len() > 2 {
             y_ty.clone()
         } else {
             Type::Real
@@ -2076,7 +2086,7 @@ impl Expander<'_> {
         // let g = adjoints of xs; end; g
         let body = self.with_temp(x, |s, x| {
             s.with_temp(ct, |s, ct| {
-                let seeded = s.seed_inputs(x, &x_ty, m, span)?;
+                let seeded = s.seed_inputs(x.clone(), &x_ty, m, span)?;
                 let xs = s.local("x", seeded.ty.clone());
                 let y = s.local("y", dual_ty(&y_ty, n));
                 let xe = s.local_expr(xs, span);
@@ -2089,13 +2099,28 @@ impl Expander<'_> {
                     let args = vec![int_lit(wide as i64, span), int_lit(replay.into(), span)];
                     tape(TapeOp::Begin, n.n, args, span)
                 };
+                // The trace of a `vjp` over plain reals is kept for its
+                // pullback when the cotangent's shape is its count of reals.
+                let keeps = m == Level::PLAIN && p == Prim::Vjp && flat(&y_ty);
                 if p == Prim::Vjp && args.len() == 2 {
-                    // `vjp`'s output: f's, at the reverse level, no sweep.
-                    let primal = s.split(ye, &y_ty, n, Part::Primal)?;
-                    let finish = then(tape(TapeOp::End, n.n, Vec::new(), span), primal);
+                    // `vjp`'s output: f's, at the reverse level, no sweep;
+                    // and the token of its kept trace (0: none).
+                    let primal = s.split(ye.clone(), &y_ty, n, Part::Primal)?;
+                    let finish = if keeps {
+                        let outputs = s.each_real(&ye, &y_ty, span, &mut |_, _, r| {
+                            tape(TapeOp::Output, n.n, vec![proj(r, 1)], span)
+                        })?;
+                        let k = s.local("k", Type::Int);
+                        let keep = tape(TapeOp::Keep, n.n, Vec::new(), span);
+                        let token = s.local_expr(k, span);
+                        then(outputs, bind(k, keep, pair(primal, token)))
+                    } else {
+                        let end = tape(TapeOp::End, n.n, Vec::new(), span);
+                        then(end, pair(primal, int_lit(0, span)))
+                    };
                     return Ok(then(begin(false), bind(xs, seeded, bind(y, call, finish))));
                 }
-                let seeds = s.seed_outputs(ye.clone(), ct, &y_ty, n, span)?;
+                let seeds = s.seed_outputs(ye.clone(), ct.clone(), &y_ty, n, span)?;
                 let sweep = s.backward(seeds, n, span)?;
                 let gradient = s.split(xe, &x_ty, n, Part::Adjoint)?;
                 let gv = s.local("g", gradient.ty.clone());
@@ -2105,10 +2130,70 @@ impl Expander<'_> {
                 };
                 let finish = then(tape(TapeOp::End, n.n, Vec::new(), span), result);
                 let run = bind(y, call, then(sweep, bind(gv, gradient, finish)));
-                Ok(then(begin(p == Prim::Vjp), bind(xs, seeded, run)))
+                let replay = then(begin(p == Prim::Vjp), bind(xs, seeded, run));
+                let (true, Some(token)) = (keeps, args.get(3)) else {
+                    return Ok(replay);
+                };
+                // A pullback whose trace is still kept sweeps it: the inputs
+                // have their ids again, the cotangent's reals seed the
+                // outputs in order.
+                let (token, _) = s.rewrite(token, cx)?;
+                let count = match &y_ty {
+                    Type::Vec(_) => prim(Prim::Size, vec![ct.clone()], Type::Int, span),
+                    Type::Tuple(ts) => int_lit(ts.len() as i64, span),
+                    _ => int_lit(1, span),
+                };
+                let resume = tape(TapeOp::Resume, n.n, vec![token, count], span);
+                let resumed = prim(Prim::Eq, vec![resume, int_lit(1, span)], Type::Bool, span);
+                let again = s.seed_inputs(x.clone(), &x_ty, m, span)?;
+                let xs = s.local("x", again.ty.clone());
+                let xe = s.local_expr(xs, span);
+                let seeds = s.each_real(&ct, &y_ty, span, &mut |_, j, c| {
+                    tape(TapeOp::SeedOutput, n.n, vec![j, c], span)
+                })?;
+                let sweep = tape(TapeOp::Sweep, n.n, Vec::new(), span);
+                let gradient = s.split(xe, &x_ty, n, Part::Adjoint)?;
+                let gv = s.local("g", gradient.ty.clone());
+                let end = tape(TapeOp::End, n.n, Vec::new(), span);
+                let finish = then(end, s.local_expr(gv, span));
+                let swept = then(seeds, then(sweep, bind(gv, gradient, finish)));
+                Ok(if_(resumed, bind(xs, again, swept), replay))
             })
         })?;
         Ok((body, m))
+    }
+
+    /// `()` after `f(j, r)` for each real `r` of the value `v` (a local, of
+    /// a [`flat`] type `ty` at any level) with its index `j`, in order.
+    fn each_real(
+        &mut self,
+        v: &Expr,
+        ty: &Type,
+        span: Span,
+        f: &mut dyn FnMut(&mut Self, Expr, Expr) -> Expr,
+    ) -> R<Expr> {
+        let elem = v.ty.clone();
+        Ok(match ty {
+            Type::Vec(_) => {
+                let Type::Vec(elem) = elem else {
+                    return Err(unsupported("internal: a vector of another type", span));
+                };
+                let each = self.build_over("each", v, v, Type::Unit, span, &mut |s, i| {
+                    let r = index(v, &i, (*elem).clone());
+                    Ok(f(s, i, r))
+                })?;
+                then(each, unit(span))
+            }
+            Type::Tuple(ts) => {
+                let mut out = unit(span);
+                for j in (0..ts.len()).rev() {
+                    let r = proj(v.clone(), j as u32);
+                    out = then(f(self, int_lit(j as i64, span), r), out);
+                }
+                out
+            }
+            _ => f(self, int_lit(0, span), v.clone()),
+        })
     }
 
     /// The cotangent `ct` (level `n` − 1, original type `ty`) given to the
@@ -2370,6 +2455,18 @@ fn partials(
 }
 
 /// True if no function is part of a value of type `t`.
+/// True for a type whose values' shape is their count of reals: `Real`,
+/// `Vec Real`, a tuple of `Real`s (so a cotangent with as many reals as an
+/// output is shaped like it).
+fn flat(t: &Type) -> bool {
+    match t {
+        Type::Real => true,
+        Type::Vec(a) => **a == Type::Real,
+        Type::Tuple(ts) => !ts.is_empty() && ts.iter().all(|t| *t == Type::Real),
+        _ => false,
+    }
+}
+
 fn first_order(t: &Type) -> bool {
     match t {
         Type::Fun(..) => false,
