@@ -153,7 +153,7 @@ struct Traces {
 /// memory kept is bounded and needs no owner in generated code.
 #[derive(Default)]
 struct Kept {
-    /// The token of the kept trace (tokens count from 1).
+    /// The token of the kept trace (0: none).
     token: i64,
     /// The trace, while it is not resumed, and its outputs.
     trace: Option<(Trace, Vec<i64>)>,
@@ -962,7 +962,10 @@ pub(crate) extern "C" fn rt_tape_keep(ctx: *mut Ctx, slot: u64) -> i64 {
     if let Some((old, _)) = c.kept.trace.replace(taken) {
         old.recycle();
     }
-    c.kept.token += 1;
+    // Unique in the process, not only in the run: a pullback kept in a
+    // top-level value outlives its run, and must not name a trace of another.
+    static TOKENS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(1);
+    c.kept.token = TOKENS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     flush(c);
     publish(ctx, slot);
     c.kept.token
