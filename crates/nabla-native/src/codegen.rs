@@ -697,6 +697,12 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             (TapeOp::Push, _) => {
                 return Err(internal("a plain Delta below the outermost level", span));
             }
+            (TapeOp::Input, &[]) if usize::from(slot) == runtime::STAGED_SLOT => {
+                Some(self.staged_input(span)?)
+            }
+            (TapeOp::Adjoint, &[id]) if usize::from(slot) == runtime::STAGED_SLOT => {
+                Some(self.staged_adjoint(id)?)
+            }
             (TapeOp::PushWide, &[p0, p1, ref weights @ ..]) => {
                 Some(self.wide_push(slot, (p0, p1), weights, span)?)
             }
@@ -739,6 +745,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let (name, params, rets): (_, Vec<types::Type>, &[types::Type]) = match op {
             TapeOp::Begin => ("rt_tape_begin", vec![types::I64, types::I64], &[]),
             TapeOp::Input => ("rt_tape_input", vec![], &[types::I64]),
+            TapeOp::InputAgain => ("rt_tape_input_again", vec![], &[types::I64]),
             TapeOp::Seed => ("rt_tape_seed", vec![types::I64, types::F64], &[]),
             TapeOp::Sweep => ("rt_tape_sweep", vec![], &[]),
             TapeOp::Adjoint => ("rt_tape_adjoint", vec![types::I64], &[types::F64]),
@@ -777,16 +784,13 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     }
 
     /// Appends a Delta with parents `p0` and `p1` inline, returning its id:
-    /// none and −1 if both are absent (−1), else `full` tells whether the
-    /// buffer must first be made room in by a call of `grow` (with the
-    /// context and the position of the operation, then `grow_args`; a cold
-    /// path, which may raise "out of memory"), and `write` appends the
-    /// Delta, given whether `p0` and `p1` are absent, and returns its id.
+    /// none and −1 if both are absent (−1), else as [`FnGen::append_record`]
+    /// with `write` given whether `p0` and `p1` are absent.
     fn append_delta(
         &mut self,
         (p0, p1): (ir::Value, ir::Value),
         full: impl FnOnce(&mut Self) -> ir::Value,
-        (grow, grow_params, grow_args): (&'static str, &[types::Type], &[ir::Value]),
+        grow: (&'static str, &[types::Type], &[ir::Value]),
         write: impl FnOnce(&mut Self, ir::Value, ir::Value) -> ir::Value,
         span: Span,
     ) -> R<ir::Value> {
@@ -794,14 +798,33 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let absent1 = self.b.ins().icmp_imm_s(IntCC::Equal, p1, -1);
         let both = self.b.ins().band(absent0, absent1);
         let push = self.b.create_block();
-        let make_room = self.b.create_block();
-        let append = self.b.create_block();
         let done = self.b.create_block();
         self.b.append_block_param(done, types::I64);
         let none = self.b.ins().iconst(types::I64, -1);
         self.b.ins().brif(both, done, &[none.into()], push, &[]);
 
         self.b.switch_to_block(push);
+        let id = self.append_record(full, grow, |g| write(g, absent0, absent1), span)?;
+        self.b.ins().jump(done, &[id.into()]);
+
+        self.b.switch_to_block(done);
+        Ok(self.b.block_params(done)[0])
+    }
+
+    /// Appends a record inline, returning its id: `full` tells whether the
+    /// buffer must first be made room in by a call of `grow` (with the
+    /// context and the position of the operation, then `grow_args`; a cold
+    /// path, which may raise "out of memory"), and `write` appends the
+    /// record and returns its id.
+    fn append_record(
+        &mut self,
+        full: impl FnOnce(&mut Self) -> ir::Value,
+        (grow, grow_params, grow_args): (&'static str, &[types::Type], &[ir::Value]),
+        write: impl FnOnce(&mut Self) -> ir::Value,
+        span: Span,
+    ) -> R<ir::Value> {
+        let make_room = self.b.create_block();
+        let append = self.b.create_block();
         let is_full = full(self);
         self.b.set_cold_block(make_room);
         self.b.ins().brif(is_full, make_room, &[], append, &[]);
@@ -818,11 +841,41 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         self.b.ins().jump(append, &[]);
 
         self.b.switch_to_block(append);
-        let id = write(self, absent0, absent1);
-        self.b.ins().jump(done, &[id.into()]);
+        Ok(write(self))
+    }
 
-        self.b.switch_to_block(done);
-        Ok(self.b.block_params(done)[0])
+    /// True if the staging buffer is full (or not yet made).
+    fn staging_full(&mut self) -> ir::Value {
+        let len = self.ctx_word(Ctx::STAGING_LEN);
+        let cap = self.ctx_word(Ctx::STAGING_CAP);
+        self.b
+            .ins()
+            .icmp(IntCC::UnsignedGreaterThanOrEqual, len, cap)
+    }
+
+    /// Writes the staged Delta `(p0, p1; w0, w1)` (parents as `I32`s) at
+    /// the end of the staging buffer, which has room; returns its id.
+    fn write_staged(
+        &mut self,
+        (p0, p1): (ir::Value, ir::Value),
+        (w0, w1): (ir::Value, ir::Value),
+    ) -> ir::Value {
+        // After a flush, `len` is 0 and `base` has moved: read both again.
+        let len = self.ctx_word(Ctx::STAGING_LEN);
+        let base = self.ctx_word(Ctx::STAGING_BASE);
+        let ptr = self.b.ins().load(PTR, flags(), self.ctx, Ctx::STAGING_PTR);
+        let size = std::mem::size_of::<runtime::Staged>() as i64;
+        let offset = self.b.ins().imul_imm_s(len, size);
+        let at = self.b.ins().iadd(ptr, offset);
+        self.b.ins().store(flags(), p0, at, 0);
+        self.b.ins().store(flags(), p1, at, 4);
+        self.b.ins().store(flags(), w0, at, 8);
+        self.b.ins().store(flags(), w1, at, 16);
+        let next = self.b.ins().iadd_imm_s(len, 1);
+        self.b
+            .ins()
+            .store(flags(), next, self.ctx, Ctx::STAGING_LEN);
+        self.b.ins().iadd(base, len)
     }
 
     /// `TapeOp::Push` (only on the outermost reverse level), inline: the
@@ -837,16 +890,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         w1: ir::Value,
         span: Span,
     ) -> R<ir::Value> {
-        let full = |g: &mut Self| {
-            let len = g.ctx_word(Ctx::STAGING_LEN);
-            let cap = g.ctx_word(Ctx::STAGING_CAP);
-            g.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, len, cap)
-        };
         let write = |g: &mut Self, absent0, absent1| {
-            // After a flush, `len` is 0 and `base` has moved: read both again.
-            let len = g.ctx_word(Ctx::STAGING_LEN);
-            let base = g.ctx_word(Ctx::STAGING_BASE);
-            let ptr = g.b.ins().load(PTR, flags(), g.ctx, Ctx::STAGING_PTR);
             // Present terms first: with p0 absent, p1's term moves to the
             // front; an absent term is (u32::MAX, the trace's NO_PARENT; 0.0).
             let none = g.b.ins().iconst(types::I64, -1);
@@ -856,21 +900,62 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             let no_second = g.b.ins().bor(absent0, absent1);
             let second_p = g.b.ins().select(no_second, none, p1);
             let second_w = g.b.ins().select(no_second, zero, w1);
-            let size = std::mem::size_of::<runtime::Staged>() as i64;
-            let offset = g.b.ins().imul_imm_s(len, size);
-            let at = g.b.ins().iadd(ptr, offset);
             let first_p = g.b.ins().ireduce(types::I32, first_p);
             let second_p = g.b.ins().ireduce(types::I32, second_p);
-            g.b.ins().store(flags(), first_p, at, 0);
-            g.b.ins().store(flags(), second_p, at, 4);
-            g.b.ins().store(flags(), first_w, at, 8);
-            g.b.ins().store(flags(), second_w, at, 16);
-            let next = g.b.ins().iadd_imm_s(len, 1);
-            g.b.ins().store(flags(), next, g.ctx, Ctx::STAGING_LEN);
-            g.b.ins().iadd(base, len)
+            g.write_staged((first_p, second_p), (first_w, second_w))
         };
         let grow = ("rt_tape_flush", &[][..], &[][..]);
-        self.append_delta((p0, p1), full, grow, write, span)
+        self.append_delta((p0, p1), Self::staging_full, grow, write, span)
+    }
+
+    /// `TapeOp::Input` on the outermost reverse level, inline: a Delta
+    /// without parents staged (the trace counts those that come first as
+    /// its inputs, `Trace::extend_plain`).
+    fn staged_input(&mut self, span: Span) -> R<ir::Value> {
+        let write = |g: &mut Self| {
+            let none = g.b.ins().iconst(types::I32, -1);
+            let zero = g.b.ins().f64const(0.0);
+            g.write_staged((none, none), (zero, zero))
+        };
+        let grow = ("rt_tape_flush", &[][..], &[][..]);
+        self.append_record(Self::staging_full, grow, write, span)
+    }
+
+    /// `TapeOp::Adjoint` on the outermost reverse level: read from the view
+    /// of the inputs' adjoints the last sweep published
+    /// ([`runtime::Staging`]), or asked of the runtime if it has none.
+    fn staged_adjoint(&mut self, id: ir::Value) -> R<ir::Value> {
+        let len = self.ctx_word(Ctx::STAGING_ADJOINTS_LEN);
+        let inside = self.b.ins().icmp(IntCC::UnsignedLessThan, id, len);
+        let read = self.b.create_block();
+        let ask = self.b.create_block();
+        let done = self.b.create_block();
+        self.b.append_block_param(done, types::F64);
+        self.b.set_cold_block(ask);
+        self.b.ins().brif(inside, read, &[], ask, &[]);
+
+        self.b.switch_to_block(read);
+        let ptr = self
+            .b
+            .ins()
+            .load(PTR, flags(), self.ctx, Ctx::STAGING_ADJOINTS);
+        let offset = self.b.ins().imul_imm_s(id, 8);
+        let at = self.b.ins().iadd(ptr, offset);
+        let a = self.b.ins().load(types::F64, flags(), at, 0);
+        self.b.ins().jump(done, &[a.into()]);
+
+        self.b.switch_to_block(ask);
+        let f = self.cg.import(
+            "rt_tape_adjoint",
+            &[PTR, types::I64, types::I64],
+            &[types::F64],
+        )?;
+        let slot = self.b.ins().iconst(types::I64, runtime::STAGED_SLOT as i64);
+        let a = self.call(f, &[self.ctx, slot, id]);
+        self.b.ins().jump(done, &[a[0].into()]);
+
+        self.b.switch_to_block(done);
+        Ok(self.b.block_params(done)[0])
     }
 
     /// `TapeOp::PushWide`, inline: the Delta `w₀ · Var p0 + w₁ · Var p1`

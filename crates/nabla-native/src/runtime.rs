@@ -90,6 +90,13 @@ pub(crate) struct Staging {
     pub len: u64,
     pub cap: u64,
     pub base: u64,
+    /// The inputs' adjoints of the current trace of level 1 after its last
+    /// sweep, for generated code to read in place: `adjoints_len` of them
+    /// at `adjoints` (0 after any flush, which every change of that trace
+    /// or of which trace is current makes: then generated code asks
+    /// [`rt_tape_adjoint`]).
+    pub adjoints: *const f64,
+    pub adjoints_len: u64,
 }
 
 /// Deltas staged at most between two flushes.
@@ -422,6 +429,8 @@ impl Ctx {
                 len: 0,
                 cap: 0,
                 base: 0,
+                adjoints: std::ptr::null(),
+                adjoints_len: 0,
             },
             wide: [WideView::empty(std::ptr::null_mut()); TAPE_SLOTS],
             kept: Kept::default(),
@@ -452,6 +461,10 @@ impl Ctx {
         (std::mem::offset_of!(Ctx, staging) + std::mem::offset_of!(Staging, cap)) as i32;
     pub(crate) const STAGING_BASE: i32 =
         (std::mem::offset_of!(Ctx, staging) + std::mem::offset_of!(Staging, base)) as i32;
+    pub(crate) const STAGING_ADJOINTS: i32 =
+        (std::mem::offset_of!(Ctx, staging) + std::mem::offset_of!(Staging, adjoints)) as i32;
+    pub(crate) const STAGING_ADJOINTS_LEN: i32 =
+        (std::mem::offset_of!(Ctx, staging) + std::mem::offset_of!(Staging, adjoints_len)) as i32;
 }
 
 /// The level whose Deltas generated code stages ([`Staging`]).
@@ -471,6 +484,7 @@ fn flush(ctx: &mut Ctx) {
         }
     }
     ctx.staging.len = 0;
+    ctx.staging.adjoints_len = 0;
     ctx.staging.base = ctx.tapes[STAGED_SLOT]
         .current()
         .map_or(0, |t| t.trace.len() as u64);
@@ -809,16 +823,6 @@ pub(crate) extern "C" fn rt_tape_begin(ctx: *mut Ctx, slot: u64, width: i64, rep
 /// `TapeOp::Input`: a new input Delta.
 pub(crate) extern "C" fn rt_tape_input(ctx: *mut Ctx, slot: u64) -> i64 {
     let Some(t) = tape(ctx, slot) else { return -1 };
-    if let Some(next) = t.resumed.as_mut() {
-        // A resumed trace's inputs are there: their ids again, in order.
-        let id = *next;
-        *next += 1;
-        return if (id as usize) < t.trace.inputs() {
-            i64::from(id)
-        } else {
-            -1
-        };
-    }
     if t.width > 0 {
         let id = t.push_record([-1; 2]);
         publish(ctx, slot);
@@ -827,6 +831,20 @@ pub(crate) extern "C" fn rt_tape_input(ctx: *mut Ctx, slot: u64) -> i64 {
     let id = t.trace.push_input();
     restage(ctx, slot);
     i64::from(id)
+}
+
+/// `TapeOp::InputAgain`: the id of the resumed trace's next input, in
+/// order (−1 past its inputs, or if the trace is not a resumed one).
+pub(crate) extern "C" fn rt_tape_input_again(ctx: *mut Ctx, slot: u64) -> i64 {
+    let Some(t) = tape(ctx, slot) else { return -1 };
+    let inputs = t.trace.inputs();
+    match t.resumed.as_mut() {
+        Some(next) if (*next as usize) < inputs => {
+            *next += 1;
+            i64::from(*next - 1)
+        }
+        _ => -1,
+    }
 }
 
 /// After an entry was appended to the trace of `slot` directly: staged
@@ -898,6 +916,12 @@ pub(crate) extern "C" fn rt_tape_sweep(ctx: *mut Ctx, slot: u64) {
     // A plain level has only plain weights.
     t.trace.backpropagate_plain(&t.seeds, &mut t.adjoints);
     t.seeds.clear();
+    let view = (t.adjoints.as_ptr(), t.adjoints.len() as u64);
+    if slot as usize == STAGED_SLOT {
+        // SAFETY: as in `tape`; `t` is not used after this.
+        let staging = unsafe { &mut (*ctx).staging };
+        (staging.adjoints, staging.adjoints_len) = view;
+    }
 }
 
 /// `TapeOp::Adjoint`: input `id`'s adjoint after the last sweep.
@@ -1305,6 +1329,7 @@ pub(crate) fn symbols() -> Vec<(&'static str, *const u8)> {
         ("rt_error_site", rt_error_site as *const u8),
         ("rt_tape_begin", rt_tape_begin as *const u8),
         ("rt_tape_input", rt_tape_input as *const u8),
+        ("rt_tape_input_again", rt_tape_input_again as *const u8),
         ("rt_tape_reserve", rt_tape_reserve as *const u8),
         ("rt_tape_flush", rt_tape_flush as *const u8),
         ("rt_tape_seed", rt_tape_seed as *const u8),

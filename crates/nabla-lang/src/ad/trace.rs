@@ -97,7 +97,9 @@ impl Trace {
     #[cold]
     #[inline(never)]
     fn grow(&mut self) {
-        self.entries.reserve(self.entries.capacity().max(256));
+        // At least doubles the capacity, also when the trace is empty.
+        let target = (2 * self.entries.capacity()).max(256);
+        self.entries.reserve(target - self.entries.len());
         let bytes = self.entries.capacity() * BYTES_PER_ENTRY;
         memory::charge(bytes.saturating_sub(self.charged));
         self.charged = bytes;
@@ -151,9 +153,15 @@ impl Trace {
 
     /// Appends plain Deltas `w₀·Var p₀ + w₁·Var p₁`, in order, as as many
     /// [`Trace::push_plain`]s would (one copy: native code's staged Deltas).
+    /// Deltas without parents at the start of the trace are its inputs (a
+    /// Delta with no term is never recorded otherwise).
     pub fn extend_plain(&mut self, deltas: &[Entry]) {
         while self.entries.capacity() - self.entries.len() < deltas.len() {
             self.grow();
+        }
+        if self.inputs == self.entries.len() {
+            let inputs = deltas.iter().take_while(|e| e.parents == [NO_PARENT; 2]);
+            self.inputs += inputs.count();
         }
         self.entries.extend_from_slice(deltas);
     }

@@ -236,6 +236,9 @@ pub enum TapeOp {
     Begin,
     /// `Int`: a new input Delta (inputs come first, ids 0, 1, …).
     Input,
+    /// `Int`: on a resumed trace (`Resume`), the id of its next input
+    /// again, in order.
+    InputAgain,
     /// `Int`: the Delta `w₀ · Var p₀ + w₁ · Var p₁` of operands `[p₀, w₀,
     /// p₁, w₁]` (ids `Int`, weights `Real`); a term whose id is −1 is left
     /// out, and with both left out the result is −1.
@@ -277,9 +280,8 @@ pub enum TapeOp {
     Keep,
     /// `Int` (1 or 0): makes the trace kept under token `[token, n]` the
     /// slot's current trace again if it is still kept and has `n` outputs
-    /// (else does nothing and gives 0). Its `Input`s then give the inputs'
-    /// ids again, in order, instead of making new ones, and `End` keeps it
-    /// again.
+    /// (else does nothing and gives 0). `InputAgain` then gives the
+    /// inputs' ids again, in order, and `End` keeps it again.
     Resume,
     /// `()`: cotangent `[j, seed]` for the resumed trace's `j`-th output.
     SeedOutput,

@@ -309,6 +309,7 @@ fn zero_at(l: Level, span: Span) -> Expr {
 fn tape(op: TapeOp, slot: u8, args: Vec<Expr>, span: Span) -> Expr {
     let ty = match op {
         TapeOp::Input
+        | TapeOp::InputAgain
         | TapeOp::Push
         | TapeOp::PushWide
         | TapeOp::Len
@@ -503,8 +504,9 @@ enum Helper {
     /// A part of an element at level `.1` ([`Expander::split`]).
     Split(Type, Level, Part),
     /// An element at level `.1` seeded as inputs of reverse level `.1`
-    /// above ([`Expander::seed_inputs`]).
-    SeedInputs(Type, Level),
+    /// above by `.2` (`Input`, or `InputAgain` on a resumed trace:
+    /// [`Expander::seed_inputs`]).
+    SeedInputs(Type, Level, TapeOp),
     /// `acc + x` on reals at level `.0`.
     AddReals(Level),
     /// `(false, if first then x else acc + x)` of `((first, acc), x)`, reals
@@ -887,12 +889,12 @@ impl Expander<'_> {
                 span,
                 |s, x| s.split(x, a, *l, *part),
             )?,
-            Helper::SeedInputs(a, l) => self.unary_helper(
+            Helper::SeedInputs(a, l, input) => self.unary_helper(
                 &h,
                 ("seed", "x", dual_ty(a, *l)),
                 dual_ty(a, l.above(Mode::Reverse)),
                 span,
-                |s, x| s.seed_inputs(x, a, *l, span),
+                |s, x| s.seed_inputs(x, a, *l, *input, span),
             )?,
             Helper::AddReals(l) => {
                 let ty = dual_ty(&Type::Real, *l);
@@ -1203,24 +1205,24 @@ impl Expander<'_> {
     /// The input of reverse level `l` + 1: each real leaf of `x` (at level
     /// `l`, of original type `ty`) with a fresh input Delta, in the
     /// interpreter's order (left to right, depth first: ids 0, 1, …).
-    fn seed_inputs(&mut self, x: Expr, ty: &Type, l: Level, span: Span) -> R<Expr> {
+    fn seed_inputs(&mut self, x: Expr, ty: &Type, l: Level, input: TapeOp, span: Span) -> R<Expr> {
         let out = dual_ty(ty, l.above(Mode::Reverse));
         match ty {
-            Type::Real => Ok(pair(x, tape(TapeOp::Input, l.n + 1, Vec::new(), span))),
+            Type::Real => Ok(pair(x, tape(input, l.n + 1, Vec::new(), span))),
             Type::Tuple(ts) => self.with_temp(x, |s, x| {
                 let parts = ts
                     .iter()
                     .enumerate()
-                    .map(|(i, c)| s.seed_inputs(proj(x.clone(), i as u32), c, l, span))
+                    .map(|(i, c)| s.seed_inputs(proj(x.clone(), i as u32), c, l, input, span))
                     .collect::<R<Vec<_>>>()?;
                 Ok(mk(ExprKind::Tuple(parts), out, span))
             }),
             Type::Vec(a) if has_real(a) => {
-                let f = self.helper(Helper::SeedInputs((**a).clone(), l), span)?;
+                let f = self.helper(Helper::SeedInputs((**a).clone(), l, input), span)?;
                 Ok(prim(Prim::Map, vec![self.closure(f, span), x], out, span))
             }
             Type::Sum(a, b) if has_real(ty) => self.map_sum(x, (a, b), l, out, &mut |s, e, t| {
-                s.seed_inputs(e, t, l, span)
+                s.seed_inputs(e, t, l, input, span)
             }),
             _ if !has_real(ty) => Ok(x),
             _ => Err(unsupported(
@@ -2086,7 +2088,7 @@ impl Expander<'_> {
         // let g = adjoints of xs; end; g
         let body = self.with_temp(x, |s, x| {
             s.with_temp(ct, |s, ct| {
-                let seeded = s.seed_inputs(x.clone(), &x_ty, m, span)?;
+                let seeded = s.seed_inputs(x.clone(), &x_ty, m, TapeOp::Input, span)?;
                 let xs = s.local("x", seeded.ty.clone());
                 let y = s.local("y", dual_ty(&y_ty, n));
                 let xe = s.local_expr(xs, span);
@@ -2145,7 +2147,7 @@ impl Expander<'_> {
                 };
                 let resume = tape(TapeOp::Resume, n.n, vec![token, count], span);
                 let resumed = prim(Prim::Eq, vec![resume, int_lit(1, span)], Type::Bool, span);
-                let again = s.seed_inputs(x.clone(), &x_ty, m, span)?;
+                let again = s.seed_inputs(x.clone(), &x_ty, m, TapeOp::InputAgain, span)?;
                 let xs = s.local("x", again.ty.clone());
                 let xe = s.local_expr(xs, span);
                 let seeds = s.each_real(&ct, &y_ty, span, &mut |_, j, c| {
