@@ -429,6 +429,10 @@ impl<'p> Codegen<'p> {
     }
 }
 
+/// How a full staging buffer is made room in: the runtime moves its Deltas
+/// onto the trace (`runtime::rt_tape_flush`, no operands).
+const STAGING_FLUSH: (&str, &[types::Type], &[ir::Value]) = ("rt_tape_flush", &[], &[]);
+
 /// The name of the `preserve_all` trampoline of runtime function `target`.
 fn preserving_name(target: &str) -> String {
     format!("{target}_preserving")
@@ -904,8 +908,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             let second_p = g.b.ins().ireduce(types::I32, second_p);
             g.write_staged((first_p, second_p), (first_w, second_w))
         };
-        let grow = ("rt_tape_flush", &[][..], &[][..]);
-        self.append_delta((p0, p1), Self::staging_full, grow, write, span)
+        self.append_delta((p0, p1), Self::staging_full, STAGING_FLUSH, write, span)
     }
 
     /// `TapeOp::Input` on the outermost reverse level, inline: a Delta
@@ -917,8 +920,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             let zero = g.b.ins().f64const(0.0);
             g.write_staged((none, none), (zero, zero))
         };
-        let grow = ("rt_tape_flush", &[][..], &[][..]);
-        self.append_record(Self::staging_full, grow, write, span)
+        self.append_record(Self::staging_full, STAGING_FLUSH, write, span)
     }
 
     /// `TapeOp::Adjoint` on the outermost reverse level: read from the view

@@ -71,7 +71,7 @@ pub(crate) struct Ctx {
 /// entry, so that staged Deltas move onto it in one copy.
 pub(crate) type Staged = nabla_lang::ad::trace::Entry;
 
-// The layout generated code writes (`FnGen::staged_push`).
+// The layout generated code writes (`FnGen::write_staged`).
 const _: () = assert!(
     size_of::<Staged>() == 24
         && std::mem::offset_of!(Staged, parents) == 0
@@ -137,11 +137,16 @@ struct Tape {
     replay: bool,
     /// The output Deltas (−1: a constant), for `TapeOp::Keep`.
     outputs: Vec<i64>,
-    /// A kept trace made current again (`TapeOp::Resume`): the id its next
-    /// `TapeOp::Input` gives.
-    resumed: Option<u32>,
-    /// The token it was kept under, while it is resumed.
+    /// Set while this is a kept trace made current again (`TapeOp::Resume`).
+    resumed: Option<Resumed>,
+}
+
+/// A resumed kept trace: the token it was kept under, and the id its next
+/// `TapeOp::InputAgain` gives.
+#[derive(Clone, Copy)]
+struct Resumed {
     token: i64,
+    next_input: u32,
 }
 
 /// The traces of one reverse-level position: a stack, whose ended traces
@@ -239,7 +244,6 @@ impl Tape {
             replay: false,
             outputs: Vec::new(),
             resumed: None,
-            token: 0,
         };
         t.restart(width, replay);
         t
@@ -248,18 +252,13 @@ impl Tape {
     /// Makes this ended trace position hold `trace`, kept by
     /// [`rt_tape_keep`], again, with its `outputs`.
     fn resume(&mut self, (trace, outputs): (Trace, Vec<i64>), token: i64) {
+        self.reset(0, false);
         self.trace = trace;
         self.outputs = outputs;
-        self.resumed = Some(0);
-        self.token = token;
-        self.adjoints.clear();
-        self.seeds.clear();
-        self.width = 0;
-        self.replay = false;
-        self.wide_len = 0;
-        self.wide_adjoints.clear();
-        self.wide_adjoints.push(0);
-        self.charge();
+        self.resumed = Some(Resumed {
+            token,
+            next_input: 0,
+        });
     }
 
     /// Empties this ended trace (its buffers kept) for a new level. Only a
@@ -271,6 +270,12 @@ impl Tape {
         } else {
             Trace::default()
         };
+        self.reset(width, replay);
+    }
+
+    /// Everything but the trace itself emptied for a level of weights of
+    /// `width` words.
+    fn reset(&mut self, width: usize, replay: bool) {
         self.adjoints.clear();
         self.seeds.clear();
         self.outputs.clear();
@@ -840,9 +845,9 @@ pub(crate) extern "C" fn rt_tape_input_again(ctx: *mut Ctx, slot: u64) -> i64 {
     let Some(t) = tape(ctx, slot) else { return -1 };
     let inputs = t.trace.inputs();
     match t.resumed.as_mut() {
-        Some(next) if (*next as usize) < inputs => {
-            *next += 1;
-            i64::from(*next - 1)
+        Some(r) if (r.next_input as usize) < inputs => {
+            r.next_input += 1;
+            i64::from(r.next_input - 1)
         }
         _ => -1,
     }
@@ -942,10 +947,9 @@ pub(crate) extern "C" fn rt_tape_end(ctx: *mut Ctx, slot: u64) {
     }
     collect(ctx, slot as usize);
     if let Some(traces) = ctx.tapes.get_mut(slot as usize) {
-        if let Some(t) = traces.current().filter(|t| t.resumed.is_some()) {
+        if let Some(Resumed { token, .. }) = traces.current().and_then(|t| t.resumed) {
             // A kept trace, resumed: kept again under its token, unless
             // another has been kept since.
-            let token = t.token;
             let taken = traces.take();
             if ctx.kept.token == token && ctx.kept.trace.is_none() {
                 ctx.kept.trace = taken;

@@ -2109,7 +2109,7 @@ impl Expander<'_> {
                     // and the token of its kept trace (0: none).
                     let primal = s.split(ye.clone(), &y_ty, n, Part::Primal)?;
                     let finish = if keeps {
-                        let outputs = s.each_real(&ye, &y_ty, span, &mut |_, _, r| {
+                        let outputs = s.each_real(&ye, &y_ty, span, &mut |_, r| {
                             tape(TapeOp::Output, n.n, vec![proj(r, 1)], span)
                         })?;
                         let k = s.local("k", Type::Int);
@@ -2124,14 +2124,11 @@ impl Expander<'_> {
                 }
                 let seeds = s.seed_outputs(ye.clone(), ct.clone(), &y_ty, n, span)?;
                 let sweep = s.backward(seeds, n, span)?;
-                let gradient = s.split(xe, &x_ty, n, Part::Adjoint)?;
-                let gv = s.local("g", gradient.ty.clone());
-                let result = match p {
-                    Prim::ValueAndGrad => pair(proj(ye, 0), s.local_expr(gv, span)),
-                    _ => s.local_expr(gv, span),
-                };
-                let finish = then(tape(TapeOp::End, n.n, Vec::new(), span), result);
-                let run = bind(y, call, then(sweep, bind(gv, gradient, finish)));
+                let read = s.read_back(xe, &x_ty, n, span, |g| match p {
+                    Prim::ValueAndGrad => pair(proj(ye, 0), g),
+                    _ => g,
+                })?;
+                let run = bind(y, call, then(sweep, read));
                 let replay = then(begin(p == Prim::Vjp), bind(xs, seeded, run));
                 let (true, Some(token)) = (keeps, args.get(3)) else {
                     return Ok(replay);
@@ -2140,29 +2137,42 @@ impl Expander<'_> {
                 // have their ids again, the cotangent's reals seed the
                 // outputs in order.
                 let (token, _) = s.rewrite(token, cx)?;
-                let count = match &y_ty {
-                    Type::Vec(_) => prim(Prim::Size, vec![ct.clone()], Type::Int, span),
-                    Type::Tuple(ts) => int_lit(ts.len() as i64, span),
-                    _ => int_lit(1, span),
-                };
+                let count = real_count(&ct, &y_ty, span);
                 let resume = tape(TapeOp::Resume, n.n, vec![token, count], span);
                 let resumed = prim(Prim::Eq, vec![resume, int_lit(1, span)], Type::Bool, span);
                 let again = s.seed_inputs(x.clone(), &x_ty, m, TapeOp::InputAgain, span)?;
                 let xs = s.local("x", again.ty.clone());
                 let xe = s.local_expr(xs, span);
-                let seeds = s.each_real(&ct, &y_ty, span, &mut |_, j, c| {
+                let seeds = s.each_real(&ct, &y_ty, span, &mut |j, c| {
                     tape(TapeOp::SeedOutput, n.n, vec![j, c], span)
                 })?;
                 let sweep = tape(TapeOp::Sweep, n.n, Vec::new(), span);
-                let gradient = s.split(xe, &x_ty, n, Part::Adjoint)?;
-                let gv = s.local("g", gradient.ty.clone());
-                let end = tape(TapeOp::End, n.n, Vec::new(), span);
-                let finish = then(end, s.local_expr(gv, span));
-                let swept = then(seeds, then(sweep, bind(gv, gradient, finish)));
+                let read = s.read_back(xe, &x_ty, n, span, |g| g)?;
+                let swept = then(seeds, then(sweep, read));
                 Ok(if_(resumed, bind(xs, again, swept), replay))
             })
         })?;
         Ok((body, m))
+    }
+
+    /// `let g = the inputs' adjoints in the point's shape in end; result g`:
+    /// after the sweep of reverse level `n` over the inputs `xs` (the point
+    /// seeded, original type `x_ty`).
+    fn read_back(
+        &mut self,
+        xs: Expr,
+        x_ty: &Type,
+        n: Level,
+        span: Span,
+        result: impl FnOnce(Expr) -> Expr,
+    ) -> R<Expr> {
+        let gradient = self.split(xs, x_ty, n, Part::Adjoint)?;
+        let gv = self.local("g", gradient.ty.clone());
+        let finish = then(
+            tape(TapeOp::End, n.n, Vec::new(), span),
+            result(self.local_expr(gv, span)),
+        );
+        Ok(bind(gv, gradient, finish))
     }
 
     /// `()` after `f(j, r)` for each real `r` of the value `v` (a local, of
@@ -2172,7 +2182,7 @@ impl Expander<'_> {
         v: &Expr,
         ty: &Type,
         span: Span,
-        f: &mut dyn FnMut(&mut Self, Expr, Expr) -> Expr,
+        f: &mut dyn FnMut(Expr, Expr) -> Expr,
     ) -> R<Expr> {
         let elem = v.ty.clone();
         Ok(match ty {
@@ -2180,9 +2190,9 @@ impl Expander<'_> {
                 let Type::Vec(elem) = elem else {
                     return Err(unsupported("internal: a vector of another type", span));
                 };
-                let each = self.build_over("each", v, v, Type::Unit, span, &mut |s, i| {
+                let each = self.build_over("each", v, v, Type::Unit, span, &mut |_, i| {
                     let r = index(v, &i, (*elem).clone());
-                    Ok(f(s, i, r))
+                    Ok(f(i, r))
                 })?;
                 then(each, unit(span))
             }
@@ -2190,11 +2200,11 @@ impl Expander<'_> {
                 let mut out = unit(span);
                 for j in (0..ts.len()).rev() {
                     let r = proj(v.clone(), j as u32);
-                    out = then(f(self, int_lit(j as i64, span), r), out);
+                    out = then(f(int_lit(j as i64, span), r), out);
                 }
                 out
             }
-            _ => f(self, int_lit(0, span), v.clone()),
+            _ => f(int_lit(0, span), v.clone()),
         })
     }
 
@@ -2456,7 +2466,6 @@ fn partials(
     })
 }
 
-/// True if no function is part of a value of type `t`.
 /// True for a type whose values' shape is their count of reals: `Real`,
 /// `Vec Real`, a tuple of `Real`s (so a cotangent with as many reals as an
 /// output is shaped like it).
@@ -2469,6 +2478,16 @@ fn flat(t: &Type) -> bool {
     }
 }
 
+/// The number of reals of `v` (evaluated at most once), of a [`flat`] type.
+fn real_count(v: &Expr, ty: &Type, span: Span) -> Expr {
+    match ty {
+        Type::Vec(_) => prim(Prim::Size, vec![v.clone()], Type::Int, span),
+        Type::Tuple(ts) => int_lit(ts.len() as i64, span),
+        _ => int_lit(1, span),
+    }
+}
+
+/// True if no function is part of a value of type `t`.
 fn first_order(t: &Type) -> bool {
     match t {
         Type::Fun(..) => false,

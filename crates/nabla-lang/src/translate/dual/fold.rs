@@ -27,8 +27,9 @@
 //! An expression is dropped only if evaluating it has no effect and cannot
 //! fail ([`droppable`]).
 
+use super::{prim, real_lit, unit};
 use crate::core::Lit;
-use crate::core::typed::{Expr, ExprKind, Local, Pat};
+use crate::core::typed::{Expr, ExprKind, Local, Pat, Span};
 use crate::prim::Prim;
 use crate::types::Type;
 
@@ -65,11 +66,11 @@ fn rewrite(e: &mut Expr) -> Option<Expr> {
                 _ if same(a, b) && droppable(c) && droppable(b) => a,
                 _ => return None,
             };
-            Some(std::mem::replace(&mut **chosen, unit()))
+            Some(take(chosen))
         }
         ExprKind::If(c, a, b) => match c.kind {
-            ExprKind::Lit(Lit::Bool(true)) => Some(std::mem::replace(&mut **a, unit())),
-            ExprKind::Lit(Lit::Bool(false)) => Some(std::mem::replace(&mut **b, unit())),
+            ExprKind::Lit(Lit::Bool(true)) => Some(take(a)),
+            ExprKind::Lit(Lit::Bool(false)) => Some(take(b)),
             _ => None,
         },
         ExprKind::Proj(t, i) => {
@@ -81,7 +82,7 @@ fn rewrite(e: &mut Expr) -> Option<Expr> {
             if !others.clone().all(|(_, x)| droppable(x)) {
                 return None;
             }
-            Some(std::mem::replace(&mut xs[i], unit()))
+            Some(take(&mut xs[i]))
         }
         ExprKind::Prim(p, args) => {
             let p = *p;
@@ -95,9 +96,9 @@ fn rewrite(e: &mut Expr) -> Option<Expr> {
             match (p, &mut args[..]) {
                 (Prim::Mul, [a, b]) if a.ty == Type::Real => {
                     if real(a) == Some(1.0) {
-                        Some(std::mem::replace(b, unit()))
+                        Some(take(b))
                     } else if real(b) == Some(1.0) {
-                        Some(std::mem::replace(a, unit()))
+                        Some(take(a))
                     } else {
                         None
                     }
@@ -256,34 +257,13 @@ fn same(a: &Expr, b: &Expr) -> bool {
     }
 }
 
-fn real_lit(x: f64, span: crate::core::typed::Span) -> Expr {
-    Expr {
-        kind: ExprKind::Lit(Lit::Real(x)),
-        ty: Type::Real,
-        span,
-    }
-}
-
 /// `x op y` on reals.
 fn arith(p: Prim, x: Expr, y: Expr) -> Expr {
     let span = x.span;
-    Expr {
-        kind: ExprKind::Prim(p, vec![x, y]),
-        ty: Type::Real,
-        span,
-    }
+    prim(p, vec![x, y], Type::Real, span)
 }
 
 /// `e`, moved out (a placeholder left in its place).
 fn take(e: &mut Expr) -> Expr {
-    std::mem::replace(e, unit())
-}
-
-/// A placeholder left where a subexpression was moved out.
-fn unit() -> Expr {
-    Expr {
-        kind: ExprKind::Lit(Lit::Unit),
-        ty: Type::Unit,
-        span: Default::default(),
-    }
+    std::mem::replace(e, unit(Span::default()))
 }
