@@ -438,6 +438,21 @@ fn preserving_name(target: &str) -> String {
     format!("{target}_preserving")
 }
 
+/// The expression nodes of `body` (nested functions' bodies not counted:
+/// they are inlined, or not, at their own uses), or `None` past `budget`.
+fn body_nodes(body: &Expr, budget: usize) -> Option<usize> {
+    let mut nodes = 0;
+    let mut work = vec![body];
+    while let Some(e) = work.pop() {
+        nodes += 1;
+        if nodes > budget {
+            return None;
+        }
+        e.for_each_child(|c| work.push(c));
+    }
+    Some(nodes)
+}
+
 /// A symbol-safe version of a source name.
 fn sanitize(name: &str) -> String {
     name.chars()
@@ -557,6 +572,9 @@ struct FnGen<'a, 'b, 'p> {
     span_arg: Option<ir::Value>,
     /// The functions whose bodies are being inlined here, innermost last.
     inlining: Vec<FunId>,
+    /// Expression nodes inlined into this function so far (bounded by
+    /// [`FnGen::may_inline_within`]'s budget).
+    inlined_nodes: usize,
     /// Facts for bounds checks, about SSA values (each defined once, so a
     /// fact holds wherever its values are): the vectors each length was
     /// loaded from, and the vectors each loop counter is below the length
@@ -597,6 +615,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             funcs: HashMap::new(),
             span_arg: None,
             inlining: Vec::new(),
+            inlined_nodes: 0,
             lengths: HashMap::new(),
             below: HashMap::new(),
             hoisted: HashMap::new(),
@@ -2316,6 +2335,8 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         if self.cg.count_calls {
             self.count_call(span)?;
         }
+        let nodes = body_nodes(&fun.body, usize::MAX).unwrap_or(usize::MAX);
+        self.inlined_nodes = self.inlined_nodes.saturating_add(nodes);
         self.inlining.push(f);
         let mark = self.owned.len();
         let mut at = 0;
@@ -2354,22 +2375,18 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         /// allocator keeps its counters in registers (GMM d = 2 primal
         /// 130 → 118 µs, d = 20 9.1 → 7.7 ms; 4 deep before).
         const DEPTH: usize = 8;
+        /// Expression nodes inlined into one function in all: bodies that
+        /// call each other several times over would otherwise multiply
+        /// (five calls a level, 8 levels: 390 625 copies).
+        const FUNCTION_BUDGET: usize = 4000;
         if self.inlining.len() >= DEPTH
             || self.inlining.contains(&f)
             || self.current.is_some_and(|(me, _)| me == f)
         {
             return false;
         }
-        let mut nodes = 0;
-        let mut work = vec![&self.cg.prog.fun(f).body];
-        while let Some(e) = work.pop() {
-            nodes += 1;
-            if nodes > budget {
-                return false;
-            }
-            e.for_each_child(|c| work.push(c));
-        }
-        true
+        body_nodes(&self.cg.prog.fun(f).body, budget)
+            .is_some_and(|n| self.inlined_nodes + n <= FUNCTION_BUDGET)
     }
 
     fn vec_len(&mut self, v: ir::Value) -> ir::Value {
