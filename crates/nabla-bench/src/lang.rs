@@ -548,13 +548,27 @@ impl Prepared {
             Prepared::Native {
                 derivative: None, ..
             } => Ok(None),
+            // The reals straight from native memory, value and derivative
+            // apart, as `evaluation` splits them.
             Prepared::Native {
                 derivative: Some((d, args)),
                 ..
-            } => match d.call_with(args) {
-                Ok(v) => evaluation(&v, has_primal).map(Some),
-                Err(e) => Err(e.message),
-            },
+            } => {
+                let pair = has_primal
+                    && matches!(d.result_type(), nabla_lang::types::Type::Tuple(ts) if ts.len() == 2);
+                if pair {
+                    let mut parts = d.call_real_parts(args).map_err(|e| e.message)?;
+                    let derivative = parts.pop().unwrap_or_default();
+                    let values = parts.pop().unwrap_or_default();
+                    Ok(Some(Evaluation { values, derivative }))
+                } else {
+                    let values = d.call_reals(args).map_err(|e| e.message)?;
+                    Ok(Some(Evaluation {
+                        values,
+                        derivative: Vec::new(),
+                    }))
+                }
+            }
         }
     }
 }

@@ -264,21 +264,65 @@ impl Native {
     /// vectors only: its reals in order (tuples left to right, vectors in
     /// index order), read straight from native memory — no [`Value`]s made,
     /// for a host that wants the numbers (the benchmark harness).
+    ///
+    /// ```
+    /// use nabla_lang::driver::Session;
+    /// use nabla_lang::eval::Value;
+    /// use nabla_native::{Native, Options};
+    /// nabla_lang::stack::run_with_stack(|| {
+    ///     let mut s = Session::new();
+    ///     s.load("demo.nabla", "def f (x : Real) = (x, [x * 2.0, x * 3.0])").unwrap();
+    ///     let (prog, entry) = s.typed_program("f").unwrap();
+    ///     let f = Native::compile(&prog, entry, &Options::default()).unwrap();
+    ///     let args = f.args(&[Value::Real(1.5)]).unwrap();
+    ///     assert_eq!(f.call_reals(&args).unwrap(), vec![1.5, 3.0, 4.5]);
+    ///     assert_eq!(f.call_real_parts(&args).unwrap(), vec![vec![1.5], vec![3.0, 4.5]]);
+    /// });
+    /// ```
     pub fn call_reals(&self, args: &Args) -> Result<Vec<f64>, RuntimeError> {
-        if !marshal::only_reals(&self.ty) {
-            return Err(RuntimeError {
-                message: format!(
-                    "the result, of type {}, holds more than reals",
-                    nabla_lang::pretty::print_type(&self.ty)
-                ),
-                span: Span::default(),
-            });
-        }
+        self.check_only_reals()?;
         self.run_entry(args, |ty, out| {
             let mut reals = Vec::new();
             // SAFETY: `run_entry` passes the slots of a live result of `ty`.
             unsafe { marshal::read_reals(ty, out, &mut 0, &mut reals) };
             reals
+        })
+    }
+
+    /// As [`Native::call_reals`], with the reals of each component of a
+    /// tuple result apart (a result that is not a tuple is one part): a
+    /// value and its derivative, say.
+    pub fn call_real_parts(&self, args: &Args) -> Result<Vec<Vec<f64>>, RuntimeError> {
+        self.check_only_reals()?;
+        self.run_entry(args, |ty, out| {
+            let parts = match ty {
+                Type::Tuple(ts) => ts.as_slice(),
+                t => std::slice::from_ref(t),
+            };
+            let mut at = 0;
+            parts
+                .iter()
+                .map(|t| {
+                    let mut reals = Vec::new();
+                    // SAFETY: `run_entry` passes the slots of a live result of
+                    // `ty`; its components' slots follow each other from 0.
+                    unsafe { marshal::read_reals(t, out, &mut at, &mut reals) };
+                    reals
+                })
+                .collect()
+        })
+    }
+
+    fn check_only_reals(&self) -> Result<(), RuntimeError> {
+        if marshal::only_reals(&self.ty) {
+            return Ok(());
+        }
+        Err(RuntimeError {
+            message: format!(
+                "the result, of type {}, holds more than reals",
+                nabla_lang::pretty::print_type(&self.ty)
+            ),
+            span: Span::default(),
         })
     }
 
