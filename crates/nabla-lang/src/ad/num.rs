@@ -29,7 +29,7 @@
 //! from the same rules.
 
 use super::trace::{NO_PARENT, Trace};
-use nabla::{Binary, Number, Unary};
+use nabla::{Binary, BinaryPrimitive, Number, Unary};
 use std::cell::RefCell;
 use std::ops::{Add, Div, Mul, Neg, Sub};
 use std::rc::Rc;
@@ -357,12 +357,20 @@ impl Num {
                 dx @ (None | Some(Perturbation::Tangent(_))),
                 dy @ (None | Some(Perturbation::Tangent(_))),
             ) => {
-                // Figure 3: tangent = ∂ₓf · dx + ∂ᵧf · dy.
+                // Figure 3: tangent = ∂ₓf · dx + ∂ᵧf · dy. A partial that
+                // is the table's constant 1 (both of `+`, the first of `−`)
+                // is not multiplied: `chain(1, d)` is `d`, and over a reverse
+                // level the product would record a Delta that scales by 1.
+                let unit = BinaryPrimitive::<f64>::has_unit_partials(&op);
                 let tx = match dx {
+                    Some(Perturbation::Tangent(tx)) if unit => Some(chain_one(tx)),
                     Some(Perturbation::Tangent(tx)) => Some(px(&x, &y, &v).chain(tx)),
                     _ => None,
                 };
                 let ty = match dy {
+                    Some(Perturbation::Tangent(ty)) if unit && op == Binary::Add => {
+                        Some(chain_one(ty))
+                    }
                     Some(Perturbation::Tangent(ty)) => Some(py(&x, &y, &v).chain(ty)),
                     _ => None,
                 };
@@ -388,6 +396,12 @@ impl Num {
             }
         }
     }
+}
+
+/// `chain(1, d)` ([`Number::chain`] with the partial 1): `d` itself, or the
+/// structural zero for a zero `d`.
+fn chain_one(d: Num) -> Num {
+    if d.is_zero() { Num::ZERO } else { d }
 }
 
 /// The common case of reverse mode, on `f64` throughout: `op` on two reals

@@ -57,7 +57,7 @@ use crate::core::typed::{
 use crate::prim::Role;
 use crate::prim::{PRIMS, Prim, RealFn, Selection};
 use crate::types::Type;
-use nabla::{Binary, Number, Unary};
+use nabla::{Binary, BinaryPrimitive, Number, Unary};
 use std::collections::{BTreeSet, HashMap};
 use std::ops::{Add, Div, Mul, Neg, Sub};
 
@@ -1516,10 +1516,18 @@ impl Expander<'_> {
         let perturbation = if l.mode() == Mode::Forward {
             // Σ chain(∂ᵢ, dxᵢ) over the tangents that are not zero at run
             // time, added in operand order (the library's `Dual::apply_binary`).
+            // The table's partials 1 of `+` (both) and `−` (the first) are
+            // not multiplied, as in the interpreter (`Num::binary`).
+            let unit = |k: usize| match f {
+                RealFn::Binary(b) => {
+                    BinaryPrimitive::<f64>::has_unit_partials(&b) && (k == 0 || b == Binary::Add)
+                }
+                _ => false,
+            };
             let mut terms = Vec::new();
-            for (partial, t) in partials.into_iter().zip(tangents) {
+            for (k, (partial, t)) in partials.into_iter().zip(tangents).enumerate() {
                 if let Some(t) = t {
-                    terms.push((partial, t));
+                    terms.push((partial, t, unit(k)));
                 }
             }
             self.sum_terms(terms, l.below(), span)?
@@ -1577,9 +1585,18 @@ impl Expander<'_> {
     /// Branch-free: every term is formed (a zero tangent makes its `chain`
     /// zero); plain terms are added outright (see the comment below), others
     /// chosen with [`ExprKind::Select`].
-    fn sum_terms(&mut self, terms: Vec<(Sym, Expr)>, l: Level, span: Span) -> R<Expr> {
+    fn sum_terms(&mut self, terms: Vec<(Sym, Expr, bool)>, l: Level, span: Span) -> R<Expr> {
         let mut formed = Vec::with_capacity(terms.len());
-        for (partial, t) in terms {
+        for (partial, t, unit) in terms {
+            if unit && l != Level::PLAIN {
+                // `chain(1, t)`: `t`, or the zero of level `l` for a zero `t`.
+                let term = self.with_temp(t.clone(), |s, t| {
+                    let zero = s.is_zero(t.clone(), l)?;
+                    Ok(choose(zero, zero_at(l, span), t, l))
+                })?;
+                formed.push((term, t));
+                continue;
+            }
             let (pe, pl) = self.emit(&partial, span)?;
             let (term, tl) = self.chain((pe, pl), (t.clone(), l), span)?;
             formed.push((self.lift(term, tl, l, &Type::Real)?, t));
