@@ -438,6 +438,12 @@ fn preserving_name(target: &str) -> String {
     format!("{target}_preserving")
 }
 
+/// Expression nodes inlined into one generated function in all: bodies that
+/// call each other several times over would otherwise multiply (five calls a
+/// level, 8 levels deep: 390 625 copies). The benchmarks run as fast with
+/// 1 000 as with 4 000, and such a hostile program compiles 4× sooner.
+const INLINE_BUDGET: usize = 1000;
+
 /// The expression nodes of `body` (nested functions' bodies not counted:
 /// they are inlined, or not, at their own uses), or `None` past `budget`.
 fn body_nodes(body: &Expr, budget: usize) -> Option<usize> {
@@ -572,8 +578,8 @@ struct FnGen<'a, 'b, 'p> {
     span_arg: Option<ir::Value>,
     /// The functions whose bodies are being inlined here, innermost last.
     inlining: Vec<FunId>,
-    /// Expression nodes inlined into this function so far (bounded by
-    /// [`FnGen::may_inline_within`]'s budget).
+    /// Expression nodes inlined into this function so far (at most
+    /// [`INLINE_BUDGET`]).
     inlined_nodes: usize,
     /// Facts for bounds checks, about SSA values (each defined once, so a
     /// fact holds wherever its values are): the vectors each length was
@@ -2335,8 +2341,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         if self.cg.count_calls {
             self.count_call(span)?;
         }
-        let nodes = body_nodes(&fun.body, usize::MAX).unwrap_or(usize::MAX);
-        self.inlined_nodes = self.inlined_nodes.saturating_add(nodes);
+        self.inlined_nodes += body_nodes(&fun.body, INLINE_BUDGET).unwrap_or(INLINE_BUDGET);
         self.inlining.push(f);
         let mark = self.owned.len();
         let mut at = 0;
@@ -2375,12 +2380,6 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         /// allocator keeps its counters in registers (GMM d = 2 primal
         /// 130 → 118 µs, d = 20 9.1 → 7.7 ms; 4 deep before).
         const DEPTH: usize = 8;
-        /// Expression nodes inlined into one function in all: bodies that
-        /// call each other several times over would otherwise multiply
-        /// (five calls a level, 8 levels: 390 625 copies). The benchmarks
-        /// run as fast with 1 000 as with 4 000, and a hostile program
-        /// compiles 4× sooner.
-        const FUNCTION_BUDGET: usize = 1000;
         if self.inlining.len() >= DEPTH
             || self.inlining.contains(&f)
             || self.current.is_some_and(|(me, _)| me == f)
@@ -2388,7 +2387,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             return false;
         }
         body_nodes(&self.cg.prog.fun(f).body, budget)
-            .is_some_and(|n| self.inlined_nodes + n <= FUNCTION_BUDGET)
+            .is_some_and(|n| self.inlined_nodes + n <= INLINE_BUDGET)
     }
 
     fn vec_len(&mut self, v: ir::Value) -> ir::Value {

@@ -361,16 +361,13 @@ impl Num {
                 // is the table's constant 1 (both of `+`, the first of `−`)
                 // is not multiplied: `chain(1, d)` is `d`, and over a reverse
                 // level the product would record a Delta that scales by 1.
-                let unit = BinaryPrimitive::<f64>::has_unit_partials(&op);
                 let tx = match dx {
-                    Some(Perturbation::Tangent(tx)) if unit => Some(chain_one(tx)),
+                    Some(Perturbation::Tangent(tx)) if partial_is_one(op, 0) => Some(chain_one(tx)),
                     Some(Perturbation::Tangent(tx)) => Some(px(&x, &y, &v).chain(tx)),
                     _ => None,
                 };
                 let ty = match dy {
-                    Some(Perturbation::Tangent(ty)) if unit && op == Binary::Add => {
-                        Some(chain_one(ty))
-                    }
+                    Some(Perturbation::Tangent(ty)) if partial_is_one(op, 1) => Some(chain_one(ty)),
                     Some(Perturbation::Tangent(ty)) => Some(py(&x, &y, &v).chain(ty)),
                     _ => None,
                 };
@@ -396,6 +393,13 @@ impl Num {
             }
         }
     }
+}
+
+/// True if the table's partial of `op` in operand `k` (0 or 1) is the
+/// constant 1: both of `+`, the first of `−`. Forward mode adds such a
+/// tangent as it is, in the interpreter and in compiled code alike.
+pub(crate) fn partial_is_one(op: Binary, k: usize) -> bool {
+    BinaryPrimitive::<f64>::has_unit_partials(&op) && (k == 0 || op == Binary::Add)
 }
 
 /// `chain(1, d)` ([`Number::chain`] with the partial 1): `d` itself, or the

@@ -49,6 +49,7 @@ mod custom;
 mod fold;
 
 use super::rules;
+use crate::ad::num::partial_is_one;
 use crate::core::Lit;
 use crate::core::lower_typed::Unsupported;
 use crate::core::typed::{
@@ -57,7 +58,7 @@ use crate::core::typed::{
 use crate::prim::Role;
 use crate::prim::{PRIMS, Prim, RealFn, Selection};
 use crate::types::Type;
-use nabla::{Binary, BinaryPrimitive, Number, Unary};
+use nabla::{Binary, Number, Unary};
 use std::collections::{BTreeSet, HashMap};
 use std::ops::{Add, Div, Mul, Neg, Sub};
 
@@ -1516,14 +1517,9 @@ impl Expander<'_> {
         let perturbation = if l.mode() == Mode::Forward {
             // Σ chain(∂ᵢ, dxᵢ) over the tangents that are not zero at run
             // time, added in operand order (the library's `Dual::apply_binary`).
-            // The table's partials 1 of `+` (both) and `−` (the first) are
-            // not multiplied, as in the interpreter (`Num::binary`).
-            let unit = |k: usize| match f {
-                RealFn::Binary(b) => {
-                    BinaryPrimitive::<f64>::has_unit_partials(&b) && (k == 0 || b == Binary::Add)
-                }
-                _ => false,
-            };
+            // The table's partials 1 are not multiplied, as in the
+            // interpreter (`Num::binary`).
+            let unit = |k: usize| matches!(f, RealFn::Binary(b) if partial_is_one(b, k));
             let mut terms = Vec::new();
             for (k, (partial, t)) in partials.into_iter().zip(tangents).enumerate() {
                 if let Some(t) = t {
