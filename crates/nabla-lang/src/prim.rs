@@ -17,7 +17,7 @@
 //! they exist only in files that start with `#!translated`, and their
 //! signatures use that dialect's types (`Delta`, `DeltaMap`, `M A`, `Ref A`).
 
-use nabla::{Binary, Unary};
+use nabla::{Binary, BinaryPrimitive, Unary};
 
 /// A primitive operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -206,6 +206,21 @@ pub enum RealFn {
     /// `min`/`max`: selects an argument (the first on a tie), so the
     /// derivative is that of the argument selected.
     Select(Selection),
+}
+
+/// True if the table's partial of `op` in operand `k` (0 or 1) is the
+/// constant 1: both of `+`, the first of `−`. Forward mode adds such a
+/// tangent as it is, in the interpreter and in compiled code alike.
+///
+/// ```
+/// use nabla::Binary;
+/// use nabla_lang::prim::partial_is_one;
+/// assert!(partial_is_one(Binary::Add, 1));
+/// assert!(partial_is_one(Binary::Sub, 0) && !partial_is_one(Binary::Sub, 1));
+/// assert!(!partial_is_one(Binary::Mul, 0));
+/// ```
+pub fn partial_is_one(op: Binary, k: usize) -> bool {
+    BinaryPrimitive::<f64>::has_unit_partials(&op) && (k == 0 || op == Binary::Add)
 }
 
 /// Which argument `min`/`max` select.

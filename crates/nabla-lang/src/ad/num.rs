@@ -29,7 +29,8 @@
 //! from the same rules.
 
 use super::trace::{NO_PARENT, Trace};
-use nabla::{Binary, BinaryPrimitive, Number, Unary};
+use crate::prim::partial_is_one;
+use nabla::{Binary, Number, Unary};
 use std::cell::RefCell;
 use std::ops::{Add, Div, Mul, Neg, Sub};
 use std::rc::Rc;
@@ -393,13 +394,6 @@ impl Num {
             }
         }
     }
-}
-
-/// True if the table's partial of `op` in operand `k` (0 or 1) is the
-/// constant 1: both of `+`, the first of `−`. Forward mode adds such a
-/// tangent as it is, in the interpreter and in compiled code alike.
-pub(crate) fn partial_is_one(op: Binary, k: usize) -> bool {
-    BinaryPrimitive::<f64>::has_unit_partials(&op) && (k == 0 || op == Binary::Add)
 }
 
 /// `chain(1, d)` ([`Number::chain`] with the partial 1): `d` itself, or the

@@ -49,14 +49,13 @@ mod custom;
 mod fold;
 
 use super::rules;
-use crate::ad::num::partial_is_one;
 use crate::core::Lit;
 use crate::core::lower_typed::Unsupported;
 use crate::core::typed::{
     Expr, ExprKind, Fun, FunId, Local, LocalInfo, Pat, Program, Span, TapeOp, if_, int_lit,
 };
 use crate::prim::Role;
-use crate::prim::{PRIMS, Prim, RealFn, Selection};
+use crate::prim::{PRIMS, Prim, RealFn, Selection, partial_is_one};
 use crate::types::Type;
 use nabla::{Binary, Number, Unary};
 use std::collections::{BTreeSet, HashMap};
