@@ -429,8 +429,8 @@ impl<'p> Codegen<'p> {
     }
 }
 
-/// How a full staging buffer is made room in: the runtime moves its Deltas
-/// onto the trace (`runtime::rt_tape_flush`, no operands).
+/// How used-up lent capacity is made room in: the runtime takes the Deltas
+/// onto the trace and lends more (`runtime::rt_tape_flush`, no operands).
 const STAGING_FLUSH: (&str, &[types::Type], &[ir::Value]) = ("rt_tape_flush", &[], &[]);
 
 /// The name of the `preserve_all` trampoline of runtime function `target`.
@@ -684,8 +684,8 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     }
 
     /// An operation on a reverse level's trace. The frequent ones are
-    /// inline: appending a Delta (to the staging buffer at the outermost
-    /// level, to the wide records above it) and, in the generated sweep,
+    /// inline: appending a Delta (into the trace's buffer, lent, at the
+    /// outermost level; to the wide records above it) and, in the generated sweep,
     /// reading and writing wide records and adjoints in place
     /// ([`runtime::WideView`]). The others are a call of their runtime
     /// function (`runtime::rt_tape_*`) with the context and the slot first.
@@ -851,7 +851,8 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         Ok(write(self))
     }
 
-    /// True if the staging buffer is full (or not yet made).
+    /// True if the lent capacity ([`runtime::Staging`]) is used up (or none
+    /// is lent yet).
     fn staging_full(&mut self) -> ir::Value {
         let len = self.ctx_word(Ctx::STAGING_LEN);
         let cap = self.ctx_word(Ctx::STAGING_CAP);
@@ -861,7 +862,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     }
 
     /// Writes the staged Delta `(p0, p1; w0, w1)` (parents as `I32`s) at
-    /// the end of the staging buffer, which has room; returns its id.
+    /// the end of the lent capacity, which has room; returns its id.
     fn write_staged(
         &mut self,
         (p0, p1): (ir::Value, ir::Value),
@@ -886,7 +887,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     }
 
     /// `TapeOp::Push` (only on the outermost reverse level), inline: the
-    /// Delta `w0 · Var p0 + w1 · Var p1` appended to the staging buffer
+    /// Delta `w0 · Var p0 + w1 · Var p1` written into the trace's buffer
     /// ([`runtime::Staging`]) in the interpreter's layout (present terms
     /// first), the runtime called only when the buffer is full.
     fn staged_push(
@@ -915,8 +916,8 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     }
 
     /// `TapeOp::Input` on the outermost reverse level, inline: a Delta
-    /// without parents staged (the trace counts those that come first as
-    /// its inputs, `Trace::extend_plain`).
+    /// without parents written (the trace counts those that come first as
+    /// its inputs, `Trace::append_in_place`).
     fn staged_input(&mut self, span: Span) -> R<ir::Value> {
         let write = |g: &mut Self| {
             let none = g.b.ins().iconst(types::I32, -1);

@@ -68,7 +68,7 @@ pub(crate) struct Ctx {
 
 /// A plain Delta `w₀·Var p₀ + w₁·Var p₁` as generated code writes it (an
 /// absent parent is `u32::MAX`, the trace's `NO_PARENT`): the trace's own
-/// entry, so that staged Deltas move onto it in one copy.
+/// entry, written straight into the trace's buffer.
 pub(crate) type Staged = nabla_lang::ad::trace::Entry;
 
 // The layout generated code writes (`FnGen::write_staged`).
@@ -78,12 +78,15 @@ const _: () = assert!(
         && std::mem::offset_of!(Staged, weights) == 8
 );
 
-/// Deltas appended by generated code, inline, for the current trace of
-/// reverse level 1 — the outermost, whose weights are always plain reals,
-/// and which records the most: the entry `base + k` of that trace is
-/// `ptr[k]` for `k < len`. The runtime moves them onto the trace
-/// ([`flush`]) when the buffer is full and before it touches the trace in
-/// any other way, so the trace is the interpreter's, entry for entry.
+/// Where generated code appends the Deltas of reverse level 1 inline — the
+/// outermost level, whose weights are always plain reals, and which records
+/// the most: the spare capacity of that level's current trace, lent by
+/// [`flush`]. Entry `base + k` of the trace is `ptr[k]` for `k < len`, and
+/// generated code writes there while `len < cap`. The runtime takes them
+/// onto the trace ([`flush`]: it sets the trace's length, no copy) when the
+/// spare capacity is used up and before it touches the trace in any other
+/// way, and lends the spare capacity again after, so the trace is the
+/// interpreter's, entry for entry.
 #[repr(C)]
 #[derive(Debug)]
 pub(crate) struct Staging {
@@ -98,10 +101,14 @@ pub(crate) struct Staging {
     /// [`rt_tape_adjoint`]).
     pub adjoints: *const f64,
     pub adjoints_len: u64,
+    /// Lent instead of a trace's spare capacity while level 1 has no trace
+    /// (made on first use, freed with the context): what is written there
+    /// is dropped, as the interpreter has nowhere to record it either.
+    scratch: *mut Staged,
 }
 
-/// Deltas staged at most between two flushes.
-const STAGED: usize = 4096;
+/// Entries of the scratch buffer ([`Staging::scratch`]).
+const SCRATCH: usize = 4096;
 
 /// Reverse-level positions have numbers below this (compiled
 /// differentiation nests at most 6 levels).
@@ -437,6 +444,7 @@ impl Ctx {
                 base: 0,
                 adjoints: std::ptr::null(),
                 adjoints_len: 0,
+                scratch: std::ptr::null_mut(),
             },
             wide: [WideView::empty(std::ptr::null_mut()); TAPE_SLOTS],
             kept: Kept::default(),
@@ -476,39 +484,76 @@ impl Ctx {
 /// The level whose Deltas generated code stages ([`Staging`]).
 pub(crate) const STAGED_SLOT: usize = 1;
 
-/// Moves the staged Deltas onto the current trace of level
-/// [`STAGED_SLOT`] and makes `base` that trace's length again.
+/// Takes the Deltas generated code wrote since the last flush onto the
+/// current trace of level [`STAGED_SLOT`] (they are in its buffer already:
+/// only its length is set), and lends generated code that trace's spare
+/// capacity again — or the scratch buffer if the level has no trace.
 fn flush(ctx: &mut Ctx) {
-    let n = ctx.staging.len as usize;
-    if n > 0 {
-        // SAFETY: generated code wrote entries `0..len` of the staging
-        // buffer (`len ≤ cap`, checked before every write) and is suspended
-        // in this runtime call; nothing else refers to the buffer.
-        let staged = unsafe { std::slice::from_raw_parts(ctx.staging.ptr, n) };
-        if let Some(t) = ctx.tapes[STAGED_SLOT].current() {
-            t.trace.extend_plain(staged);
-        }
-    }
+    let written = ctx.staging.len as usize;
+    let lent = ctx.staging.ptr;
+    let (ptr, cap, base) = match ctx.tapes[STAGED_SLOT].current() {
+        Some(t) => t.trace.append_in_place(|entries| {
+            let spare = entries.spare_capacity_mut();
+            if written > 0 && lent == spare.as_mut_ptr().cast::<Staged>() {
+                assert!(
+                    written <= spare.len(),
+                    "internal error: Deltas past the lent capacity"
+                );
+                // SAFETY: `lent` is this buffer's spare capacity, lent by the
+                // last flush, whose length it has had since (every change to
+                // the trace flushes first and lends again); generated code
+                // initialised its first `written` entries (`len < cap` is
+                // checked before every write) and is suspended in this
+                // runtime call.
+                unsafe { entries.set_len(entries.len() + written) };
+            } else {
+                // Nothing was written, or only into the scratch buffer
+                // before this trace began.
+                assert!(
+                    written == 0 || lent == ctx.staging.scratch,
+                    "internal error: Deltas written into a buffer no longer lent"
+                );
+            }
+            let spare = entries.spare_capacity_mut();
+            (
+                spare.as_mut_ptr().cast::<Staged>(),
+                spare.len(),
+                entries.len(),
+            )
+        }),
+        None => (scratch(&mut ctx.staging), SCRATCH, 0),
+    };
+    ctx.staging.ptr = ptr;
+    ctx.staging.cap = cap as u64;
+    ctx.staging.base = base as u64;
     ctx.staging.len = 0;
     ctx.staging.adjoints_len = 0;
-    ctx.staging.base = ctx.tapes[STAGED_SLOT]
-        .current()
-        .map_or(0, |t| t.trace.len() as u64);
 }
 
-/// Generated code found the staging buffer full (or not yet made): flushes
-/// it (making it on first use), and raises "out of memory" at `span` if the
-/// trace is over the budget.
+/// The scratch buffer, made on first use.
+fn scratch(staging: &mut Staging) -> *mut Staged {
+    if staging.scratch.is_null() {
+        let buffer = vec![Staged::default(); SCRATCH].into_boxed_slice();
+        staging.scratch = Box::into_raw(buffer).cast::<Staged>();
+        memory::charge(SCRATCH * size_of::<Staged>());
+    }
+    staging.scratch
+}
+
+/// Generated code found the lent capacity used up (or none lent yet): takes
+/// its Deltas onto the trace, makes room for more (at least doubling the
+/// trace's buffer) and lends it, and raises "out of memory" at `span` if
+/// the trace is over the budget.
 pub(crate) extern "C" fn rt_tape_flush(ctx: *mut Ctx, span: u32) {
     // SAFETY: as in `rt_error`.
     let c = unsafe { &mut *ctx };
-    if c.staging.ptr.is_null() {
-        let buffer = vec![Staged::default(); STAGED].into_boxed_slice();
-        c.staging.ptr = Box::into_raw(buffer).cast::<Staged>();
-        c.staging.cap = STAGED as u64;
-        memory::charge(STAGED * size_of::<Staged>());
-    }
     flush(c);
+    if c.staging.cap == 0 {
+        if let Some(t) = c.tapes[STAGED_SLOT].current() {
+            t.trace.make_room();
+        }
+        flush(c);
+    }
     if memory::over_budget() {
         let live = memory::live() as i64;
         rt_error(ctx, ErrorKind::OutOfMemory as u32, span, 24, live);
@@ -1145,12 +1190,12 @@ impl Drop for Ctx {
         // SAFETY: made by `Box::into_raw` in `Ctx::new`, freed only here;
         // generated code, which writes through it, has returned.
         drop(unsafe { Box::from_raw(self.no_buffer) });
-        if !self.staging.ptr.is_null() {
-            let buffer = std::ptr::slice_from_raw_parts_mut(self.staging.ptr, STAGED);
+        if !self.staging.scratch.is_null() {
+            let buffer = std::ptr::slice_from_raw_parts_mut(self.staging.scratch, SCRATCH);
             // SAFETY: the buffer was made by `Box::into_raw` of a boxed slice
-            // of `STAGED` entries in `rt_tape_flush`, and is freed only here.
+            // of `SCRATCH` entries in `scratch`, and is freed only here.
             drop(unsafe { Box::from_raw(buffer) });
-            memory::release(STAGED * size_of::<Staged>());
+            memory::release(SCRATCH * size_of::<Staged>());
         }
         for chunk in self.chunks.drain(..) {
             free_block(chunk, CHUNK as u64);

@@ -22,9 +22,9 @@ const TAGGED: u32 = 1 << 31;
 /// Weights are reals of the enclosing levels. Almost always they are plain
 /// `f64` (always, at the outermost level); the rare tagged weight is stored
 /// aside, flagged by the top bit of its parent id, so that entries stay
-/// small, copyable and free to drop. `repr(C)`: native code appends plain
-/// Deltas in this layout, and they are copied onto a trace as they are
-/// ([`Trace::extend_plain`]).
+/// small, copyable and free to drop. `repr(C)`: native code writes plain
+/// Deltas in this layout straight into a trace's buffer
+/// ([`Trace::append_in_place`]).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Entry {
@@ -100,9 +100,14 @@ impl Trace {
         // At least doubles the capacity, also when the trace is empty.
         let target = (2 * self.entries.capacity()).max(256);
         self.entries.reserve(target - self.entries.len());
+        self.charge_capacity();
+    }
+
+    /// Charges the buffer's growth since it was last charged.
+    fn charge_capacity(&mut self) {
         let bytes = self.entries.capacity() * BYTES_PER_ENTRY;
         memory::charge(bytes.saturating_sub(self.charged));
-        self.charged = bytes;
+        self.charged = self.charged.max(bytes);
     }
 
     /// Gives this trace's buffer back for the next one.
@@ -151,19 +156,32 @@ impl Trace {
         self.append(Entry { parents, weights })
     }
 
-    /// Appends plain Deltas `w₀·Var p₀ + w₁·Var p₁`, in order, as as many
-    /// [`Trace::push_plain`]s would (one copy: native code's staged Deltas).
+    /// Lends the entries' buffer to a writer that appends plain Deltas in
+    /// place — native code writes them straight into its spare capacity and
+    /// then sets its length — and brings the trace's books up to date after:
     /// Deltas without parents at the start of the trace are its inputs (a
-    /// Delta with no term is never recorded otherwise).
-    pub fn extend_plain(&mut self, deltas: &[Entry]) {
-        while self.entries.capacity() - self.entries.len() < deltas.len() {
-            self.grow();
+    /// Delta with no term is never recorded otherwise), and capacity the
+    /// writer reserved is charged. The writer must only append.
+    pub fn append_in_place<T>(&mut self, write: impl FnOnce(&mut Vec<Entry>) -> T) -> T {
+        let before = self.entries.len();
+        let result = write(&mut self.entries);
+        debug_assert!(self.entries.len() >= before, "a writer only appends");
+        if self.inputs == before {
+            let new = self.entries.get(before..).unwrap_or_default();
+            self.inputs += new
+                .iter()
+                .take_while(|e| e.parents == [NO_PARENT; 2])
+                .count();
         }
-        if self.inputs == self.entries.len() {
-            let inputs = deltas.iter().take_while(|e| e.parents == [NO_PARENT; 2]);
-            self.inputs += inputs.count();
-        }
-        self.entries.extend_from_slice(deltas);
+        self.inputs = self.inputs.min(self.entries.len());
+        self.charge_capacity();
+        result
+    }
+
+    /// At least doubles the buffer's capacity (charged), for a writer that
+    /// appends in place ([`Trace::append_in_place`]).
+    pub fn make_room(&mut self) {
+        self.grow();
     }
 
     /// The parents of Delta `id` ([`NO_PARENT`] where it has none, and for
