@@ -888,8 +888,11 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
 
     /// `TapeOp::Push` (only on the outermost reverse level), inline: the
     /// Delta `w0 · Var p0 + w1 · Var p1` written into the trace's buffer
-    /// ([`runtime::Staging`]) in the interpreter's layout (present terms
-    /// first), the runtime called only when the buffer is full.
+    /// ([`runtime::Staging`]) in the interpreter's layout (each term in its
+    /// place), the runtime called only when the buffer is full. An absent
+    /// term (a constant of the level, id −1) is written as it is: −1 is the
+    /// trace's `NO_PARENT` as a `u32`, which every sweep skips whatever the
+    /// weight beside it (the interpreter writes 0 there).
     fn staged_push(
         &mut self,
         p0: ir::Value,
@@ -898,19 +901,10 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         w1: ir::Value,
         span: Span,
     ) -> R<ir::Value> {
-        let write = |g: &mut Self, absent0, absent1| {
-            // Present terms first: with p0 absent, p1's term moves to the
-            // front; an absent term is (u32::MAX, the trace's NO_PARENT; 0.0).
-            let none = g.b.ins().iconst(types::I64, -1);
-            let zero = g.b.ins().f64const(0.0);
-            let first_p = g.b.ins().select(absent0, p1, p0);
-            let first_w = g.b.ins().select(absent0, w1, w0);
-            let no_second = g.b.ins().bor(absent0, absent1);
-            let second_p = g.b.ins().select(no_second, none, p1);
-            let second_w = g.b.ins().select(no_second, zero, w1);
-            let first_p = g.b.ins().ireduce(types::I32, first_p);
-            let second_p = g.b.ins().ireduce(types::I32, second_p);
-            g.write_staged((first_p, second_p), (first_w, second_w))
+        let write = |g: &mut Self, _, _| {
+            let p0 = g.b.ins().ireduce(types::I32, p0);
+            let p1 = g.b.ins().ireduce(types::I32, p1);
+            g.write_staged((p0, p1), (w0, w1))
         };
         self.append_delta((p0, p1), Self::staging_full, STAGING_FLUSH, write, span)
     }
