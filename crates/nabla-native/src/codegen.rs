@@ -459,6 +459,37 @@ fn body_nodes(body: &Expr, budget: usize) -> Option<usize> {
     Some(nodes)
 }
 
+/// Bodies of at most this many nodes that call nothing are inlined even
+/// when the function being generated has taken in its [`INLINE_BUDGET`],
+/// and at any depth of inlining: a
+/// call costs about what such a body does, and a body that calls nothing
+/// cannot make copies of others. (Compiled reverse mode's addition of two
+/// reals, a function of a dozen nodes, was called a million times a run
+/// from GMM's innermost loop once the budget was spent on the code before.)
+const LEAF_NODES: usize = 32;
+
+/// True if `body` has at most [`LEAF_NODES`] nodes and neither calls nor
+/// makes a function (nested functions are where calls hide).
+fn is_small_leaf(body: &Expr) -> bool {
+    let mut nodes = 0;
+    let mut work = vec![body];
+    while let Some(e) = work.pop() {
+        nodes += 1;
+        let calls = matches!(
+            e.kind,
+            ExprKind::Call(..)
+                | ExprKind::Closure(_)
+                | ExprKind::Apply(..)
+                | ExprKind::Recode { .. }
+        );
+        if nodes > LEAF_NODES || calls {
+            return false;
+        }
+        e.for_each_child(|c| work.push(c));
+    }
+    true
+}
+
 /// A symbol-safe version of a source name.
 fn sanitize(name: &str) -> String {
     name.chars()
@@ -2375,14 +2406,14 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         /// allocator keeps its counters in registers (GMM d = 2 primal
         /// 130 → 118 µs, d = 20 9.1 → 7.7 ms; 4 deep before).
         const DEPTH: usize = 8;
-        if self.inlining.len() >= DEPTH
-            || self.inlining.contains(&f)
-            || self.current.is_some_and(|(me, _)| me == f)
-        {
+        if self.inlining.contains(&f) || self.current.is_some_and(|(me, _)| me == f) {
             return false;
         }
-        body_nodes(&self.cg.prog.fun(f).body, budget)
-            .is_some_and(|n| self.inlined_nodes + n <= INLINE_BUDGET)
+        // A small leaf at any depth: it has no loop counters to spill.
+        let body = &self.cg.prog.fun(f).body;
+        is_small_leaf(body)
+            || self.inlining.len() < DEPTH
+                && body_nodes(body, budget).is_some_and(|n| self.inlined_nodes + n <= INLINE_BUDGET)
     }
 
     fn vec_len(&mut self, v: ir::Value) -> ir::Value {
