@@ -429,9 +429,19 @@ impl<'p> Codegen<'p> {
     }
 }
 
-/// How used-up lent capacity is made room in: the runtime takes the Deltas
-/// onto the trace and lends more (`runtime::rt_tape_flush`, no operands).
-const STAGING_FLUSH: (&str, &[types::Type], &[ir::Value]) = ("rt_tape_flush", &[], &[]);
+/// A buffer generated code appends trace records to inline.
+#[derive(Clone, Copy)]
+enum Buffer {
+    /// The outermost reverse level's trace, whose spare capacity the
+    /// runtime lends ([`runtime::Staging`]); made room in by
+    /// `runtime::rt_tape_flush`, which takes the Deltas onto the trace and
+    /// lends more.
+    Staging,
+    /// The wide records of reverse level `slot` ([`runtime::WideView`]),
+    /// `stride` words each, of which `words` weight components; made room
+    /// in by `runtime::rt_tape_reserve`.
+    Wide { slot: u8, stride: i64, words: i64 },
+}
 
 /// The name of the `preserve_all` trampoline of runtime function `target`.
 fn preserving_name(target: &str) -> String {
@@ -822,19 +832,18 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     }
 
     /// Appends a Delta with parents `p0` and `p1` inline, returning its id:
-    /// none and −1 if both are absent (−1), else as [`FnGen::append_record`]
-    /// with `write` given whether `p0` and `p1` are absent.
+    /// none and −1 if both are absent (−1), else as [`FnGen::append_record`].
     fn append_delta(
         &mut self,
         (p0, p1): (ir::Value, ir::Value),
-        full: impl FnOnce(&mut Self) -> ir::Value,
-        grow: (&'static str, &[types::Type], &[ir::Value]),
-        write: impl FnOnce(&mut Self, ir::Value, ir::Value) -> ir::Value,
+        buffer: Buffer,
+        write: impl FnOnce(&mut Self, ir::Value) -> ir::Value,
         span: Span,
     ) -> R<ir::Value> {
-        let absent0 = self.b.ins().icmp_imm_s(IntCC::Equal, p0, -1);
-        let absent1 = self.b.ins().icmp_imm_s(IntCC::Equal, p1, -1);
-        let both = self.b.ins().band(absent0, absent1);
+        // Ids are −1 or non-negative: both are −1 exactly when their bits'
+        // conjunction is.
+        let both = self.b.ins().band(p0, p1);
+        let both = self.b.ins().icmp_imm_s(IntCC::Equal, both, -1);
         let push = self.b.create_block();
         let done = self.b.create_block();
         self.b.append_block_param(done, types::I64);
@@ -842,65 +851,96 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         self.b.ins().brif(both, done, &[none.into()], push, &[]);
 
         self.b.switch_to_block(push);
-        let id = self.append_record(full, grow, |g| write(g, absent0, absent1), span)?;
+        let id = self.append_record(buffer, write, span)?;
         self.b.ins().jump(done, &[id.into()]);
 
         self.b.switch_to_block(done);
         Ok(self.b.block_params(done)[0])
     }
 
-    /// Appends a record inline, returning its id: `full` tells whether the
-    /// buffer must first be made room in by a call of `grow` (with the
-    /// context and the position of the operation, then `grow_args`; a cold
-    /// path, which may raise "out of memory"), and `write` appends the
-    /// record and returns its id.
+    /// Appends a record inline to `buffer`, returning its id: if the buffer
+    /// has no room, it is first made room in by a call of its runtime
+    /// function (a cold path, which may raise "out of memory"); then `write`
+    /// appends the record at the buffer's count of records, which it is
+    /// given (read once on the common path), and returns its id.
     fn append_record(
         &mut self,
-        full: impl FnOnce(&mut Self) -> ir::Value,
-        (grow, grow_params, grow_args): (&'static str, &[types::Type], &[ir::Value]),
-        write: impl FnOnce(&mut Self) -> ir::Value,
+        buffer: Buffer,
+        write: impl FnOnce(&mut Self, ir::Value) -> ir::Value,
         span: Span,
     ) -> R<ir::Value> {
         let make_room = self.b.create_block();
         let append = self.b.create_block();
-        let is_full = full(self);
+        self.b.append_block_param(append, types::I64);
+        let len = self.buffer_len(buffer);
+        let is_full = self.buffer_full(buffer, len);
         self.b.set_cold_block(make_room);
-        self.b.ins().brif(is_full, make_room, &[], append, &[]);
-
-        self.b.switch_to_block(make_room);
-        let mut params = vec![PTR, types::I32];
-        params.extend_from_slice(grow_params);
-        let f = self.cg.import(grow, &params, &[])?;
-        let s = self.cg.span_index(span);
-        let mut args = vec![self.ctx, self.b.ins().iconst(types::I32, s)];
-        args.extend_from_slice(grow_args);
-        self.call(f, &args);
-        self.check_failed();
-        self.b.ins().jump(append, &[]);
-
-        self.b.switch_to_block(append);
-        Ok(write(self))
-    }
-
-    /// True if the lent capacity ([`runtime::Staging`]) is used up (or none
-    /// is lent yet).
-    fn staging_full(&mut self) -> ir::Value {
-        let len = self.ctx_word(Ctx::STAGING_LEN);
-        let cap = self.ctx_word(Ctx::STAGING_CAP);
         self.b
             .ins()
-            .icmp(IntCC::UnsignedGreaterThanOrEqual, len, cap)
+            .brif(is_full, make_room, &[], append, &[len.into()]);
+
+        self.b.switch_to_block(make_room);
+        let (name, extra): (&str, Vec<i64>) = match buffer {
+            Buffer::Staging => ("rt_tape_flush", vec![]),
+            Buffer::Wide { slot, words, .. } => ("rt_tape_reserve", vec![i64::from(slot), words]),
+        };
+        let mut params = vec![PTR, types::I32];
+        params.extend(extra.iter().map(|_| types::I64));
+        let f = self.cg.import(name, &params, &[])?;
+        let s = self.cg.span_index(span);
+        let mut args = vec![self.ctx, self.b.ins().iconst(types::I32, s)];
+        for k in extra {
+            args.push(self.b.ins().iconst(types::I64, k));
+        }
+        self.call(f, &args);
+        self.check_failed();
+        let len = self.buffer_len(buffer);
+        self.b.ins().jump(append, &[len.into()]);
+
+        self.b.switch_to_block(append);
+        let len = self.b.block_params(append)[0];
+        Ok(write(self, len))
     }
 
-    /// Writes the staged Delta `(p0, p1; w0, w1)` (parents as `I32`s) at
-    /// the end of the lent capacity, which has room; returns its id.
+    /// The count of records in `buffer`.
+    fn buffer_len(&mut self, buffer: Buffer) -> ir::Value {
+        match buffer {
+            Buffer::Staging => self.ctx_word(Ctx::STAGING_LEN),
+            Buffer::Wide { slot, .. } => self.wide_field(slot, WideView::LEN),
+        }
+    }
+
+    /// True if `buffer`, holding `len` records, has no room for another
+    /// (or none lent yet; or, for wide records, not of this record's stride).
+    fn buffer_full(&mut self, buffer: Buffer, len: ir::Value) -> ir::Value {
+        match buffer {
+            Buffer::Staging => {
+                let cap = self.ctx_word(Ctx::STAGING_CAP);
+                self.b
+                    .ins()
+                    .icmp(IntCC::UnsignedGreaterThanOrEqual, len, cap)
+            }
+            Buffer::Wide { slot, stride, .. } => {
+                let capacity = self.wide_field(slot, WideView::CAPACITY);
+                let actual = self.wide_field(slot, WideView::STRIDE);
+                let no_room = self
+                    .b
+                    .ins()
+                    .icmp(IntCC::UnsignedGreaterThanOrEqual, len, capacity);
+                let other = self.b.ins().icmp_imm_s(IntCC::NotEqual, actual, stride);
+                self.b.ins().bor(no_room, other)
+            }
+        }
+    }
+
+    /// Writes the staged Delta `(p0, p1; w0, w1)` (parents as `I32`s) as
+    /// record `len` of the lent capacity, which has room; returns its id.
     fn write_staged(
         &mut self,
+        len: ir::Value,
         (p0, p1): (ir::Value, ir::Value),
         (w0, w1): (ir::Value, ir::Value),
     ) -> ir::Value {
-        // After a flush, `len` is 0 and `base` has moved: read both again.
-        let len = self.ctx_word(Ctx::STAGING_LEN);
         let base = self.ctx_word(Ctx::STAGING_BASE);
         let ptr = self.b.ins().load(PTR, flags(), self.ctx, Ctx::STAGING_PTR);
         let size = std::mem::size_of::<runtime::Staged>() as i64;
@@ -932,24 +972,24 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         w1: ir::Value,
         span: Span,
     ) -> R<ir::Value> {
-        let write = |g: &mut Self, _, _| {
+        let write = |g: &mut Self, len| {
             let p0 = g.b.ins().ireduce(types::I32, p0);
             let p1 = g.b.ins().ireduce(types::I32, p1);
-            g.write_staged((p0, p1), (w0, w1))
+            g.write_staged(len, (p0, p1), (w0, w1))
         };
-        self.append_delta((p0, p1), Self::staging_full, STAGING_FLUSH, write, span)
+        self.append_delta((p0, p1), Buffer::Staging, write, span)
     }
 
     /// `TapeOp::Input` on the outermost reverse level, inline: a Delta
     /// without parents written (the trace counts those that come first as
     /// its inputs, `Trace::append_in_place`).
     fn staged_input(&mut self, span: Span) -> R<ir::Value> {
-        let write = |g: &mut Self| {
+        let write = |g: &mut Self, len| {
             let none = g.b.ins().iconst(types::I32, -1);
             let zero = g.b.ins().f64const(0.0);
-            g.write_staged((none, none), (zero, zero))
+            g.write_staged(len, (none, none), (zero, zero))
         };
-        self.append_record(Self::staging_full, STAGING_FLUSH, write, span)
+        self.append_record(Buffer::Staging, write, span)
     }
 
     /// `TapeOp::Adjoint` on the outermost reverse level: read from the view
@@ -1002,18 +1042,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         span: Span,
     ) -> R<ir::Value> {
         let stride = 2 + weights.len() as i64;
-        let full = |g: &mut Self| {
-            let len = g.wide_field(slot, WideView::LEN);
-            let capacity = g.wide_field(slot, WideView::CAPACITY);
-            let actual = g.wide_field(slot, WideView::STRIDE);
-            let no_room =
-                g.b.ins()
-                    .icmp(IntCC::UnsignedGreaterThanOrEqual, len, capacity);
-            let other = g.b.ins().icmp_imm_s(IntCC::NotEqual, actual, stride);
-            g.b.ins().bor(no_room, other)
-        };
-        let write = |g: &mut Self, _, _| {
-            let len = g.wide_field(slot, WideView::LEN);
+        let write = |g: &mut Self, len| {
             let records = g.wide_field(slot, WideView::RECORDS);
             let offset = g.b.ins().imul_imm_s(len, stride * SLOT);
             let at = g.b.ins().iadd(records, offset);
@@ -1027,12 +1056,12 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             g.b.ins().store(flags(), next, g.ctx, at);
             len
         };
-        let args = [
-            self.b.ins().iconst(types::I64, i64::from(slot)),
-            self.b.ins().iconst(types::I64, weights.len() as i64),
-        ];
-        let grow = ("rt_tape_reserve", &[types::I64, types::I64][..], &args[..]);
-        self.append_delta((p0, p1), full, grow, write, span)
+        let buffer = Buffer::Wide {
+            slot,
+            stride,
+            words: weights.len() as i64,
+        };
+        self.append_delta((p0, p1), buffer, write, span)
     }
 
     /// The 64-bit field at `field` of the context's view of the wide
