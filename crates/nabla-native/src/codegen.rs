@@ -500,6 +500,29 @@ fn is_small_leaf(body: &Expr) -> bool {
     true
 }
 
+/// The slot whose wide records `body` sweeps, if it is a generated
+/// backward sweep (`Helper::Sweep`: it reads their parents) that does
+/// nothing else to that slot than read records and read and write adjoints.
+fn swept_slot(body: &Expr) -> Option<u8> {
+    let mut ops = Vec::new();
+    let mut work = vec![body];
+    while let Some(e) = work.pop() {
+        if let ExprKind::Tape { op, slot, .. } = &e.kind {
+            ops.push((*op, *slot));
+        }
+        e.for_each_child(|c| work.push(c));
+    }
+    let (_, slot) = *ops.iter().find(|(op, _)| *op == TapeOp::Parent)?;
+    let reads_only = ops.iter().all(|&(op, s)| {
+        s != slot
+            || matches!(
+                op,
+                TapeOp::Parent | TapeOp::Weight | TapeOp::AdjGet | TapeOp::AdjSet
+            )
+    });
+    reads_only.then_some(slot)
+}
+
 /// A symbol-safe version of a source name.
 fn sanitize(name: &str) -> String {
     name.chars()
@@ -633,6 +656,14 @@ struct FnGen<'a, 'b, 'p> {
     /// address), and the lengths of those that are vectors, loaded there.
     hoisted: HashMap<*const Expr, Vals>,
     known_len: HashMap<ir::Value, ir::Value>,
+    /// In a generated backward sweep of wide records (`Helper::Sweep`,
+    /// compiled as its own function): the slot it sweeps and the fields of
+    /// that slot's [`WideView`] its reads and writes use, loaded once on
+    /// entry. The sweep appends nothing to its own slot (its arithmetic is
+    /// the lower levels'), so the runtime does not make that view again
+    /// while it runs; reloading the fields at every access took three
+    /// loads of the context per word.
+    sweep_view: Option<(u8, [(usize, ir::Value); 6])>,
 }
 
 impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
@@ -667,6 +698,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             below: HashMap::new(),
             hoisted: HashMap::new(),
             known_len: HashMap::new(),
+            sweep_view: None,
         };
         match job {
             Job::Fun(f) => g.fun(*f, &params)?,
@@ -1067,6 +1099,12 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     /// The 64-bit field at `field` of the context's view of the wide
     /// buffers of `slot` ([`runtime::WideView`]).
     fn wide_field(&mut self, slot: u8, field: usize) -> ir::Value {
+        if let Some((swept, view)) = &self.sweep_view
+            && *swept == slot
+            && let Some(&(_, v)) = view.iter().find(|(f, _)| *f == field)
+        {
+            return v;
+        }
         self.ctx_word(WideView::at(slot, field))
     }
 
@@ -1287,6 +1325,18 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             let w = layout::width(self.cg.prog.local_ty(c));
             self.vars.insert(c, params[at..at + w].to_vec());
             at += w;
+        }
+        if let Some(slot) = swept_slot(&fun.body) {
+            let fields = [
+                WideView::STRIDE,
+                WideView::WIDTH,
+                WideView::RECORDS,
+                WideView::LAST_RECORD_WORD,
+                WideView::ADJOINTS,
+                WideView::LAST_ADJOINT_WORD,
+            ];
+            let view = fields.map(|f| (f, self.ctx_word(WideView::at(slot, f))));
+            self.sweep_view = Some((slot, view));
         }
         let header = self.b.create_block();
         for &v in &params[at..] {
