@@ -991,11 +991,12 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
 
     /// `TapeOp::Push` (only on the outermost reverse level), inline: the
     /// Delta `w0 · Var p0 + w1 · Var p1` written into the trace's buffer
-    /// ([`runtime::Staging`]) in the interpreter's layout (each term in its
-    /// place), the runtime called only when the buffer is full. An absent
-    /// term (a constant of the level, id −1) is written as it is: −1 is the
-    /// trace's `NO_PARENT` as a `u32`, which every sweep skips whatever the
-    /// weight beside it (the interpreter writes 0 there).
+    /// ([`runtime::Staging`]) in the trace's layout, the runtime called only
+    /// when the buffer is full. An absent term (a constant of the level,
+    /// id −1) is written in its place as it is: −1 is the trace's
+    /// `NO_PARENT` as a `u32`, which every sweep skips whatever the weight
+    /// beside it, so the sweep adds what it adds for the interpreter's
+    /// entry (which moves a lone term first, with weight 0 beside it).
     fn staged_push(
         &mut self,
         p0: ir::Value,

@@ -379,6 +379,13 @@ impl Num {
                 };
                 Num::forward(level, v, t)
             }
+            // `x + c`, `c + x`, `x − c`: the Delta is x's.
+            (Some(Perturbation::Delta(id)), None) if partial_is_one(op, 0) => {
+                Num::reverse(level, v, id)
+            }
+            (None, Some(Perturbation::Delta(id))) if partial_is_one(op, 1) => {
+                Num::reverse(level, v, id)
+            }
             (dx, dy) => {
                 // One Delta entry with a term per perturbed operand.
                 let tx = match dx {
@@ -412,13 +419,16 @@ pub fn reverse_on_plain(
     (a, ta): (f64, Option<(Level, u32)>),
     (b, tb): (f64, Option<(Level, u32)>),
 ) -> Option<(f64, Level, u32)> {
+    let v = op.eval(a, b);
     let (level, parents) = match (ta, tb) {
+        // `x + c`, `c + x`, `x − c`: the Delta is x's (`Add δx Zero = δx`).
+        (Some((level, i)), None) if partial_is_one(op, 0) => return Some((v, level, i)),
+        (None, Some((level, j))) if partial_is_one(op, 1) => return Some((v, level, j)),
         (Some((level, i)), None) => (level, [i, NO_PARENT]),
         (None, Some((level, j))) => (level, [j, NO_PARENT]),
         (Some((level, i)), Some((l2, j))) if level == l2 => (level, [i, j]),
         _ => return None,
     };
-    let v = op.eval(a, b);
     // Each partial only for a perturbed operand (a constant's partial may be NaN).
     let weights = match (ta, tb) {
         (Some(_), None) => [op.partial_x(a, b, v), 0.0],

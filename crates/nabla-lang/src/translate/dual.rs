@@ -1530,21 +1530,52 @@ impl Expander<'_> {
             // One Delta `Σ ∂ᵢ · Var idᵢ` over the operands of this level
             // (`tangents` holds their Delta ids), as the interpreter records
             // it; the weights are reals of the levels below.
+            // `x + c`, `c + x` and `x − c` record nothing: their Delta is
+            // x's (`Add δx Zero = δx`), as in the interpreter and the library.
             let below = l.below();
+            let unit = |k: usize| matches!(f, RealFn::Binary(b) if partial_is_one(b, k));
             let mut ids = Vec::new();
+            let mut units = Vec::new();
             let mut weights = Vec::new();
-            for (partial, id) in partials.into_iter().zip(tangents) {
+            for (k, (partial, id)) in partials.into_iter().zip(tangents).enumerate() {
                 if let Some(id) = id {
                     let (w, wl) = self.emit(&partial, span)?;
                     ids.push(id);
+                    units.push(unit(k));
                     weights.push(self.lift(w, wl, below, &Type::Real)?);
                 }
             }
+            // Which operand's Delta the result shares if the other is a
+            // constant of the level at run time (id −1).
+            let shared: Vec<(Expr, Expr)> = match (&ids[..], &units[..]) {
+                ([x, y], [ux, uy]) => {
+                    let constant = |id: &Expr| {
+                        prim(
+                            Prim::Eq,
+                            vec![id.clone(), int_lit(-1, span)],
+                            Type::Bool,
+                            span,
+                        )
+                    };
+                    let mut shared = Vec::new();
+                    if *ux {
+                        shared.push((constant(y), x.clone()));
+                    }
+                    if *uy {
+                        shared.push((constant(x), y.clone()));
+                    }
+                    shared
+                }
+                _ => Vec::new(),
+            };
+            let alone = ids.len() == 1 && units[0];
             while ids.len() < 2 {
                 ids.push(int_lit(-1, span));
                 weights.push(zero_at(below, span));
             }
-            if below == Level::PLAIN {
+            let record = if alone {
+                ids.swap_remove(0)
+            } else if below == Level::PLAIN {
                 let mut push = Vec::new();
                 for (id, w) in ids.into_iter().zip(weights) {
                     push.push(id);
@@ -1560,7 +1591,11 @@ impl Expander<'_> {
                     components(&self.local_expr(t, span), below, &mut push);
                 }
                 tape(TapeOp::PushWide, l.n, push, span)
-            }
+            };
+            shared
+                .into_iter()
+                .rev()
+                .fold(record, |push, (constant, id)| if_(constant, id, push))
         };
         let value = self.lift(value.0, value.1, l.below(), &Type::Real)?;
         let mut out = pair(value, perturbation);
