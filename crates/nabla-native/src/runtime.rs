@@ -492,6 +492,13 @@ fn flush(ctx: &mut Ctx) {
     let written = ctx.staging.len as usize;
     let lent = ctx.staging.ptr;
     let (ptr, cap, base) = match ctx.tapes[STAGED_SLOT].current() {
+        // Nothing written (a runtime operation on the trace, most often):
+        // only lend again.
+        Some(t) if written == 0 => {
+            let base = t.trace.len();
+            let spare = t.trace.spare_capacity();
+            (spare.as_mut_ptr().cast::<Staged>(), spare.len(), base)
+        }
         Some(t) => t.trace.append_in_place(|entries| {
             let spare = entries.spare_capacity_mut();
             if written > 0 && lent == spare.as_mut_ptr().cast::<Staged>() {
@@ -856,7 +863,7 @@ pub(crate) extern "C" fn rt_tape_begin(ctx: *mut Ctx, slot: u64, width: i64, rep
     // SAFETY: as in `tape`.
     let ctx = unsafe { &mut *ctx };
     let staged = slot as usize == STAGED_SLOT;
-    if staged {
+    if staged && ctx.staging.len > 0 {
         flush(ctx);
     }
     collect(ctx, slot as usize);
@@ -987,7 +994,7 @@ pub(crate) extern "C" fn rt_tape_end(ctx: *mut Ctx, slot: u64) {
     // SAFETY: as in `tape`.
     let ctx = unsafe { &mut *ctx };
     let staged = slot as usize == STAGED_SLOT;
-    if staged {
+    if staged && ctx.staging.len > 0 {
         flush(ctx);
     }
     collect(ctx, slot as usize);

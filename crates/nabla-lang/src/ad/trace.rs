@@ -178,6 +178,12 @@ impl Trace {
         result
     }
 
+    /// The buffer's unused capacity, which a writer appending in place
+    /// fills ([`Trace::append_in_place`] then takes what it wrote).
+    pub fn spare_capacity(&mut self) -> &mut [std::mem::MaybeUninit<Entry>] {
+        self.entries.spare_capacity_mut()
+    }
+
     /// At least doubles the buffer's capacity (charged), for a writer that
     /// appends in place ([`Trace::append_in_place`]).
     pub fn make_room(&mut self) {
