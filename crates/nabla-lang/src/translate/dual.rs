@@ -1986,9 +1986,14 @@ impl Expander<'_> {
                 let mut c = self.closure(add, span);
                 // `sum (map g src)`: each element added as `g` makes it (one
                 // pass, no intermediate vector; the same additions in the
-                // same order, and `g` fails where `map` would).
+                // same order, and `g` fails where `map` would). Not where
+                // a level records Deltas: there the interpreter records all
+                // of `g`'s Deltas before the additions', and interleaving
+                // them would change the order in which the sweep adds into
+                // an adjoint that both reach (a `g` returning a variable
+                // for some elements): the last bits of the gradient.
                 let v = match v.kind {
-                    ExprKind::Prim(Prim::Map, mut margs) if margs.len() == 2 => {
+                    ExprKind::Prim(Prim::Map, mut margs) if margs.len() == 2 && !l.records() => {
                         let src = margs.pop().unwrap_or_else(placeholder);
                         let g = margs.pop().unwrap_or_else(placeholder);
                         if let ExprKind::Closure(g) = g.kind {
