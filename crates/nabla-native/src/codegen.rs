@@ -438,9 +438,9 @@ enum Buffer {
     /// lends more.
     Staging,
     /// The wide records of reverse level `slot` ([`runtime::WideView`]),
-    /// `stride` words each, of which `words` weight components; made room
+    /// with `words` weight components each (after two parents); made room
     /// in by `runtime::rt_tape_reserve`.
-    Wide { slot: u8, stride: i64, words: i64 },
+    Wide { slot: u8, words: i64 },
 }
 
 /// The name of the `preserve_all` trampoline of runtime function `target`.
@@ -952,7 +952,8 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                     .ins()
                     .icmp(IntCC::UnsignedGreaterThanOrEqual, len, cap)
             }
-            Buffer::Wide { slot, stride, .. } => {
+            Buffer::Wide { slot, words } => {
+                let stride = 2 + words;
                 let capacity = self.wide_field(slot, WideView::CAPACITY);
                 let actual = self.wide_field(slot, WideView::STRIDE);
                 let no_room = self
@@ -1091,7 +1092,6 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         };
         let buffer = Buffer::Wide {
             slot,
-            stride,
             words: weights.len() as i64,
         };
         self.append_delta((p0, p1), buffer, write, span)

@@ -492,42 +492,37 @@ fn flush(ctx: &mut Ctx) {
     let written = ctx.staging.len as usize;
     let lent = ctx.staging.ptr;
     let (ptr, cap, base) = match ctx.tapes[STAGED_SLOT].current() {
-        // Nothing written (a runtime operation on the trace, most often):
-        // only lend again.
-        Some(t) if written == 0 => {
+        Some(t) => {
+            if written > 0 {
+                let scratch = ctx.staging.scratch;
+                t.trace.append_in_place(|entries| {
+                    let spare = entries.spare_capacity_mut();
+                    if lent == spare.as_mut_ptr().cast::<Staged>() {
+                        assert!(
+                            written <= spare.len(),
+                            "internal error: Deltas past the lent capacity"
+                        );
+                        // SAFETY: `lent` is this buffer's spare capacity, lent
+                        // by the last flush, whose length it has had since
+                        // (every change to the trace flushes first and lends
+                        // again); generated code initialised its first
+                        // `written` entries (`len < cap` is checked before
+                        // every write) and is suspended in this runtime call.
+                        unsafe { entries.set_len(entries.len() + written) };
+                    } else {
+                        // Written only into the scratch buffer, before this
+                        // trace began: dropped.
+                        assert!(
+                            lent == scratch,
+                            "internal error: Deltas written into a buffer no longer lent"
+                        );
+                    }
+                });
+            }
             let base = t.trace.len();
             let spare = t.trace.spare_capacity();
             (spare.as_mut_ptr().cast::<Staged>(), spare.len(), base)
         }
-        Some(t) => t.trace.append_in_place(|entries| {
-            let spare = entries.spare_capacity_mut();
-            if written > 0 && lent == spare.as_mut_ptr().cast::<Staged>() {
-                assert!(
-                    written <= spare.len(),
-                    "internal error: Deltas past the lent capacity"
-                );
-                // SAFETY: `lent` is this buffer's spare capacity, lent by the
-                // last flush, whose length it has had since (every change to
-                // the trace flushes first and lends again); generated code
-                // initialised its first `written` entries (`len < cap` is
-                // checked before every write) and is suspended in this
-                // runtime call.
-                unsafe { entries.set_len(entries.len() + written) };
-            } else {
-                // Nothing was written, or only into the scratch buffer
-                // before this trace began.
-                assert!(
-                    written == 0 || lent == ctx.staging.scratch,
-                    "internal error: Deltas written into a buffer no longer lent"
-                );
-            }
-            let spare = entries.spare_capacity_mut();
-            (
-                spare.as_mut_ptr().cast::<Staged>(),
-                spare.len(),
-                entries.len(),
-            )
-        }),
         None => (scratch(&mut ctx.staging), SCRATCH, 0),
     };
     ctx.staging.ptr = ptr;

@@ -1513,12 +1513,13 @@ impl Expander<'_> {
         lets.push((vt, v));
         let value = (self.local_expr(vt, span), vl);
         let partials = partials(f, &primals, &value, span)?;
+        // Whether operand k's partial is the table's constant 1 (both of
+        // `+`, the first of `−`), as the interpreter decides it (`Num::binary`).
+        let unit = |k: usize| matches!(f, RealFn::Binary(b) if partial_is_one(b, k));
         let perturbation = if l.mode() == Mode::Forward {
             // Σ chain(∂ᵢ, dxᵢ) over the tangents that are not zero at run
             // time, added in operand order (the library's `Dual::apply_binary`).
-            // The table's partials 1 are not multiplied, as in the
-            // interpreter (`Num::binary`).
-            let unit = |k: usize| matches!(f, RealFn::Binary(b) if partial_is_one(b, k));
+            // The partials 1 are not multiplied.
             let mut terms = Vec::new();
             for (k, (partial, t)) in partials.into_iter().zip(tangents).enumerate() {
                 if let Some(t) = t {
@@ -1533,7 +1534,6 @@ impl Expander<'_> {
             // `x + c`, `c + x` and `x − c` record nothing: their Delta is
             // x's (`Add δx Zero = δx`), as in the interpreter and the library.
             let below = l.below();
-            let unit = |k: usize| matches!(f, RealFn::Binary(b) if partial_is_one(b, k));
             let mut ids = Vec::new();
             let mut units = Vec::new();
             let mut weights = Vec::new();
