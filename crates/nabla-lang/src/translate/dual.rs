@@ -251,6 +251,17 @@ fn has_real(t: &Type) -> bool {
     }
 }
 
+/// True if a value of `t` has a shape beyond its type — a vector's length
+/// or a sum's constructor somewhere in it — that a tangent or cotangent
+/// must match.
+fn has_shape(t: &Type) -> bool {
+    match t {
+        Type::Vec(_) | Type::Sum(..) => true,
+        Type::Tuple(ts) => ts.iter().any(has_shape),
+        _ => false,
+    }
+}
+
 fn mk(kind: ExprKind, ty: Type, span: Span) -> Expr {
     Expr { kind, ty, span }
 }
@@ -1117,10 +1128,16 @@ impl Expander<'_> {
         match ty {
             // A tangent zero in every component is the interpreter's
             // constant 0 (its `Num::forward` drops it): +0.0, also for -0.0.
+            // `x` is evaluated before `dx` in every case, as the
+            // interpreter evaluates a primitive's arguments: that decides
+            // which error comes first, and the order of the Deltas both
+            // record (so the order of a sweep's additions).
             Type::Real => match mode {
-                Mode::Forward => self.with_temp(dx, |s, dx| {
-                    let zero = s.is_zero(dx.clone(), l)?;
-                    Ok(pair(x, select(zero, zero_at(l, span), dx)))
+                Mode::Forward => self.with_temp(x, |s, x| {
+                    s.with_temp(dx, |s, dx| {
+                        let zero = s.is_zero(dx.clone(), l)?;
+                        Ok(pair(x, select(zero, zero_at(l, span), dx)))
+                    })
                 }),
                 Mode::Reverse => Ok(pair(x, proj(dx, 1))),
             },
@@ -1197,7 +1214,8 @@ impl Expander<'_> {
                     ))
                 })
             }),
-            _ if !has_real(ty) => Ok(x),
+            // Nothing to perturb, but `dx` is still evaluated (its errors).
+            _ if !has_real(ty) => self.with_temp(x, |_, x| Ok(then(dx, x))),
             _ => Err(unsupported("`jvp` at a point that holds a function", span)),
         }
     }
@@ -2278,7 +2296,7 @@ impl Expander<'_> {
                     Ok(out)
                 })
             }),
-            Type::Vec(a) if has_real(a) => self.with_temp(y, |s, y| {
+            Type::Vec(a) if has_real(a) || has_shape(a) => self.with_temp(y, |s, y| {
                 s.with_temp(ct, |s, ct| {
                     // `build (size y) (fun i -> seed y[i] ct[i])`, in order,
                     // after the lengths are checked.
@@ -2292,7 +2310,15 @@ impl Expander<'_> {
                     Ok(then(check, then(each, unit(span))))
                 })
             }),
-            Type::Sum(a, b) if has_real(ty) => self.with_temp(y, |s, y| {
+            // No reals, but a length the cotangent's must match, as the
+            // interpreter's `zip_shapes` checks it whatever the elements.
+            Type::Vec(_) => self.with_temp(y, |s, y| {
+                s.with_temp(ct, |_, ct| {
+                    let check = shape_check(&y, &ct, Role::Cotangent, span);
+                    Ok(then(check, unit(span)))
+                })
+            }),
+            Type::Sum(a, b) => self.with_temp(y, |s, y| {
                 s.with_temp(ct, |s, ct| {
                     let check = shape_check(&y, &ct, Role::Cotangent, span);
                     // After the check the constructors agree.

@@ -1903,6 +1903,67 @@ impl Gen {
     }
 
     /// A `Vec Real` of length `n`, its elements bounded (see [`Gen::real`]).
+    /// `map (fun y -> if y > t then B else A) v` with a threshold `t` that
+    /// splits `v`'s elements (each element decided over the box), `A` not
+    /// using `y` (often an outer variable, returned as it is for those
+    /// elements) and `B` using it: a mapped function that makes new Deltas
+    /// for some elements and passes an outer one through for others, whose
+    /// sum adds into that variable's adjoint between the others' terms.
+    /// `None` if no gap between the elements' intervals leaves room for `t`.
+    fn element_branch(
+        &mut self,
+        env: &Env,
+        d: u32,
+        v: &str,
+        ivs: &[Iv],
+        dep: bool,
+    ) -> Option<(String, Vec<Iv>)> {
+        let mut sorted: Vec<Iv> = ivs.iter().copied().filter(|i| i.is_finite()).collect();
+        if sorted.len() != ivs.len() {
+            return None;
+        }
+        sorted.sort_by(|a, b| a.lo.total_cmp(&b.lo));
+        // Cuts after the k-th element (by lower bound) where everything
+        // before lies clearly below everything after.
+        let mut cuts = Vec::new();
+        let mut below = f64::NEG_INFINITY;
+        for k in 0..sorted.len() - 1 {
+            below = below.max(sorted[k].hi);
+            let (t, tv) = lit((below + sorted[k + 1].lo) / 2.0, 3);
+            if below + 1e-3 < tv && tv + 1e-3 < sorted[k + 1].lo {
+                cuts.push((t, tv));
+            }
+        }
+        if cuts.is_empty() {
+            return None;
+        }
+        let (t, tv) = cuts[self.rng.below(cuts.len())].clone();
+        let above = ivs
+            .iter()
+            .filter(|i| i.lo > tv)
+            .fold(None, |h: Option<Iv>, i| Some(h.map_or(*i, |h| h.hull(*i))))?;
+        let a = if self.rng.chance(0.6) {
+            self.leaf(env)
+        } else {
+            self.real(env, d)
+        };
+        // Fresh: `A`, made outside the lambda, must not see a shadowing `y`.
+        let y = self.fresh("y");
+        self.set_dep(&[&y], dep);
+        let b = self.real_new(env, &env.with_val(&y, Av::Real(above)), d);
+        let out = ivs
+            .iter()
+            .map(|i| if i.lo > tv { b.iv } else { a.iv })
+            .collect();
+        Some((
+            format!(
+                "(map (fun {y} -> if {y} > {t} then {} else {}) {v})",
+                b.code, a.code
+            ),
+            out,
+        ))
+    }
+
     fn vector(&mut self, env: &Env, d: u32, n: usize) -> (String, Vec<Iv>) {
         let (v, ivs) = self.vector_raw(env, d, n);
         if ivs.iter().all(|i| i.is_finite()) {
@@ -2004,6 +2065,11 @@ impl Gen {
                     let (f, _, _, r) = fs[self.rng.below(fs.len())].clone();
                     self.use_var(&f);
                     return (format!("(map {f} {v})"), vec![r; n]);
+                }
+                if self.rng.chance(0.3)
+                    && let Some(split) = self.element_branch(env, d1, &v, &ivs, dep)
+                {
+                    return split;
                 }
                 let y = self.binder("y", env, &[]);
                 self.set_dep(&[&y], dep);
