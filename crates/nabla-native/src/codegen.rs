@@ -1769,8 +1769,8 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     }
 
     /// `sum v` of a Real or Int vector. `sum (build n f)` and
-    /// `sum (map f u)` add the elements as they are computed, without
-    /// making the vector (the same additions in the same order).
+    /// `sum (map f u)` of reals add the elements as they are computed,
+    /// without making the vector (the same additions in the same order).
     fn sum(&mut self, v: &Expr, ty: &Type, span: Span) -> R<Vals> {
         let real = *ty == Type::Real;
         // The interpreter adds reals from -0.0 (so `sum [-0.0]` is -0.0),
@@ -1787,16 +1787,20 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 g.int_op(Prim::Add, acc[0], x[0], span)?
             }])
         };
+        // `sum (build …)` and `sum (map …)` add each element as it is made,
+        // without the vector — for reals only: an Int addition can fail, and
+        // the interpreter makes every element (whose errors come first)
+        // before it adds any.
         let (n, acc) = match &v.kind {
-            ExprKind::Prim(Prim::Build, args) => {
-                let n = self.build_size(&args[0], span)?;
+            ExprKind::Prim(Prim::Build, args) if real => {
+                let n = self.build_size(&args[0], v.span)?;
                 let acc = self.fold_index(n, &[init], Some(&args[1]), |g, i, acc| {
                     let x = g.call_fn_arg(&args[1], &[i], span)?;
                     add(g, acc, x)
                 })?;
                 (n, acc)
             }
-            ExprKind::Prim(Prim::Map, args) => {
+            ExprKind::Prim(Prim::Map, args) if real => {
                 let Type::Vec(a) = &args[1].ty else {
                     return Err(internal("`map` of a non-vector", span));
                 };

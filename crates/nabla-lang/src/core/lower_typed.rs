@@ -690,10 +690,38 @@ impl<'a> Lowerer<'a> {
             return Ok(wrap_lets(lets, value));
         }
         let rest = args.split_off(arity);
+        // More arguments than the function takes: the interpreter evaluates
+        // the function, then every argument, left to right, and only then
+        // applies (`apply_many`), so the first call must not run before the
+        // later arguments are evaluated (which error comes first). All are
+        // bound in that order — except under a primitive with function
+        // arguments (`fold` making a function), which lowers its own.
+        let mut lets = Vec::new();
+        let bind_all = match &head {
+            Head::Prim(p) => !has_function_args(*p),
+            _ => true,
+        };
+        let mut head = head;
+        if bind_all {
+            if let Head::Value(f) = head {
+                head = Head::Value(self.bound_in_order(f, &mut lets));
+            }
+            let mut bound = Vec::with_capacity(args.len());
+            for a in args {
+                let e = self.arg(a)?;
+                bound.push(Arg::Lowered(self.bound_in_order(e, &mut lets)));
+            }
+            args = bound;
+        }
         // The type after `arity` arguments: `ty` with the rest's types in front.
         let mut rest_lowered = Vec::with_capacity(rest.len());
         for a in rest {
-            rest_lowered.push(self.arg(a)?);
+            let e = self.arg(a)?;
+            rest_lowered.push(if bind_all {
+                self.bound_in_order(e, &mut lets)
+            } else {
+                e
+            });
         }
         let mut after = ty.clone();
         for a in rest_lowered.iter().rev() {
@@ -720,7 +748,23 @@ impl<'a> Lowerer<'a> {
             };
             out = expr(ExprKind::Apply(Box::new(out), Box::new(x)), t, span);
         }
-        Ok(out)
+        Ok(wrap_lets(lets, out))
+    }
+
+    /// `e` bound to a new local in `lets`, unless evaluating it has no
+    /// effect (a local, a literal, a closure), so that it is evaluated at
+    /// its place in `lets`' order.
+    fn bound_in_order(&mut self, e: Expr, lets: &mut Vec<(Local, Expr)>) -> Expr {
+        if matches!(
+            e.kind,
+            ExprKind::Local(_) | ExprKind::Lit(_) | ExprKind::Closure(_)
+        ) {
+            return e;
+        }
+        let t = self.new_local("_", e.ty.clone());
+        let local = expr(ExprKind::Local(t), e.ty.clone(), e.span);
+        lets.push((t, e));
+        local
     }
 
     fn arg(&mut self, a: Arg<'a>) -> R<Expr> {
@@ -732,24 +776,25 @@ impl<'a> Lowerer<'a> {
 
     /// A saturated primitive call of type `ty`.
     fn prim_call(&mut self, p: Prim, args: Vec<Arg<'a>>, ty: Type, span: Span) -> R<Expr> {
-        // Which arguments are functions, and how many arguments each is called with.
-        let function_args: &[(usize, usize)] = match p {
-            Prim::Build => &[(1, 1)],
-            Prim::Map => &[(0, 1)],
-            Prim::Fold => &[(0, 2)],
-            Prim::CustomJvp => &[(0, 1), (1, 2)],
-            p if p.is_derivative() => &[(0, 1)],
-            _ => &[],
-        };
+        let function_args = function_args(p);
         let mut lets = Vec::new();
-        let mut lowered = Vec::with_capacity(args.len());
+        let mut lowered: Vec<Expr> = Vec::with_capacity(args.len());
         for (k, a) in args.into_iter().enumerate() {
             match function_args.iter().find(|(i, _)| *i == k) {
                 Some(&(_, n)) => {
                     let (pre, f) = self.function_arg(a, n, span)?;
                     if !pre.is_empty() {
                         // Keep the order of evaluation: earlier arguments first.
+                        // Making a closure, reading a local or a literal has no
+                        // effect, so those stay in place: a closure stays a
+                        // known function, which `custom_jvp`'s compilation needs.
                         for e in lowered.iter_mut() {
+                            if matches!(
+                                e.kind,
+                                ExprKind::Closure(_) | ExprKind::Local(_) | ExprKind::Lit(_)
+                            ) {
+                                continue;
+                            }
                             let value = std::mem::replace(e, unit(span));
                             let t = self.new_local("_", value.ty.clone());
                             *e = expr(ExprKind::Local(t), value.ty.clone(), span);
@@ -1579,6 +1624,23 @@ fn unit(span: Span) -> Expr {
 }
 
 /// `let t1 = e1 in … let tn = en in body`.
+/// Which arguments of `p` are functions (lowered as known functions where
+/// they can be), and how many arguments each is called with.
+fn function_args(p: Prim) -> &'static [(usize, usize)] {
+    match p {
+        Prim::Build => &[(1, 1)],
+        Prim::Map => &[(0, 1)],
+        Prim::Fold => &[(0, 2)],
+        Prim::CustomJvp => &[(0, 1), (1, 2)],
+        p if p.is_derivative() => &[(0, 1)],
+        _ => &[],
+    }
+}
+
+fn has_function_args(p: Prim) -> bool {
+    !function_args(p).is_empty()
+}
+
 fn wrap_lets(lets: Vec<(Local, Expr)>, body: Expr) -> Expr {
     lets.into_iter().rev().fold(body, |body, (t, value)| {
         let (ty, span) = (body.ty.clone(), body.span);
