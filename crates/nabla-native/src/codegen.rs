@@ -70,6 +70,15 @@ fn bargs(vs: &[ir::Value]) -> Vec<BlockArg> {
     vs.iter().map(|&v| BlockArg::Value(v)).collect()
 }
 
+/// The most Cranelift IR instructions a generated function may have. The
+/// register allocator's time and memory grow faster than linearly in a
+/// function's size (a straight-line chain of 1 000 operations recorded for
+/// reverse mode, 32 000 instructions, takes 1 s and 340 MB to compile; 2 500
+/// of them 8 s and 2 GB), so a function larger than this — five times the
+/// largest in the benchmarks (LSTM's gradient) — is refused, and `--backend
+/// auto` runs the program in the interpreter.
+const MAX_FUNCTION_INSTS: usize = 25_000;
+
 fn internal(what: &str, span: Span) -> Unsupported {
     Unsupported {
         what: format!("internal: {what}"),
@@ -399,6 +408,16 @@ impl<'p> Codegen<'p> {
         };
         self.fctx = fctx;
         r?;
+        let insts = ctx.func.dfg.num_insts();
+        if insts > MAX_FUNCTION_INSTS {
+            return Err(Unsupported {
+                what: format!(
+                    "a function this large ({name}: {insts} instructions of \
+                     Cranelift IR, at most {MAX_FUNCTION_INSTS})"
+                ),
+                span: self.job_span(&job),
+            });
+        }
         if cfg!(debug_assertions) {
             let flags =
                 cranelift_codegen::settings::Flags::new(cranelift_codegen::settings::builder());
@@ -912,13 +931,19 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             .brif(is_full, make_room, &[], append, &[len.into()]);
 
         self.b.switch_to_block(make_room);
-        let (name, extra): (&str, Vec<i64>) = match buffer {
+        let (name, extra): (&'static str, Vec<i64>) = match buffer {
             Buffer::Staging => ("rt_tape_flush", vec![]),
             Buffer::Wide { slot, words, .. } => ("rt_tape_reserve", vec![i64::from(slot), words]),
         };
         let mut params = vec![PTR, types::I32];
         params.extend(extra.iter().map(|_| types::I64));
-        let f = self.cg.import(name, &params, &[])?;
+        // Through a `preserve_all` trampoline: with a plain call, every value
+        // live across an append would have to survive a clobber of the
+        // caller-saved registers, and the register allocator splits each
+        // such value at every append — quadratic in a long straight-line
+        // body (a chain of 2 500 recorded operations took 10 s and 3 GB to
+        // compile).
+        let f = self.cg.import_preserving(name, &params)?;
         let s = self.cg.span_index(span);
         let mut args = vec![self.ctx, self.b.ins().iconst(types::I32, s)];
         for k in extra {

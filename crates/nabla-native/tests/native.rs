@@ -373,3 +373,35 @@ fn indexing_hoisted_out_of_loops_fails_as_the_first_iteration_would() {
         }
     }
 }
+
+#[test]
+fn a_function_too_large_to_compile_quickly_is_refused() {
+    // A straight-line chain of 1 000 operations recorded for reverse mode:
+    // about 32 000 instructions of Cranelift IR in one function, whose
+    // register allocation grows faster than linearly. Refused (with its
+    // size), so `--backend auto` runs it in the interpreter; 300 of them
+    // compile.
+    let chain = |n: usize| {
+        let lets: String = (1..=n)
+            .map(|i| format!("let a{i} = a{} * y in ", i - 1))
+            .collect();
+        format!("def main = grad (fun y -> let a0 = y in {lets}a{n}) 1.0")
+    };
+    let compile = |src: String| {
+        nabla_lang::stack::run_with_stack(move || {
+            let mut s = Session::new();
+            s.load("test.nabla", &src).expect("checks");
+            let (prog, entry) = s.typed_program("main").expect("lowers");
+            Native::compile(&prog, entry, &Options::default())
+                .map(|n| n.run().map(|v| print_value(&v)).map_err(|e| e.message))
+                .map_err(|u| u.what)
+        })
+        .expect("thread")
+    };
+    let refused = compile(chain(1000)).expect_err("refused");
+    assert!(
+        refused.starts_with("a function this large (") && refused.contains("at most 25000"),
+        "{refused}"
+    );
+    assert_eq!(compile(chain(300)), Ok(Ok("301.0".into())));
+}

@@ -58,6 +58,7 @@ use crate::prim::Role;
 use crate::prim::{PRIMS, Prim, RealFn, Selection, partial_is_one};
 use crate::types::Type;
 use nabla::{Binary, Number, Unary};
+use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
 use std::ops::{Add, Div, Mul, Neg, Sub};
 
@@ -174,7 +175,7 @@ pub fn expand(prog: &mut Program) -> R<()> {
     let top = Ctx {
         depth: Level::PLAIN,
         fresh: false,
-        env: HashMap::new(),
+        env: RefCell::new(HashMap::new()),
     };
     for i in 0..x.orig.len() {
         let body = x.orig[i].body.clone();
@@ -473,21 +474,29 @@ fn prim_of(f: RealFn) -> Option<Prim> {
     PRIMS.iter().find(|r| r.real == Some(f)).map(|r| r.prim)
 }
 
-/// Where a rewritten expression's locals come from.
-#[derive(Clone)]
+/// Where a rewritten expression's locals come from: one per function body
+/// being rewritten (a copy's, or the original's outside every derivative).
 struct Ctx {
     /// Closures made here take their argument at this level.
     depth: Level,
     /// True in a copy of a function: every binder gets a fresh local.
     fresh: bool,
     /// Original local → (its copy here, its level). Absent: itself, level 0
-    /// (the original code outside every `diff`).
-    env: HashMap<Local, (Local, Level)>,
+    /// (the original code outside every `diff`). One map for the whole
+    /// body, added to as binders are met and never scoped: a local's id is
+    /// unique in the program, so a binding is only looked up inside its
+    /// scope anyway — and copying the map at every `let` made rewriting a
+    /// long chain of `let`s quadratic in time and memory.
+    env: RefCell<HashMap<Local, (Local, Level)>>,
 }
 
 impl Ctx {
     fn get(&self, l: Local) -> (Local, Level) {
-        self.env.get(&l).copied().unwrap_or((l, Level::PLAIN))
+        self.env
+            .borrow()
+            .get(&l)
+            .copied()
+            .unwrap_or((l, Level::PLAIN))
     }
 }
 
@@ -606,7 +615,7 @@ impl Expander<'_> {
 
     /// A copy of `pat` binding fresh locals at level `l` (the original ones
     /// at level 0 outside every derivative), recorded in `cx`.
-    fn bind(&mut self, pat: &Pat, l: Level, cx: &mut Ctx) -> Pat {
+    fn bind(&mut self, pat: &Pat, l: Level, cx: &Ctx) -> Pat {
         match pat {
             Pat::Wild => Pat::Wild,
             Pat::Tuple(ps) => Pat::Tuple(ps.iter().map(|p| self.bind(p, l, cx)).collect()),
@@ -616,7 +625,7 @@ impl Expander<'_> {
                 }
                 let info = self.prog.locals[old.0 as usize].clone();
                 let new = self.local(&info.name, dual_ty(&info.ty, l));
-                cx.env.insert(*old, (new, l));
+                cx.env.borrow_mut().insert(*old, (new, l));
                 Pat::Local(new)
             }
         }
@@ -652,15 +661,16 @@ impl Expander<'_> {
         }
         let (_, params, captures, _) = key.clone();
         let orig = orig.clone();
-        let mut cx = Ctx {
+        let cx = Ctx {
             depth,
             fresh: true,
-            env: orig
-                .captures
-                .iter()
-                .zip(&captures)
-                .map(|(&o, &c)| (o, c))
-                .collect(),
+            env: RefCell::new(
+                orig.captures
+                    .iter()
+                    .zip(&captures)
+                    .map(|(&o, &c)| (o, c))
+                    .collect(),
+            ),
         };
         let ret = params
             .iter()
@@ -672,7 +682,7 @@ impl Expander<'_> {
             .params
             .iter()
             .zip(&params)
-            .map(|((p, t), &l)| (self.bind(p, l, &mut cx), dual_ty(t, l)))
+            .map(|((p, t), &l)| (self.bind(p, l, &cx), dual_ty(t, l)))
             .collect();
         let levels: Vec<String> = params.iter().map(|l| l.to_string()).collect();
         let levels = levels.join("_");
@@ -1811,17 +1821,10 @@ impl Expander<'_> {
             }
             ExprKind::Let(p, v, body) => {
                 let (v, vl) = self.rewrite(v, cx)?;
-                let mut inner = cx.clone();
-                let p = self.bind(p, vl, &mut inner);
-                let (b, bl) = self.rewrite(body, &inner)?;
-                (
-                    mk(
-                        ExprKind::Let(p, Box::new(v), Box::new(b.clone())),
-                        b.ty,
-                        span,
-                    ),
-                    bl,
-                )
+                let p = self.bind(p, vl, cx);
+                let (b, bl) = self.rewrite(body, cx)?;
+                let ty = b.ty.clone();
+                (mk(ExprKind::Let(p, Box::new(v), Box::new(b)), ty, span), bl)
             }
             ExprKind::Tuple(xs) => {
                 let (xs, l) = self.rewrite_all(xs, cx)?;
@@ -1858,11 +1861,10 @@ impl Expander<'_> {
                 right,
             } => {
                 let (s, sl) = self.rewrite(scrutinee, cx)?;
-                let (mut lcx, mut rcx) = (cx.clone(), cx.clone());
-                let lp = self.bind(&left.0, sl, &mut lcx);
-                let rp = self.bind(&right.0, sl, &mut rcx);
-                let (a, al) = self.rewrite(&left.1, &lcx)?;
-                let (b, bl) = self.rewrite(&right.1, &rcx)?;
+                let lp = self.bind(&left.0, sl, cx);
+                let rp = self.bind(&right.0, sl, cx);
+                let (a, al) = self.rewrite(&left.1, cx)?;
+                let (b, bl) = self.rewrite(&right.1, cx)?;
                 let l = al.max(bl);
                 let a = self.lift(a, al, l, &e.ty)?;
                 let b = self.lift(b, bl, l, &e.ty)?;
