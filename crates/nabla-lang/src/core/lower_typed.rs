@@ -751,22 +751,6 @@ impl<'a> Lowerer<'a> {
         Ok(wrap_lets(lets, out))
     }
 
-    /// `e` bound to a new local in `lets`, unless evaluating it has no
-    /// effect (a local, a literal, a closure), so that it is evaluated at
-    /// its place in `lets`' order.
-    fn bound_in_order(&mut self, e: Expr, lets: &mut Vec<(Local, Expr)>) -> Expr {
-        if matches!(
-            e.kind,
-            ExprKind::Local(_) | ExprKind::Lit(_) | ExprKind::Closure(_)
-        ) {
-            return e;
-        }
-        let t = self.new_local("_", e.ty.clone());
-        let local = expr(ExprKind::Local(t), e.ty.clone(), e.span);
-        lets.push((t, e));
-        local
-    }
-
     fn arg(&mut self, a: Arg<'a>) -> R<Expr> {
         match a {
             Arg::Ast(e) => self.expr(e),
@@ -1456,15 +1440,30 @@ impl<'a> Lowerer<'a> {
         Ok((lets, expr(ExprKind::Closure(f), ty, span)))
     }
 
-    /// `v` itself if it is a local or a literal, else a new local bound to it
+    /// `v` itself if it is a local, a literal or a top-level value (whose
+    /// name keeps a function it holds known), else a new local bound to it
     /// (the binding appended to `lets`).
     fn temp(&mut self, v: Expr, lets: &mut Vec<(Local, Expr)>) -> Expr {
-        if matches!(
+        let keep = matches!(
             v.kind,
             ExprKind::Local(_) | ExprKind::Lit(_) | ExprKind::Global(_)
-        ) {
-            return v;
-        }
+        );
+        if keep { v } else { self.bind_to_local(v, lets) }
+    }
+
+    /// `v` bound to a new local in `lets`, so that it is evaluated at its
+    /// place in their order — or `v` itself if evaluating it has no effect:
+    /// a local, a literal, a closure (a top-level value's first use may
+    /// fail, so it is bound).
+    fn bound_in_order(&mut self, v: Expr, lets: &mut Vec<(Local, Expr)>) -> Expr {
+        let keep = matches!(
+            v.kind,
+            ExprKind::Local(_) | ExprKind::Lit(_) | ExprKind::Closure(_)
+        );
+        if keep { v } else { self.bind_to_local(v, lets) }
+    }
+
+    fn bind_to_local(&mut self, v: Expr, lets: &mut Vec<(Local, Expr)>) -> Expr {
         let t = self.new_local("_", v.ty.clone());
         let e = expr(ExprKind::Local(t), v.ty.clone(), v.span);
         lets.push((t, v));
