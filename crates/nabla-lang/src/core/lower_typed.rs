@@ -768,21 +768,12 @@ impl<'a> Lowerer<'a> {
                 Some(&(_, n)) => {
                     let (pre, f) = self.function_arg(a, n, span)?;
                     if !pre.is_empty() {
-                        // Keep the order of evaluation: earlier arguments first.
-                        // Making a closure, reading a local or a literal has no
-                        // effect, so those stay in place: a closure stays a
-                        // known function, which `custom_jvp`'s compilation needs.
+                        // Keep the order of evaluation: earlier arguments first
+                        // (a closure stays in place, a known function, which
+                        // `custom_jvp`'s compilation needs).
                         for e in lowered.iter_mut() {
-                            if matches!(
-                                e.kind,
-                                ExprKind::Closure(_) | ExprKind::Local(_) | ExprKind::Lit(_)
-                            ) {
-                                continue;
-                            }
                             let value = std::mem::replace(e, unit(span));
-                            let t = self.new_local("_", value.ty.clone());
-                            *e = expr(ExprKind::Local(t), value.ty.clone(), span);
-                            lets.push((t, value));
+                            *e = self.bound_in_order(value, &mut lets);
                         }
                         lets.extend(pre);
                     }
@@ -1622,7 +1613,6 @@ fn unit(span: Span) -> Expr {
     expr(ExprKind::Lit(Lit::Unit), Type::Unit, span)
 }
 
-/// `let t1 = e1 in … let tn = en in body`.
 /// Which arguments of `p` are functions (lowered as known functions where
 /// they can be), and how many arguments each is called with.
 fn function_args(p: Prim) -> &'static [(usize, usize)] {
@@ -1640,6 +1630,7 @@ fn has_function_args(p: Prim) -> bool {
     !function_args(p).is_empty()
 }
 
+/// `let t1 = e1 in … let tn = en in body`.
 fn wrap_lets(lets: Vec<(Local, Expr)>, body: Expr) -> Expr {
     lets.into_iter().rev().fold(body, |body, (t, value)| {
         let (ty, span) = (body.ty.clone(), body.span);
