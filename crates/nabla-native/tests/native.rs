@@ -45,6 +45,26 @@ fn an_allocating_loop_runs_in_constant_memory() {
 }
 
 #[test]
+fn a_real_sum_of_a_build_makes_no_vector_wherever_it_stands() {
+    // 10^7 elements (80 MB as a vector) under the 16 MB budget: only a sum
+    // that adds each element as it is made finishes — as a function's body,
+    // as an argument of a known function, of a primitive and of a closure.
+    let src = "def total n = sum (build n (fun i -> real i))
+               def twice x = 2.0 * x
+               def main =
+                 let f = if total 3 > 2.0 then twice else sqrt in
+                 (total 10000000, twice (sum (build 10000000 (fun i -> 1.0))),
+                  sqrt (sum (build 10000000 (fun i -> 4.0))),
+                  f (sum (build 10000000 (fun i -> 0.5))))";
+    memory::set_budget(16 << 20);
+    let (r, _) = run(src, Limits::default());
+    assert_eq!(
+        r,
+        Ok("(49999995000000.0, 20000000.0, 6324.555320336759, 10000000.0)".into())
+    );
+}
+
+#[test]
 fn nested_vectors_closures_and_sums_are_freed() {
     let src = "def mk n = build n (fun i -> build i (fun j -> real (i * j)))
                def adders = map (fun k -> fun x -> x + real k) [1, 2, 3]

@@ -696,11 +696,15 @@ impl<'a> Lowerer<'a> {
         // later arguments are evaluated (which error comes first). All are
         // bound in that order — except under a primitive with function
         // arguments (`fold` making a function), which lowers its own.
+        // A call with exactly its arguments evaluates them in order before
+        // it runs (`Call`, `Apply`, `Prim` do), and binding them would hide
+        // the shapes native code fuses and hoists (`sum (build …)`, `v[i]`).
         let mut lets = Vec::new();
-        let bind_all = match &head {
-            Head::Prim(p) => !has_function_args(*p),
-            _ => true,
-        };
+        let bind_all = !rest.is_empty()
+            && match &head {
+                Head::Prim(p) => !has_function_args(*p),
+                _ => true,
+            };
         let mut head = head;
         if bind_all {
             if let Head::Value(f) = head {
