@@ -923,3 +923,34 @@ impl Role {
         }
     }
 }
+
+/// The number of lanes a sum of reals adds in ([`sum_in_lanes`]).
+pub const SUM_LANES: usize = 4;
+
+/// The language's sum of reals, `sum v`, at any level: element `i` is
+/// added, left to right, into lane `i mod 4` (a lane starts at its first
+/// element), and the lanes that have elements are added in order,
+/// `((lane 0 + lane 1) + lane 2) + lane 3`. Up to four elements this is
+/// the sum left to right; beyond, it is the order a vectorised loop adds in
+/// (four independent chains, as NumPy's and Julia's sums use several), and
+/// native code keeps it to the bit. `None` for no elements (the caller
+/// knows the zero of the type).
+pub fn sum_in_lanes<T, E>(
+    xs: impl IntoIterator<Item = T>,
+    mut add: impl FnMut(T, T) -> Result<T, E>,
+) -> Option<Result<T, E>> {
+    let mut lanes: [Option<T>; SUM_LANES] = Default::default();
+    for (i, x) in xs.into_iter().enumerate() {
+        let lane = &mut lanes[i % SUM_LANES];
+        *lane = Some(match lane.take() {
+            None => x,
+            Some(acc) => match add(acc, x) {
+                Ok(v) => v,
+                Err(e) => return Some(Err(e)),
+            },
+        });
+    }
+    let mut lanes = lanes.into_iter().flatten();
+    let first = lanes.next()?;
+    Some(lanes.try_fold(first, add))
+}

@@ -1797,68 +1797,159 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     /// `sum (map f u)` of reals add the elements as they are computed,
     /// without making the vector (the same additions in the same order).
     fn sum(&mut self, v: &Expr, ty: &Type, span: Span) -> R<Vals> {
-        let real = *ty == Type::Real;
-        // The interpreter adds reals from -0.0 (so `sum [-0.0]` is -0.0),
-        // but the sum of no reals is 0.0.
-        let init = if real {
-            self.b.ins().f64const(-0.0)
-        } else {
-            self.b.ins().iconst(types::I64, 0)
-        };
-        let add = |g: &mut Self, acc: &[ir::Value], x: Vals| -> R<Vals> {
-            Ok(vec![if real {
-                g.b.ins().fadd(acc[0], x[0])
-            } else {
-                g.int_op(Prim::Add, acc[0], x[0], span)?
-            }])
-        };
-        // `sum (build …)` and `sum (map …)` add each element as it is made,
-        // without the vector — for reals only: an Int addition can fail, and
-        // the interpreter makes every element (whose errors come first)
-        // before it adds any.
-        let (n, acc) = match &v.kind {
-            ExprKind::Prim(Prim::Build, args) if real => {
+        if *ty != Type::Real {
+            // Ints left to right, after every element is made: an addition
+            // can fail, and the interpreter makes every element (whose
+            // errors come first) before it adds any.
+            let (u, owned) = self.borrowed(v)?;
+            let n = self.vec_len(u[0]);
+            let zero = self.b.ins().iconst(types::I64, 0);
+            let acc = self.fold_index(n, &[zero], None, |g, i, acc| {
+                let x = g.load_elem(&Type::Int, u[0], i)?;
+                Ok(vec![g.int_op(Prim::Add, acc[0], x[0], span)?])
+            })?;
+            self.release(&v.ty, &u, owned)?;
+            return Ok(acc);
+        }
+        let (n, total) = match &v.kind {
+            ExprKind::Prim(Prim::Build, args) => {
                 let n = self.build_size(&args[0], v.span)?;
-                let acc = self.fold_index(n, &[init], Some(&args[1]), |g, i, acc| {
-                    let x = g.call_fn_arg(&args[1], &[i], span)?;
-                    add(g, acc, x)
+                let total = self.lane_sum(n, Some(&args[1]), |g, i| {
+                    Ok(g.call_fn_arg(&args[1], &[i], span)?[0])
                 })?;
-                (n, acc)
+                (n, total)
             }
-            ExprKind::Prim(Prim::Map, args) if real => {
+            ExprKind::Prim(Prim::Map, args) => {
                 let Type::Vec(a) = &args[1].ty else {
                     return Err(internal("`map` of a non-vector", span));
                 };
                 let a = (**a).clone();
                 let (u, owned) = self.borrowed(&args[1])?;
                 let n = self.vec_len(u[0]);
-                let acc = self.fold_index(n, &[init], Some(&args[0]), |g, i, acc| {
+                let total = self.lane_sum(n, Some(&args[0]), |g, i| {
                     let x = g.load_elem(&a, u[0], i)?;
                     g.inc(&a, &x);
-                    let y = g.call_fn_arg(&args[0], &x, span)?;
-                    add(g, acc, y)
+                    Ok(g.call_fn_arg(&args[0], &x, span)?[0])
                 })?;
                 self.release(&args[1].ty, &u, owned)?;
-                (n, acc)
+                (n, total)
             }
             _ => {
                 let (u, owned) = self.borrowed(v)?;
                 let n = self.vec_len(u[0]);
-                let elem = if real { Type::Real } else { Type::Int };
-                let acc = self.fold_index(n, &[init], None, |g, i, acc| {
-                    let x = g.load_elem(&elem, u[0], i)?;
-                    add(g, acc, x)
-                })?;
+                let total =
+                    self.lane_sum(n, None, |g, i| Ok(g.load_elem(&Type::Real, u[0], i)?[0]))?;
                 self.release(&v.ty, &u, owned)?;
-                (n, acc)
+                (n, total)
             }
         };
-        if !real {
-            return Ok(acc);
-        }
+        // The sum of no reals is 0.0 (the lanes' -0.0 otherwise).
         let empty = self.b.ins().icmp_imm_s(IntCC::Equal, n, 0);
         let zero = self.b.ins().f64const(0.0);
-        Ok(vec![self.b.ins().select(empty, zero, acc[0])])
+        Ok(vec![self.b.ins().select(empty, zero, total)])
+    }
+
+    /// The reals `elem(i)`, `i < n`, added in the language's lanes
+    /// (`nabla_lang::prim::sum_in_lanes`): element `i` into lane `i mod 4`,
+    /// then `((lane 0 + lane 1) + lane 2) + lane 3`. Each lane starts at
+    /// -0.0, which adds exactly (`-0.0 + x` is `x`), so an empty lane adds
+    /// nothing. A small inlined element (or a vector's own) is unrolled four
+    /// to an iteration, one lane each, so the four chains overlap, and the
+    /// last `n mod 4` elements follow straight; a larger element goes
+    /// through one loop that rotates the lanes (the next element's first),
+    /// put back in place at the end.
+    fn lane_sum(
+        &mut self,
+        n: ir::Value,
+        fun_arg: Option<&Expr>,
+        mut elem: impl FnMut(&mut Self, ir::Value) -> R<ir::Value>,
+    ) -> R<ir::Value> {
+        let unroll = match fun_arg.map(|e| &e.kind) {
+            None => true,
+            Some(ExprKind::Closure(f)) => {
+                is_small_leaf(&self.cg.prog.fun(*f).body) && self.may_inline_in_loop(*f)
+            }
+            Some(_) => false,
+        };
+        let z = self.b.ins().f64const(-0.0);
+        // Every index below is below n, so below every length n is below.
+        let bounds = self.bounds_of(n);
+        let note_below = |g: &mut Self, i: ir::Value| {
+            if !bounds.is_empty() {
+                g.below.insert(i, bounds.clone());
+            }
+        };
+        if !unroll {
+            let at = self.fold_index(n, &[z; 4], fun_arg, |g, i, acc| {
+                let x = elem(g, i)?;
+                let next = g.b.ins().fadd(acc[0], x);
+                Ok(vec![acc[1], acc[2], acc[3], next])
+            })?;
+            // Lane k is at position (k - n) mod 4 after n rotations.
+            let r = self.b.ins().band_imm_u(n, 3);
+            let mut lanes = Vec::with_capacity(4);
+            for k in 0..4 {
+                let mut lane = at[k];
+                for turns in 1..4 {
+                    let here = self.b.ins().icmp_imm_s(IntCC::Equal, r, turns as i64);
+                    lane = self.b.ins().select(here, at[(k + 4 - turns) % 4], lane);
+                }
+                lanes.push(lane);
+            }
+            return Ok(self.add_lanes(&lanes));
+        }
+        let blocks = self.b.ins().sshr_imm_u(n, 2);
+        let mut lanes = self.fold_index(blocks, &[z; 4], fun_arg, |g, b, acc| {
+            let first = g.b.ins().ishl_imm_u(b, 2);
+            let mut out = Vec::with_capacity(4);
+            for (k, &lane) in acc.iter().enumerate() {
+                let i = g.b.ins().iadd_imm_s(first, k as i64);
+                note_below(g, i);
+                let x = elem(g, i)?;
+                out.push(g.b.ins().fadd(lane, x));
+            }
+            Ok(out)
+        })?;
+        // The last n mod 4 elements, straight: element `start + k` into
+        // lane k, while there are any.
+        let start = self.b.ins().ishl_imm_u(blocks, 2);
+        let rest = self.b.ins().isub(n, start);
+        let done = self.b.create_block();
+        for _ in 0..4 {
+            self.b.append_block_param(done, types::F64);
+        }
+        for k in 0..3 {
+            let more = self.b.create_block();
+            let left = self
+                .b
+                .ins()
+                .icmp_imm_s(IntCC::SignedGreaterThan, rest, k as i64);
+            self.b.ins().brif(left, more, &[], done, &bargs(&lanes));
+            self.b.switch_to_block(more);
+            let i = self.b.ins().iadd_imm_s(start, k as i64);
+            note_below(self, i);
+            let x = elem(self, i)?;
+            lanes[k] = self.b.ins().fadd(lanes[k], x);
+        }
+        self.b.ins().jump(done, &bargs(&lanes));
+        self.b.switch_to_block(done);
+        let lanes = self.b.block_params(done).to_vec();
+        Ok(self.add_lanes(&lanes))
+    }
+
+    /// `((lane 0 + lane 1) + lane 2) + lane 3`.
+    fn add_lanes(&mut self, lanes: &[ir::Value]) -> ir::Value {
+        let (&first, rest) = lanes.split_first().expect("four lanes");
+        rest.iter()
+            .fold(first, |total, &lane| self.b.ins().fadd(total, lane))
+    }
+
+    /// The lengths `n` is known to be at most: those it is, and those it is
+    /// below.
+    fn bounds_of(&self, n: ir::Value) -> Vec<ir::Value> {
+        let mut bounds = self.lengths.get(&n).cloned().unwrap_or_default();
+        bounds.extend(self.below.get(&n).into_iter().flatten().copied());
+        bounds
     }
 
     /// Drops a value [`FnGen::borrowed`] returned if it was owned.
@@ -2376,8 +2467,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let params = self.b.block_params(step).to_vec();
         let (i, acc) = (params[0], params[1..].to_vec());
         // 0 <= i < n: i is below every length n is, or is below.
-        let mut under = self.lengths.get(&n).cloned().unwrap_or_default();
-        under.extend(self.below.get(&n).into_iter().flatten().copied());
+        let under = self.bounds_of(n);
         if !under.is_empty() {
             self.below.insert(i, under);
         }

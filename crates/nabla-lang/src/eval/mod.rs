@@ -735,20 +735,21 @@ impl Machine {
             }
             Prim::Sum => match &b {
                 Value::RealVec(xs) => Ok(arith::sum_reals(xs)),
+                // Reals in lanes, as `sum_reals` (a lane starts at its first
+                // element: `sum [-0.0, x]` keeps its sign whether or not `x`
+                // is perturbed); `a`, the zero of the type, only for an
+                // empty vector. Ints left to right (which overflow is met
+                // first).
                 Value::Vec(xs) => {
-                    // From the first element, as `sum_reals` (Rust's `Sum`,
-                    // which starts at -0.0): `sum [-0.0, x]` keeps its sign
-                    // whether or not `x` is perturbed. `a`, the zero of the
-                    // type, only for an empty vector.
-                    let Some((first, rest)) = xs.split_first() else {
-                        return Ok(a);
+                    let add = |acc: Value, x: Value| {
+                        arith::binary(Prim::Add, &acc, &x)
+                            .map_err(|e| arith_err(e, Prim::Add, span))
                     };
-                    let mut acc = first.clone();
-                    for x in rest {
-                        acc = arith::binary(Prim::Add, &acc, x)
-                            .map_err(|e| arith_err(e, Prim::Add, span))?;
+                    if matches!(a, Value::Int(_)) {
+                        xs.iter().cloned().try_fold(a, add)
+                    } else {
+                        crate::prim::sum_in_lanes(xs.iter().cloned(), add).unwrap_or(Ok(a))
                     }
-                    Ok(acc)
                 }
                 _ => err("internal error: `sum` of a non-vector", span),
             },

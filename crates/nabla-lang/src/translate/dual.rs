@@ -55,7 +55,7 @@ use crate::core::typed::{
     Expr, ExprKind, Fun, FunId, Local, LocalInfo, Pat, Program, Span, TapeOp, if_, int_lit,
 };
 use crate::prim::Role;
-use crate::prim::{PRIMS, Prim, RealFn, Selection, partial_is_one};
+use crate::prim::{PRIMS, Prim, RealFn, SUM_LANES, Selection, partial_is_one};
 use crate::types::Type;
 use nabla::{Binary, Number, Unary};
 use std::cell::RefCell;
@@ -317,6 +317,54 @@ fn zero_at(l: Level, span: Span) -> Expr {
     }
 }
 
+/// The state of a sum in lanes at a level whose reals are `real`: the
+/// count of elements added, then the four lanes, rotated so that the next
+/// element's lane comes first ([`Helper::AddLane`]).
+fn lane_state(real: &Type) -> Type {
+    let mut ts = vec![Type::Int];
+    ts.extend(std::iter::repeat_n(real.clone(), SUM_LANES));
+    Type::Tuple(ts)
+}
+
+/// The total of a sum's `lanes` (a local of [`lane_state`]) over `n`
+/// elements: 0 for none; else lane k is at position (k − n) mod 4, and the
+/// lanes that have elements (the first min(n, 4)) are added in order with
+/// `add`.
+fn lanes_total(lanes: &Expr, n: Expr, add: FunId, l: Level, span: Span) -> Expr {
+    let real = dual_ty(&Type::Real, l);
+    let lanes_k = |count: usize, r: usize| -> Expr {
+        let at = |k: usize| proj(lanes.clone(), 1 + ((k + SUM_LANES - r) % SUM_LANES) as u32);
+        (1..count).fold(at(0), |acc, k| {
+            mk(ExprKind::Call(add, vec![acc, at(k)]), real.clone(), span)
+        })
+    };
+    let int_is = |op: Prim, n: &Expr, k: usize| {
+        prim(
+            op,
+            vec![n.clone(), int_lit(k as i64, span)],
+            Type::Bool,
+            span,
+        )
+    };
+    let r = prim(
+        Prim::Rem,
+        vec![n.clone(), int_lit(SUM_LANES as i64, span)],
+        Type::Int,
+        span,
+    );
+    // n ≥ 4: all four lanes, by the rotation n mod 4.
+    let mut all = lanes_k(SUM_LANES, SUM_LANES - 1);
+    for r_k in (0..SUM_LANES - 1).rev() {
+        all = if_(int_is(Prim::Eq, &r, r_k), lanes_k(SUM_LANES, r_k), all);
+    }
+    // n < 4: the first n lanes, rotated n times.
+    let mut total = all;
+    for count in (1..SUM_LANES).rev() {
+        total = if_(int_is(Prim::Eq, &n, count), lanes_k(count, count), total);
+    }
+    if_(int_is(Prim::Eq, &n, 0), zero_at(l, span), total)
+}
+
 /// An operation on the trace of reverse level `slot`.
 fn tape(op: TapeOp, slot: u8, args: Vec<Expr>, span: Span) -> Expr {
     let ty = match op {
@@ -529,10 +577,12 @@ enum Helper {
     SeedInputs(Type, Level, TapeOp),
     /// `acc + x` on reals at level `.0`.
     AddReals(Level),
-    /// `(false, if first then x else acc + x)` of `((first, acc), x)`, reals
-    /// at level `.0`: a sum's step at a level that records Deltas, where
-    /// starting from a constant would record one more.
-    AddFirst(Level),
+    /// A sum's step on reals at level `.0`, in the language's lanes:
+    /// `(i + 1, b, c, d, if i < 4 then x else a + x)` of `((i, a, b, c,
+    /// d), x)` — the lanes rotate so that the next element's comes first,
+    /// and a lane starts at its first element (from a constant it would
+    /// record one more Delta).
+    AddLane(Level),
     /// The backward sweep of reverse level `.0` over other levels, from
     /// Delta `i` down ([`Expander::sweep`]).
     Sweep(Level),
@@ -934,32 +984,50 @@ impl Expander<'_> {
                 self.prog.funs[f.0 as usize].body = body;
                 f
             }
-            Helper::AddFirst(l) => {
+            Helper::AddLane(l) => {
                 let real = dual_ty(&Type::Real, *l);
-                let state = Type::Tuple(vec![Type::Bool, real.clone()]);
-                let (a, b) = (
-                    self.local("acc", state.clone()),
+                let state = lane_state(&real);
+                let (st, x) = (
+                    self.local("lanes", state.clone()),
                     self.local("x", real.clone()),
                 );
                 let f = self.new_fun(
-                    "add_first".into(),
+                    "add_lane".into(),
                     vec![
-                        (Pat::Local(a), state.clone()),
-                        (Pat::Local(b), real.clone()),
+                        (Pat::Local(st), state.clone()),
+                        (Pat::Local(x), real.clone()),
                     ],
-                    state,
+                    state.clone(),
                     span,
                 );
                 self.helpers.insert(h.clone(), f);
                 let add = self.helper(Helper::AddReals(*l), span)?;
-                let (ae, be) = (self.local_expr(a, span), self.local_expr(b, span));
-                let sum = mk(
-                    ExprKind::Call(add, vec![proj(ae.clone(), 1), be.clone()]),
+                let (se, xe) = (self.local_expr(st, span), self.local_expr(x, span));
+                let i = proj(se.clone(), 0);
+                let first = prim(
+                    Prim::Lt,
+                    vec![i.clone(), int_lit(SUM_LANES as i64, span)],
+                    Type::Bool,
+                    span,
+                );
+                let added = mk(
+                    ExprKind::Call(add, vec![proj(se.clone(), 1), xe.clone()]),
                     real,
                     span,
                 );
-                let next = if_(proj(ae, 0), be, sum);
-                self.prog.funs[f.0 as usize].body = pair(bool_lit(false, span), next);
+                let next = prim(Prim::Add, vec![i, int_lit(1, span)], Type::Int, span);
+                let body = mk(
+                    ExprKind::Tuple(vec![
+                        next,
+                        proj(se.clone(), 2),
+                        proj(se.clone(), 3),
+                        proj(se, 4),
+                        if_(first, xe, added),
+                    ]),
+                    state,
+                    span,
+                );
+                self.prog.funs[f.0 as usize].body = body;
                 f
             }
             Helper::AnyPerturbed(a, l) => {
@@ -1990,20 +2058,16 @@ impl Expander<'_> {
                 Ok((prim(p, vec![x], e.ty.clone(), span), Level::PLAIN))
             }
             Prim::Sum if args[0].ty == Type::Vec(Box::new(Type::Real)) => {
-                // The interpreter's sum: 0 for an empty vector, else the
-                // dual additions from the first element on. Starting from
-                // the constant -0.0 is the same (-0.0 + x = x) where no
-                // level records Deltas; where one does, the first element is
-                // taken as it is (`-0.0 + x` would record a Delta).
+                // The interpreter's sum (`eval::arith::sum_in_lanes`): 0 for
+                // an empty vector, else the dual additions in four lanes,
+                // each from its first element (`-0.0 + x` would record a
+                // Delta), then the lanes in order.
                 let (v, l) = new.remove(0);
                 let real = dual_ty(&Type::Real, l);
-                let (add, acc_ty) = if l.records() {
-                    let state = Type::Tuple(vec![Type::Bool, real.clone()]);
-                    (self.helper(Helper::AddFirst(l), span)?, state)
-                } else {
-                    (self.helper(Helper::AddReals(l), span)?, real.clone())
-                };
-                let mut c = self.closure(add, span);
+                let state = lane_state(&real);
+                let step = self.helper(Helper::AddLane(l), span)?;
+                let add = self.helper(Helper::AddReals(l), span)?;
+                let mut c = self.closure(step, span);
                 // `sum (map g src)`: each element added as `g` makes it (one
                 // pass, no intermediate vector; the same additions in the
                 // same order, and `g` fails where `map` would). Not where
@@ -2017,7 +2081,7 @@ impl Expander<'_> {
                         let src = margs.pop().unwrap_or_else(placeholder);
                         let g = margs.pop().unwrap_or_else(placeholder);
                         if let ExprKind::Closure(g) = g.kind {
-                            let h = self.add_mapped(add, g, &acc_ty, span);
+                            let h = self.add_mapped(step, g, &state, span);
                             c = self.closure(h, span);
                             src
                         } else {
@@ -2028,23 +2092,21 @@ impl Expander<'_> {
                 };
                 let out = self.with_temp(v, |s, v| {
                     let size = prim(Prim::Size, vec![v.clone()], Type::Int, span);
-                    let empty = prim(
-                        Prim::Eq,
-                        vec![size, mk(ExprKind::Lit(Lit::Int(0)), Type::Int, span)],
-                        Type::Bool,
+                    let z = zero_at(l, span);
+                    let start = mk(
+                        ExprKind::Tuple(vec![int_lit(0, span), z.clone(), z.clone(), z.clone(), z]),
+                        state.clone(),
                         span,
                     );
-                    let zero = s.lift(real_lit(-0.0, span), Level::PLAIN, l, &Type::Real)?;
-                    let start = if l.records() {
-                        pair(bool_lit(true, span), zero)
-                    } else {
-                        zero
-                    };
-                    let mut sum = prim(Prim::Fold, vec![c, start, v], acc_ty.clone(), span);
-                    if l.records() {
-                        sum = proj(sum, 1);
-                    }
-                    Ok(if_(empty, zero_at(l, span), sum))
+                    let lanes = prim(Prim::Fold, vec![c, start, v], state.clone(), span);
+                    let t = s.local("lanes", state);
+                    let te = s.local_expr(t, span);
+                    let total = lanes_total(&te, size, add, l, span);
+                    Ok(mk(
+                        ExprKind::Let(Pat::Local(t), Box::new(lanes), Box::new(total)),
+                        real,
+                        span,
+                    ))
                 })?;
                 Ok((out, l))
             }
