@@ -1853,18 +1853,18 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     /// (`nabla_lang::prim::sum_in_lanes`): element `i` into lane `i mod 4`,
     /// then `((lane 0 + lane 1) + lane 2) + lane 3`. Each lane starts at
     /// -0.0, which adds exactly (`-0.0 + x` is `x`), so an empty lane adds
-    /// nothing. A small inlined element (or a vector's own) is unrolled four
-    /// to an iteration, one lane each, so the four chains overlap, and the
-    /// last `n mod 4` elements follow straight; a larger element goes
-    /// through one loop that rotates the lanes (the next element's first),
-    /// put back in place at the end.
+    /// nothing. A small inlined element (or a vector's own) is added by a
+    /// plain loop up to four elements, else unrolled four to an iteration,
+    /// one lane each, so the four chains overlap
+    /// ([`FnGen::unrolled_lane_sum`]); a larger element is generated once
+    /// and adds into its lane in memory ([`FnGen::lanes_in_place`]).
     fn lane_sum(
         &mut self,
         n: ir::Value,
         fun_arg: Option<&Expr>,
         mut elem: impl FnMut(&mut Self, ir::Value) -> R<ir::Value>,
     ) -> R<ir::Value> {
-        let unroll = match fun_arg.map(|e| &e.kind) {
+        let small = match fun_arg.map(|e| &e.kind) {
             None => true,
             Some(ExprKind::Closure(f)) => {
                 is_small_leaf(&self.cg.prog.fun(*f).body) && self.may_inline_in_loop(*f)
@@ -1872,32 +1872,94 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             Some(_) => false,
         };
         let z = self.b.ins().f64const(-0.0);
-        // Every index below is below n, so below every length n is below.
+        if !small {
+            let zero = self.b.ins().iconst(types::I64, 0);
+            return self.lanes_in_place(&[z; 4], zero, n, fun_arg, &mut elem);
+        }
+        // Up to four elements, the lanes add left to right: one plain loop
+        // (short sums, such as GMM's at d = 2, pay nothing for the lanes).
+        let (short, long, joined) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.append_block_param(joined, types::F64);
+        let few = self.b.ins().icmp_imm_s(IntCC::SignedLessThanOrEqual, n, 4);
+        self.b.ins().brif(few, short, &[], long, &[]);
+        self.b.switch_to_block(short);
+        let total = self.fold_index(n, &[z], fun_arg, |g, i, acc| {
+            let x = elem(g, i)?;
+            Ok(vec![g.b.ins().fadd(acc[0], x)])
+        })?;
+        self.b.ins().jump(joined, &bargs(&total));
+        self.b.switch_to_block(long);
+        let total = self.unrolled_lane_sum(n, fun_arg, &mut elem)?;
+        self.b.ins().jump(joined, &bargs(&[total]));
+        self.b.switch_to_block(joined);
+        Ok(self.b.block_params(joined)[0])
+    }
+
+    /// Adds `elem(start + j)`, `j < count`, into lane `(start + j) mod 4`
+    /// of `lanes`, kept in a stack slot (an element generated once; lanes
+    /// in registers would be saved and restored across its calls), and
+    /// returns the lanes' total ([`FnGen::lane_sum`]).
+    fn lanes_in_place(
+        &mut self,
+        lanes: &[ir::Value],
+        start: ir::Value,
+        count: ir::Value,
+        fun_arg: Option<&Expr>,
+        elem: &mut impl FnMut(&mut Self, ir::Value) -> R<ir::Value>,
+    ) -> R<ir::Value> {
+        let slot = self.b.create_sized_stack_slot(ir::StackSlotData::new(
+            ir::StackSlotKind::ExplicitSlot,
+            (SLOT * 4) as u32,
+            3,
+        ));
+        for (k, &lane) in lanes.iter().enumerate() {
+            self.b
+                .ins()
+                .stack_store(PTR, lane, slot, (SLOT * k as i64) as i32);
+        }
+        let base = self.b.ins().stack_addr(PTR, slot, 0);
+        self.fold_index(count, &[], fun_arg, |g, j, _| {
+            let i = g.b.ins().iadd(start, j);
+            let x = elem(g, i)?;
+            let lane = g.b.ins().band_imm_u(i, 3);
+            let offset = g.b.ins().ishl_imm_u(lane, 3);
+            let at = g.b.ins().iadd(base, offset);
+            let sum = g.b.ins().load(types::F64, flags(), at, 0);
+            let sum = g.b.ins().fadd(sum, x);
+            g.b.ins().store(flags(), sum, at, 0);
+            Ok(Vec::new())
+        })?;
+        let lanes: Vec<_> = (0..4)
+            .map(|k| {
+                self.b
+                    .ins()
+                    .stack_load(PTR, types::F64, slot, (SLOT * k) as i32)
+            })
+            .collect();
+        Ok(self.add_lanes(&lanes))
+    }
+
+    /// [`FnGen::lane_sum`] of more than four small elements: four to an
+    /// iteration, then the last `n mod 4` straight, element `start + k`
+    /// into lane k.
+    fn unrolled_lane_sum(
+        &mut self,
+        n: ir::Value,
+        fun_arg: Option<&Expr>,
+        elem: &mut impl FnMut(&mut Self, ir::Value) -> R<ir::Value>,
+    ) -> R<ir::Value> {
+        let z = self.b.ins().f64const(-0.0);
+        // Every index is below n, so below every length n is below.
         let bounds = self.bounds_of(n);
         let note_below = |g: &mut Self, i: ir::Value| {
             if !bounds.is_empty() {
                 g.below.insert(i, bounds.clone());
             }
         };
-        if !unroll {
-            let at = self.fold_index(n, &[z; 4], fun_arg, |g, i, acc| {
-                let x = elem(g, i)?;
-                let next = g.b.ins().fadd(acc[0], x);
-                Ok(vec![acc[1], acc[2], acc[3], next])
-            })?;
-            // Lane k is at position (k - n) mod 4 after n rotations.
-            let r = self.b.ins().band_imm_u(n, 3);
-            let mut lanes = Vec::with_capacity(4);
-            for k in 0..4 {
-                let mut lane = at[k];
-                for turns in 1..4 {
-                    let here = self.b.ins().icmp_imm_s(IntCC::Equal, r, turns as i64);
-                    lane = self.b.ins().select(here, at[(k + 4 - turns) % 4], lane);
-                }
-                lanes.push(lane);
-            }
-            return Ok(self.add_lanes(&lanes));
-        }
         let blocks = self.b.ins().sshr_imm_u(n, 2);
         let mut lanes = self.fold_index(blocks, &[z; 4], fun_arg, |g, b, acc| {
             let first = g.b.ins().ishl_imm_u(b, 2);
@@ -1910,8 +1972,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             }
             Ok(out)
         })?;
-        // The last n mod 4 elements, straight: element `start + k` into
-        // lane k, while there are any.
+        // The last n mod 4 elements, while there are any.
         let start = self.b.ins().ishl_imm_u(blocks, 2);
         let rest = self.b.ins().isub(n, start);
         let done = self.b.create_block();
@@ -2566,7 +2627,11 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         if self.cg.count_calls {
             self.count_call(span)?;
         }
-        self.inlined_nodes += body_nodes(&fun.body, INLINE_BUDGET).unwrap_or(INLINE_BUDGET);
+        // A small leaf is inlined whatever the budget, so it spends none
+        // (a sum in lanes inlines its element up to eight times).
+        if !is_small_leaf(&fun.body) {
+            self.inlined_nodes += body_nodes(&fun.body, INLINE_BUDGET).unwrap_or(INLINE_BUDGET);
+        }
         self.inlining.push(f);
         let mark = self.owned.len();
         let mut at = 0;
