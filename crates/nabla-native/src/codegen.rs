@@ -519,6 +519,42 @@ fn is_small_leaf(body: &Expr) -> bool {
     true
 }
 
+/// True if `body` calls into the runtime for a real function (`exp`,
+/// `sin`, `pow`, …): every float register is lost across such a call.
+fn calls_math(body: &Expr) -> bool {
+    let mut work = vec![body];
+    while let Some(e) = work.pop() {
+        if let ExprKind::Prim(p, _) = &e.kind
+            && p.info().real.is_some()
+            && !compiles_inline(*p)
+        {
+            return true;
+        }
+        e.for_each_child(|c| work.push(c));
+    }
+    false
+}
+
+/// The primitives on reals that are instructions, not calls
+/// ([`FnGen::prim`]'s own cases).
+fn compiles_inline(p: Prim) -> bool {
+    matches!(
+        p,
+        Prim::Add
+            | Prim::Sub
+            | Prim::Mul
+            | Prim::Div
+            | Prim::Neg
+            | Prim::Sqrt
+            | Prim::Abs
+            | Prim::Floor
+            | Prim::StopGradient
+            | Prim::Chain
+            | Prim::Min
+            | Prim::Max
+    )
+}
+
 /// The slot whose wide records `body` sweeps, if it is a generated
 /// backward sweep (`Helper::Sweep`: it reads their parents) that does
 /// nothing else to that slot than read records and read and write adjoints.
@@ -1856,8 +1892,9 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     /// nothing. A small inlined element (or a vector's own) is added by a
     /// plain loop up to four elements, else unrolled four to an iteration,
     /// one lane each, so the four chains overlap
-    /// ([`FnGen::unrolled_lane_sum`]); a larger element is generated once
-    /// and adds into its lane in memory ([`FnGen::lanes_in_place`]).
+    /// ([`FnGen::unrolled_lane_sum`]); a larger element, or one that calls
+    /// a math function, is generated once and adds into its lane in memory
+    /// ([`FnGen::lanes_in_place`]).
     fn lane_sum(
         &mut self,
         n: ir::Value,
@@ -1867,7 +1904,8 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let small = match fun_arg.map(|e| &e.kind) {
             None => true,
             Some(ExprKind::Closure(f)) => {
-                is_small_leaf(&self.cg.prog.fun(*f).body) && self.may_inline_in_loop(*f)
+                let body = &self.cg.prog.fun(*f).body;
+                is_small_leaf(body) && !calls_math(body) && self.may_inline_in_loop(*f)
             }
             Some(_) => false,
         };
