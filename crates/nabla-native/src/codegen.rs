@@ -555,6 +555,58 @@ fn compiles_inline(p: Prim) -> bool {
     )
 }
 
+/// A sum's element function that computes two elements at a time
+/// ([`FnGen::simd_lanes`]).
+struct SimdElement<'e> {
+    body: &'e Expr,
+    /// What it indexes with values from outside ([`hoistable`]).
+    hoisted: Vec<&'e Expr>,
+    /// The vectors it indexes with its counter (captured or hoisted).
+    vectors: Vec<&'e Expr>,
+}
+
+/// True if `e` is real arithmetic (`+ - * /`, negation) on literals, reals
+/// from outside (`captures`), and elements `v[counter]` of vectors of
+/// reals from outside (captured, or among `hoisted`), which it lists in
+/// `vectors`: what computes two elements at a time with the same results.
+fn simd_expr<'e>(
+    e: &'e Expr,
+    counter: Local,
+    captures: &[Local],
+    hoisted: &[&'e Expr],
+    vectors: &mut Vec<&'e Expr>,
+) -> bool {
+    let outside = |x: &Expr| match &x.kind {
+        ExprKind::Local(l) => captures.contains(l),
+        _ => hoisted.iter().any(|h| std::ptr::eq(*h, x)),
+    };
+    match &e.kind {
+        ExprKind::Lit(Lit::Real(_)) => true,
+        ExprKind::Local(l) => e.ty == Type::Real && captures.contains(l),
+        ExprKind::Prim(Prim::Index, args) => {
+            let by_counter = matches!(args[1].kind, ExprKind::Local(l) if l == counter);
+            let ok = by_counter
+                && e.ty == Type::Real
+                && args[0].ty == Type::Vec(Box::new(Type::Real))
+                && outside(&args[0]);
+            if ok && !vectors.iter().any(|v| std::ptr::eq(*v, &args[0])) {
+                vectors.push(&args[0]);
+            }
+            ok
+        }
+        ExprKind::Prim(Prim::Neg, args) if e.ty == Type::Real => {
+            simd_expr(&args[0], counter, captures, hoisted, vectors)
+        }
+        ExprKind::Prim(Prim::Add | Prim::Sub | Prim::Mul | Prim::Div, args)
+            if e.ty == Type::Real =>
+        {
+            args.iter()
+                .all(|a| simd_expr(a, counter, captures, hoisted, vectors))
+        }
+        _ => false,
+    }
+}
+
 /// The slot whose wide records `body` sweeps, if it is a generated
 /// backward sweep (`Helper::Sweep`: it reads their parents) that does
 /// nothing else to that slot than read records and read and write adjoints.
@@ -1999,7 +2051,14 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             }
         };
         let blocks = self.b.ins().sshr_imm_u(n, 2);
-        let mut lanes = self.fold_index(blocks, &[z; 4], fun_arg, |g, b, acc| {
+        // Blocks whose elements are computed two at a time, if any.
+        let (simd_blocks, lanes) = match fun_arg.and_then(|e| self.simd_element(e)) {
+            Some(element) => self.simd_lanes(n, &element)?,
+            None => (self.b.ins().iconst(types::I64, 0), vec![z; 4]),
+        };
+        let scalar_blocks = self.b.ins().isub(blocks, simd_blocks);
+        let mut lanes = self.fold_index(scalar_blocks, &lanes, fun_arg, |g, b, acc| {
+            let b = g.b.ins().iadd(b, simd_blocks);
             let first = g.b.ins().ishl_imm_u(b, 2);
             let mut out = Vec::with_capacity(4);
             for (k, &lane) in acc.iter().enumerate() {
@@ -2034,6 +2093,126 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         self.b.switch_to_block(done);
         let lanes = self.b.block_params(done).to_vec();
         Ok(self.add_lanes(&lanes))
+    }
+
+    /// The element function of a sum, if it computes with two lanes at a
+    /// time ([`simd_expr`]): one `Int` parameter, its counter.
+    fn simd_element(&self, fun_arg: &Expr) -> Option<SimdElement<'p>> {
+        let ExprKind::Closure(f) = fun_arg.kind else {
+            return None;
+        };
+        let fun = self.cg.prog.fun(f);
+        let [(Pat::Local(counter), Type::Int)] = fun.params.as_slice() else {
+            return None;
+        };
+        let body = &fun.body;
+        let hoisted = hoistable(body, &fun.captures);
+        let mut vectors = Vec::new();
+        simd_expr(body, *counter, &fun.captures, &hoisted, &mut vectors).then_some(SimdElement {
+            body,
+            hoisted,
+            vectors,
+        })
+    }
+
+    /// The first blocks of four of a sum whose element computes with two
+    /// lanes at a time: two `f64x2` running sums, lanes 0 and 1, 2 and 3,
+    /// the same additions of the same products as one at a time. What the
+    /// element indexes is evaluated first, as the first element would
+    /// ([`hoistable`]); the blocks inside every vector it indexes with its
+    /// counter need no bounds checks, and the rest (none unless an index
+    /// fails) are left to the scalar loop. Returns the number of blocks
+    /// done and the four lanes.
+    fn simd_lanes(&mut self, n: ir::Value, element: &SimdElement) -> R<(ir::Value, Vals)> {
+        let mut evaluated: HashMap<*const Expr, ir::Value> = HashMap::new();
+        for &e in &element.hoisted {
+            let (vals, owned) = self.borrowed(e)?;
+            if owned {
+                return Err(internal("a hoisted element that is not borrowed", e.span));
+            }
+            evaluated.insert(e as *const Expr, vals[0]);
+        }
+        let mut within = n;
+        let mut bases = HashMap::new();
+        for &v in &element.vectors {
+            let base = match &v.kind {
+                ExprKind::Local(l) => self.local(*l, v.span)?[0],
+                _ => *evaluated
+                    .get(&(v as *const Expr))
+                    .ok_or_else(|| internal("an indexed vector not evaluated", v.span))?,
+            };
+            let len = self.vec_len(base);
+            let shorter = self.b.ins().icmp(IntCC::SignedLessThan, len, within);
+            within = self.b.ins().select(shorter, len, within);
+            bases.insert(v as *const Expr, base);
+        }
+        let blocks = self.b.ins().sshr_imm_u(within, 2);
+        let minus_zero = self.b.ins().f64const(-0.0);
+        let z = self.b.ins().splat(types::F64X2, minus_zero);
+        let sums = self.fold_index(blocks, &[z, z], None, |g, b, acc| {
+            let first = g.b.ins().ishl_imm_u(b, 2);
+            let third = g.b.ins().iadd_imm_s(first, 2);
+            let low = g.simd_eval(&bases, element.body, first)?;
+            let high = g.simd_eval(&bases, element.body, third)?;
+            Ok(vec![
+                g.b.ins().fadd(acc[0], low),
+                g.b.ins().fadd(acc[1], high),
+            ])
+        })?;
+        let lanes = (0..4)
+            .map(|k| self.b.ins().extractlane(sums[k / 2], (k % 2) as u8))
+            .collect();
+        Ok((blocks, lanes))
+    }
+
+    /// `e`, part of a [`SimdElement`], at counters `i` and `i + 1`, as
+    /// `f64x2` (`bases`: the vectors it indexes).
+    fn simd_eval(
+        &mut self,
+        bases: &HashMap<*const Expr, ir::Value>,
+        e: &Expr,
+        i: ir::Value,
+    ) -> R<ir::Value> {
+        let binary = |g: &mut Self, args: &[Expr]| -> R<(ir::Value, ir::Value)> {
+            Ok((
+                g.simd_eval(bases, &args[0], i)?,
+                g.simd_eval(bases, &args[1], i)?,
+            ))
+        };
+        Ok(match &e.kind {
+            ExprKind::Lit(Lit::Real(x)) => {
+                let x = self.b.ins().f64const(*x);
+                self.b.ins().splat(types::F64X2, x)
+            }
+            ExprKind::Local(l) => {
+                let x = self.local(*l, e.span)?[0];
+                self.b.ins().splat(types::F64X2, x)
+            }
+            ExprKind::Prim(Prim::Index, args) => {
+                let base = *bases
+                    .get(&(&args[0] as *const Expr))
+                    .ok_or_else(|| internal("an indexed vector not evaluated", e.span))?;
+                let offset = self.b.ins().ishl_imm_u(i, 3);
+                let at = self.b.ins().iadd(base, offset);
+                // Elements are 8-byte aligned, not 16: no `aligned` flag.
+                let mem = MemFlagsData::new().with_notrap().with_readonly();
+                self.b.ins().load(types::F64X2, mem, at, VEC_DATA as i32)
+            }
+            ExprKind::Prim(Prim::Neg, args) => {
+                let x = self.simd_eval(bases, &args[0], i)?;
+                self.b.ins().fneg(x)
+            }
+            ExprKind::Prim(p, args) => {
+                let (x, y) = binary(self, args)?;
+                match p {
+                    Prim::Add => self.b.ins().fadd(x, y),
+                    Prim::Sub => self.b.ins().fsub(x, y),
+                    Prim::Mul => self.b.ins().fmul(x, y),
+                    _ => self.b.ins().fdiv(x, y),
+                }
+            }
+            _ => return Err(internal("an element that is not two-lane", e.span)),
+        })
     }
 
     /// `((lane 0 + lane 1) + lane 2) + lane 3`.
