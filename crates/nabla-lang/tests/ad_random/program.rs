@@ -1424,6 +1424,10 @@ impl Gen {
         let lens = env.vec_lens();
         if !lens.is_empty() && self.rng.chance(0.6) {
             *self.rng.pick(&lens)
+        } else if self.rng.chance(0.2) {
+            // Past four elements a sum of reals adds in lanes (and native
+            // code unrolls it, two elements at a time where it can).
+            self.rng.int(5, 9) as usize
         } else {
             self.rng.int(1, 4) as usize
         }
