@@ -252,10 +252,13 @@ pub fn unary(p: Prim, a: &Value) -> Result<Value, ArithError> {
     }
 }
 
-/// Sum of a contiguous real vector ([`sum_in_lanes`](crate::prim::sum_in_lanes)): `sum [-0.0]` is
-/// -0.0, but the sum of no reals is 0.0 — the same however the vector is
-/// stored.
+/// Sum of a contiguous real vector, in the language's lanes
+/// ([`crate::prim::sum_in_lanes`]): `sum [-0.0]` is -0.0, but the sum of
+/// no reals is 0.0 — the same however the vector is stored.
 pub fn sum_reals(xs: &[f64]) -> Value {
-    let sum = crate::prim::sum_in_lanes(xs.iter().copied(), |a, b| Ok::<f64, ()>(a + b));
-    Value::Real(sum.and_then(Result::ok).unwrap_or(0.0))
+    Value::Real(if xs.is_empty() {
+        0.0
+    } else {
+        crate::prim::sum_reals_in_lanes(xs)
+    })
 }
