@@ -555,36 +555,58 @@ fn compiles_inline(p: Prim) -> bool {
     )
 }
 
-/// A sum's element function that computes two elements at a time
-/// ([`FnGen::simd_lanes`]).
+/// A sum's element that computes two at a time ([`FnGen::simd_lanes`]).
 struct SimdElement<'e> {
-    body: &'e Expr,
-    /// What it indexes with values from outside ([`hoistable`]).
+    /// The element function's body; `None` for a vector's own elements.
+    body: Option<&'e Expr>,
+    /// A `map`ped function's parameter, the element.
+    element: Option<Local>,
+    /// What the body indexes with values from outside ([`hoistable`]).
     hoisted: Vec<&'e Expr>,
     /// The vectors it indexes with its counter (captured or hoisted).
     vectors: Vec<&'e Expr>,
 }
 
-/// True if `e` is real arithmetic (`+ - * /`, negation) on literals, reals
-/// from outside (`captures`), and elements `v[counter]` of vectors of
-/// reals from outside (captured, or among `hoisted`), which it lists in
+/// What an element function's locals are ([`simd_expr`]).
+struct Params<'a> {
+    /// A `build`'s counter.
+    counter: Option<Local>,
+    /// A `map`'s element (a real).
+    element: Option<Local>,
+    /// Its captures, from outside the loop.
+    captures: &'a [Local],
+}
+
+/// Where a [`SimdElement`] is evaluated: the vectors it indexes, the
+/// `map`'s parameter and vector, and the first of the two elements.
+struct Simd<'a> {
+    bases: &'a HashMap<*const Expr, ir::Value>,
+    element: Option<(Local, ir::Value)>,
+    i: ir::Value,
+}
+
+/// True if `e` is real arithmetic (`+ - * /`, negation) on literals, the
+/// mapped element, reals from outside, and elements `v[counter]` of vectors
+/// of reals from outside (captured, or among `hoisted`), which it lists in
 /// `vectors`: what computes two elements at a time with the same results.
 fn simd_expr<'e>(
     e: &'e Expr,
-    counter: Local,
-    captures: &[Local],
+    params: &Params,
     hoisted: &[&'e Expr],
     vectors: &mut Vec<&'e Expr>,
 ) -> bool {
     let outside = |x: &Expr| match &x.kind {
-        ExprKind::Local(l) => captures.contains(l),
+        ExprKind::Local(l) => params.captures.contains(l),
         _ => hoisted.iter().any(|h| std::ptr::eq(*h, x)),
     };
     match &e.kind {
         ExprKind::Lit(Lit::Real(_)) => true,
-        ExprKind::Local(l) => e.ty == Type::Real && captures.contains(l),
+        ExprKind::Local(l) => {
+            e.ty == Type::Real && (params.captures.contains(l) || params.element == Some(*l))
+        }
         ExprKind::Prim(Prim::Index, args) => {
-            let by_counter = matches!(args[1].kind, ExprKind::Local(l) if l == counter);
+            let by_counter =
+                matches!(args[1].kind, ExprKind::Local(l) if params.counter == Some(l));
             let ok = by_counter
                 && e.ty == Type::Real
                 && args[0].ty == Type::Vec(Box::new(Type::Real))
@@ -595,13 +617,12 @@ fn simd_expr<'e>(
             ok
         }
         ExprKind::Prim(Prim::Neg, args) if e.ty == Type::Real => {
-            simd_expr(&args[0], counter, captures, hoisted, vectors)
+            simd_expr(&args[0], params, hoisted, vectors)
         }
         ExprKind::Prim(Prim::Add | Prim::Sub | Prim::Mul | Prim::Div, args)
             if e.ty == Type::Real =>
         {
-            args.iter()
-                .all(|a| simd_expr(a, counter, captures, hoisted, vectors))
+            args.iter().all(|a| simd_expr(a, params, hoisted, vectors))
         }
         _ => false,
     }
@@ -1902,7 +1923,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let (n, total) = match &v.kind {
             ExprKind::Prim(Prim::Build, args) => {
                 let n = self.build_size(&args[0], v.span)?;
-                let total = self.lane_sum(n, Some(&args[1]), |g, i| {
+                let total = self.lane_sum(n, Some(&args[1]), None, |g, i| {
                     Ok(g.call_fn_arg(&args[1], &[i], span)?[0])
                 })?;
                 (n, total)
@@ -1914,7 +1935,8 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 let a = (**a).clone();
                 let (u, owned) = self.borrowed(&args[1])?;
                 let n = self.vec_len(u[0]);
-                let total = self.lane_sum(n, Some(&args[0]), |g, i| {
+                let reals = (a == Type::Real).then_some(u[0]);
+                let total = self.lane_sum(n, Some(&args[0]), reals, |g, i| {
                     let x = g.load_elem(&a, u[0], i)?;
                     g.inc(&a, &x);
                     Ok(g.call_fn_arg(&args[0], &x, span)?[0])
@@ -1925,8 +1947,9 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             _ => {
                 let (u, owned) = self.borrowed(v)?;
                 let n = self.vec_len(u[0]);
-                let total =
-                    self.lane_sum(n, None, |g, i| Ok(g.load_elem(&Type::Real, u[0], i)?[0]))?;
+                let total = self.lane_sum(n, None, Some(u[0]), |g, i| {
+                    Ok(g.load_elem(&Type::Real, u[0], i)?[0])
+                })?;
                 self.release(&v.ty, &u, owned)?;
                 (n, total)
             }
@@ -1951,6 +1974,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         &mut self,
         n: ir::Value,
         fun_arg: Option<&Expr>,
+        reals: Option<ir::Value>,
         mut elem: impl FnMut(&mut Self, ir::Value) -> R<ir::Value>,
     ) -> R<ir::Value> {
         let small = match fun_arg.map(|e| &e.kind) {
@@ -1983,7 +2007,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         })?;
         self.b.ins().jump(joined, &bargs(&total));
         self.b.switch_to_block(long);
-        let total = self.unrolled_lane_sum(n, fun_arg, &mut elem)?;
+        let total = self.unrolled_lane_sum(n, fun_arg, reals, &mut elem)?;
         self.b.ins().jump(joined, &bargs(&[total]));
         self.b.switch_to_block(joined);
         Ok(self.b.block_params(joined)[0])
@@ -2040,6 +2064,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         &mut self,
         n: ir::Value,
         fun_arg: Option<&Expr>,
+        reals: Option<ir::Value>,
         elem: &mut impl FnMut(&mut Self, ir::Value) -> R<ir::Value>,
     ) -> R<ir::Value> {
         let z = self.b.ins().f64const(-0.0);
@@ -2052,8 +2077,8 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         };
         let blocks = self.b.ins().sshr_imm_u(n, 2);
         // Blocks whose elements are computed two at a time, if any.
-        let (simd_blocks, lanes) = match fun_arg.and_then(|e| self.simd_element(e)) {
-            Some(element) => self.simd_lanes(n, &element)?,
+        let (simd_blocks, lanes) = match self.simd_element(fun_arg, reals) {
+            Some(element) => self.simd_lanes(n, &element, reals)?,
             None => (self.b.ins().iconst(types::I64, 0), vec![z; 4]),
         };
         let scalar_blocks = self.b.ins().isub(blocks, simd_blocks);
@@ -2095,21 +2120,42 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         Ok(self.add_lanes(&lanes))
     }
 
-    /// The element function of a sum, if it computes with two lanes at a
-    /// time ([`simd_expr`]): one `Int` parameter, its counter.
-    fn simd_element(&self, fun_arg: &Expr) -> Option<SimdElement<'p>> {
+    /// A sum's element, if it computes two at a time ([`simd_expr`]): a
+    /// vector's own (`reals`, no function), a `map`ped function of the
+    /// element of `reals`, or a `build`'s function of its counter.
+    fn simd_element(
+        &self,
+        fun_arg: Option<&Expr>,
+        reals: Option<ir::Value>,
+    ) -> Option<SimdElement<'p>> {
+        let Some(fun_arg) = fun_arg else {
+            return reals.map(|_| SimdElement {
+                body: None,
+                element: None,
+                hoisted: Vec::new(),
+                vectors: Vec::new(),
+            });
+        };
         let ExprKind::Closure(f) = fun_arg.kind else {
             return None;
         };
         let fun = self.cg.prog.fun(f);
-        let [(Pat::Local(counter), Type::Int)] = fun.params.as_slice() else {
-            return None;
+        let (counter, element) = match (fun.params.as_slice(), reals) {
+            ([(Pat::Local(i), Type::Int)], None) => (Some(*i), None),
+            ([(Pat::Local(x), Type::Real)], Some(_)) => (None, Some(*x)),
+            _ => return None,
         };
         let body = &fun.body;
         let hoisted = hoistable(body, &fun.captures);
         let mut vectors = Vec::new();
-        simd_expr(body, *counter, &fun.captures, &hoisted, &mut vectors).then_some(SimdElement {
-            body,
+        let inside = Params {
+            counter,
+            element,
+            captures: &fun.captures,
+        };
+        simd_expr(body, &inside, &hoisted, &mut vectors).then_some(SimdElement {
+            body: Some(body),
+            element,
             hoisted,
             vectors,
         })
@@ -2123,7 +2169,12 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     /// counter need no bounds checks, and the rest (none unless an index
     /// fails) are left to the scalar loop. Returns the number of blocks
     /// done and the four lanes.
-    fn simd_lanes(&mut self, n: ir::Value, element: &SimdElement) -> R<(ir::Value, Vals)> {
+    fn simd_lanes(
+        &mut self,
+        n: ir::Value,
+        element: &SimdElement,
+        reals: Option<ir::Value>,
+    ) -> R<(ir::Value, Vals)> {
         let mut evaluated: HashMap<*const Expr, ir::Value> = HashMap::new();
         for &e in &element.hoisted {
             let (vals, owned) = self.borrowed(e)?;
@@ -2152,8 +2203,8 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let sums = self.fold_index(blocks, &[z, z], None, |g, b, acc| {
             let first = g.b.ins().ishl_imm_u(b, 2);
             let third = g.b.ins().iadd_imm_s(first, 2);
-            let low = g.simd_eval(&bases, element.body, first)?;
-            let high = g.simd_eval(&bases, element.body, third)?;
+            let low = g.simd_element_at(element, &bases, reals, first)?;
+            let high = g.simd_element_at(element, &bases, reals, third)?;
             Ok(vec![
                 g.b.ins().fadd(acc[0], low),
                 g.b.ins().fadd(acc[1], high),
@@ -2165,45 +2216,64 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         Ok((blocks, lanes))
     }
 
-    /// `e`, part of a [`SimdElement`], at counters `i` and `i + 1`, as
-    /// `f64x2` (`bases`: the vectors it indexes).
-    fn simd_eval(
+    /// Elements `i` and `i + 1` of a [`SimdElement`], as `f64x2`.
+    fn simd_element_at(
         &mut self,
+        element: &SimdElement,
         bases: &HashMap<*const Expr, ir::Value>,
-        e: &Expr,
+        reals: Option<ir::Value>,
         i: ir::Value,
     ) -> R<ir::Value> {
-        let binary = |g: &mut Self, args: &[Expr]| -> R<(ir::Value, ir::Value)> {
-            Ok((
-                g.simd_eval(bases, &args[0], i)?,
-                g.simd_eval(bases, &args[1], i)?,
-            ))
+        let at = Simd {
+            bases,
+            element: element.element.zip(reals),
+            i,
         };
+        match (element.body, reals) {
+            (Some(body), _) => self.simd_eval(&at, body),
+            (None, Some(v)) => Ok(self.simd_load(v, i)),
+            (None, None) => Err(internal("a two-lane element of nothing", Span::default())),
+        }
+    }
+
+    /// Elements `i` and `i + 1` of the vector of reals `v`.
+    fn simd_load(&mut self, v: ir::Value, i: ir::Value) -> ir::Value {
+        let offset = self.b.ins().ishl_imm_u(i, 3);
+        let at = self.b.ins().iadd(v, offset);
+        // Elements are 8-byte aligned, not 16: no `aligned` flag.
+        let mem = MemFlagsData::new().with_notrap().with_readonly();
+        self.b.ins().load(types::F64X2, mem, at, VEC_DATA as i32)
+    }
+
+    /// `e`, part of a [`SimdElement`], at its elements `at.i` and `at.i + 1`,
+    /// as `f64x2`.
+    fn simd_eval(&mut self, at: &Simd, e: &Expr) -> R<ir::Value> {
         Ok(match &e.kind {
             ExprKind::Lit(Lit::Real(x)) => {
                 let x = self.b.ins().f64const(*x);
                 self.b.ins().splat(types::F64X2, x)
             }
-            ExprKind::Local(l) => {
-                let x = self.local(*l, e.span)?[0];
-                self.b.ins().splat(types::F64X2, x)
-            }
+            ExprKind::Local(l) => match at.element {
+                Some((x, v)) if x == *l => self.simd_load(v, at.i),
+                _ => {
+                    let x = self.local(*l, e.span)?[0];
+                    self.b.ins().splat(types::F64X2, x)
+                }
+            },
             ExprKind::Prim(Prim::Index, args) => {
-                let base = *bases
+                let base = *at
+                    .bases
                     .get(&(&args[0] as *const Expr))
                     .ok_or_else(|| internal("an indexed vector not evaluated", e.span))?;
-                let offset = self.b.ins().ishl_imm_u(i, 3);
-                let at = self.b.ins().iadd(base, offset);
-                // Elements are 8-byte aligned, not 16: no `aligned` flag.
-                let mem = MemFlagsData::new().with_notrap().with_readonly();
-                self.b.ins().load(types::F64X2, mem, at, VEC_DATA as i32)
+                self.simd_load(base, at.i)
             }
             ExprKind::Prim(Prim::Neg, args) => {
-                let x = self.simd_eval(bases, &args[0], i)?;
+                let x = self.simd_eval(at, &args[0])?;
                 self.b.ins().fneg(x)
             }
             ExprKind::Prim(p, args) => {
-                let (x, y) = binary(self, args)?;
+                let x = self.simd_eval(at, &args[0])?;
+                let y = self.simd_eval(at, &args[1])?;
                 match p {
                     Prim::Add => self.b.ins().fadd(x, y),
                     Prim::Sub => self.b.ins().fsub(x, y),
