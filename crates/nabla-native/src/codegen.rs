@@ -1992,16 +1992,22 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         }
         // Up to four elements, the lanes add left to right: one plain loop
         // (short sums, such as GMM's at d = 2, pay nothing for the lanes).
-        let (short, long, joined) = (
+        // One test for 1 to 4 elements: n - 1 below 4, unsigned.
+        let (short, other, long, joined) = (
+            self.b.create_block(),
             self.b.create_block(),
             self.b.create_block(),
             self.b.create_block(),
         );
         self.b.append_block_param(joined, types::F64);
-        let few = self.b.ins().icmp_imm_s(IntCC::SignedLessThanOrEqual, n, 4);
-        self.b.ins().brif(few, short, &[], long, &[]);
+        let before = self.b.ins().iadd_imm_s(n, -1);
+        let few = self.b.ins().icmp_imm_u(IntCC::UnsignedLessThan, before, 4);
+        self.b.ins().brif(few, short, &[], other, &[]);
+        self.b.switch_to_block(other);
+        let none = self.b.ins().icmp_imm_s(IntCC::Equal, n, 0);
+        self.b.ins().brif(none, joined, &bargs(&[z]), long, &[]);
         self.b.switch_to_block(short);
-        let total = self.fold_index(n, &[z], fun_arg, |g, i, acc| {
+        let total = self.fold_index_runs(n, true, &[z], fun_arg, |g, i, acc| {
             let x = elem(g, i)?;
             Ok(vec![g.b.ins().fadd(acc[0], x)])
         })?;
@@ -2788,6 +2794,19 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         n: ir::Value,
         init: &[ir::Value],
         fun_arg: Option<&Expr>,
+        body: impl FnMut(&mut Self, ir::Value, &[ir::Value]) -> R<Vals>,
+    ) -> R<Vals> {
+        self.fold_index_runs(n, false, init, fun_arg, body)
+    }
+
+    /// [`FnGen::fold_index`], told whether `n > 0` is known here (then the
+    /// loop is entered without a test).
+    fn fold_index_runs(
+        &mut self,
+        n: ir::Value,
+        runs: bool,
+        init: &[ir::Value],
+        fun_arg: Option<&Expr>,
         mut body: impl FnMut(&mut Self, ir::Value, &[ir::Value]) -> R<Vals>,
     ) -> R<Vals> {
         let step = self.b.create_block();
@@ -2798,17 +2817,17 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             self.b.append_block_param(step, t);
             self.b.append_block_param(exit, t);
         }
-        let hoisted = self.hoist_before_loop(n, init, fun_arg, exit)?;
+        let hoisted = self.hoist_before_loop(n, runs, init, fun_arg, exit)?;
         let zero = self.b.ins().iconst(types::I64, 0);
         let mut args = vec![zero];
         args.extend_from_slice(init);
-        if hoisted.is_empty() {
+        if hoisted.is_empty() && !runs {
             let runs = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, n, 0);
             self.b
                 .ins()
                 .brif(runs, step, &bargs(&args), exit, &bargs(init));
         } else {
-            // `hoist_before_loop` has left for `exit` if the loop does not run.
+            // It runs, or `hoist_before_loop` has left for `exit` if not.
             self.b.ins().jump(step, &bargs(&args));
         }
         self.b.switch_to_block(step);
@@ -2845,6 +2864,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     fn hoist_before_loop(
         &mut self,
         n: ir::Value,
+        runs: bool,
         init: &[ir::Value],
         fun_arg: Option<&Expr>,
         exit: ir::Block,
@@ -2860,10 +2880,12 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         if candidates.is_empty() {
             return Ok(Vec::new());
         }
-        let pre = self.b.create_block();
-        let runs = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, n, 0);
-        self.b.ins().brif(runs, pre, &[], exit, &bargs(init));
-        self.b.switch_to_block(pre);
+        if !runs {
+            let pre = self.b.create_block();
+            let runs = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, n, 0);
+            self.b.ins().brif(runs, pre, &[], exit, &bargs(init));
+            self.b.switch_to_block(pre);
+        }
         let mut keys = Vec::new();
         for e in candidates {
             let (vals, owned) = self.borrowed(e)?;
