@@ -1969,7 +1969,8 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     /// one lane each, so the four chains overlap
     /// ([`FnGen::unrolled_lane_sum`]); a larger element, or one that calls
     /// a math function, is generated once and adds into its lane in memory
-    /// ([`FnGen::lanes_in_place`]).
+    /// ([`FnGen::lanes_in_place`]). `fun_arg` is the `build`'s or `map`'s
+    /// function, `reals` the vector of reals summed or mapped, if any.
     fn lane_sum(
         &mut self,
         n: ir::Value,
@@ -1991,8 +1992,8 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             return self.lanes_in_place(&[z; 4], zero, n, fun_arg, &mut elem);
         }
         // Up to four elements, the lanes add left to right: one plain loop
-        // (short sums, such as GMM's at d = 2, pay nothing for the lanes).
-        // One test for 1 to 4 elements: n - 1 below 4, unsigned.
+        // (short sums, such as GMM's at d = 2, pay nothing for the lanes),
+        // after one test for 1 to 4 elements (n - 1 below 4, unsigned).
         let (short, other, long, joined) = (
             self.b.create_block(),
             self.b.create_block(),
