@@ -2860,7 +2860,8 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     /// Evaluates before a loop what its inlined body `fun_arg` indexes with
     /// values from outside ([`hoistable`]), when the loop runs at all (the
     /// interpreter evaluates them in the first iteration, before anything
-    /// else that could fail): a zero-trip loop jumps to `exit` with `init`.
+    /// else that could fail): a zero-trip loop jumps to `exit` with `init`
+    /// (unless `runs`: then `n > 0` is known and nothing is tested).
     /// Returns the expressions hoisted.
     fn hoist_before_loop(
         &mut self,
