@@ -525,8 +525,7 @@ fn calls_math(body: &Expr) -> bool {
     let mut work = vec![body];
     while let Some(e) = work.pop() {
         if let ExprKind::Prim(p, _) = &e.kind
-            && p.info().real.is_some()
-            && !compiles_inline(*p)
+            && math_symbol(*p).is_some()
         {
             return true;
         }
@@ -535,24 +534,14 @@ fn calls_math(body: &Expr) -> bool {
     false
 }
 
-/// The primitives on reals that are instructions, not calls
-/// ([`FnGen::prim`]'s own cases).
-fn compiles_inline(p: Prim) -> bool {
-    matches!(
-        p,
-        Prim::Add
-            | Prim::Sub
-            | Prim::Mul
-            | Prim::Div
-            | Prim::Neg
-            | Prim::Sqrt
-            | Prim::Abs
-            | Prim::Floor
-            | Prim::StopGradient
-            | Prim::Chain
-            | Prim::Min
-            | Prim::Max
-    )
+/// The runtime function a primitive on reals is a call of, and its number
+/// of arguments; `None` for those that are instructions (`+`, `sqrt`, …).
+fn math_symbol(p: Prim) -> Option<(&'static str, usize)> {
+    match p.info().real {
+        Some(RealFn::Unary(op)) => runtime::unary_symbol(op).map(|s| (s.0, 1)),
+        Some(RealFn::Binary(op)) => runtime::binary_symbol(op).map(|s| (s.0, 2)),
+        _ => None,
+    }
 }
 
 /// A sum's element that computes two at a time ([`FnGen::simd_lanes`]).
@@ -3178,12 +3167,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 self.b.ins().select(second, y, x)
             }
             _ => {
-                let sym = match p.info().real {
-                    Some(RealFn::Unary(op)) => runtime::unary_symbol(op).map(|s| (s.0, 1)),
-                    Some(RealFn::Binary(op)) => runtime::binary_symbol(op).map(|s| (s.0, 2)),
-                    _ => None,
-                };
-                let Some((name, n)) = sym.filter(|&(_, n)| n == vals.len()) else {
+                let Some((name, n)) = math_symbol(p).filter(|&(_, n)| n == vals.len()) else {
                     return Err(Unsupported {
                         what: format!("the primitive `{}` in native code", p.info().name),
                         span,
