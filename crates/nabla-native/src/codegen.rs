@@ -961,7 +961,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 return Err(internal("a trace operation with other operands", span));
             }
             TapeOp::End => ("rt_tape_end", vec![], &[]),
-            TapeOp::Output => ("rt_tape_output", vec![types::I64], &[]),
+            TapeOp::Output => ("rt_tape_output", vec![types::I64, types::F64], &[]),
             TapeOp::Keep => ("rt_tape_keep", vec![], &[types::I64]),
             TapeOp::Resume => (
                 "rt_tape_resume",

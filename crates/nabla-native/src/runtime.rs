@@ -6,7 +6,7 @@
 //! the arguments its declaration in [`crate::codegen`] gives; none of them
 //! panics (a panic cannot unwind through generated frames).
 
-use nabla::{Binary, Unary};
+use nabla::{Binary, Number, Unary};
 use nabla_lang::ad::trace::Trace;
 use nabla_lang::eval::STEP_LIMIT_EXCEEDED;
 use nabla_lang::eval::arith::ArithError;
@@ -142,10 +142,17 @@ struct Tape {
     seeds: Vec<(u32, f64)>,
     /// A pullback's replay of its function.
     replay: bool,
-    /// The output Deltas (−1: a constant), for `TapeOp::Keep`.
-    outputs: Vec<i64>,
+    /// The output Deltas, for `TapeOp::Keep`.
+    outputs: Vec<OutputDelta>,
     /// Set while this is a kept trace made current again (`TapeOp::Resume`).
     resumed: Option<Resumed>,
+}
+
+/// An output's Delta `Scale coefficient (Var id)` (id −1: a constant).
+#[derive(Clone, Copy)]
+struct OutputDelta {
+    id: i64,
+    coefficient: f64,
 }
 
 /// A resumed kept trace: the token it was kept under, and the id its next
@@ -176,7 +183,7 @@ struct Kept {
     /// The token of the kept trace (0: none).
     token: i64,
     /// The trace, while it is not resumed, and its outputs.
-    trace: Option<(Trace, Vec<i64>)>,
+    trace: Option<(Trace, Vec<OutputDelta>)>,
 }
 
 /// Ended traces a position keeps for reuse.
@@ -198,7 +205,7 @@ impl Traces {
     }
 
     /// A kept trace on top again (`TapeOp::Resume`).
-    fn resume(&mut self, kept: (Trace, Vec<i64>), token: i64) {
+    fn resume(&mut self, kept: (Trace, Vec<OutputDelta>), token: i64) {
         match self.all.get_mut(self.active) {
             Some(t) => t.resume(kept, token),
             None => {
@@ -212,7 +219,7 @@ impl Traces {
 
     /// Ends the innermost active trace, giving it and its outputs out rather
     /// than recycling its buffer.
-    fn take(&mut self) -> Option<(Trace, Vec<i64>)> {
+    fn take(&mut self) -> Option<(Trace, Vec<OutputDelta>)> {
         let t = self.current()?;
         let taken = (std::mem::take(&mut t.trace), std::mem::take(&mut t.outputs));
         t.resumed = None;
@@ -258,7 +265,7 @@ impl Tape {
 
     /// Makes this ended trace position hold `trace`, kept by
     /// [`rt_tape_keep`], again, with its `outputs`.
-    fn resume(&mut self, (trace, outputs): (Trace, Vec<i64>), token: i64) {
+    fn resume(&mut self, (trace, outputs): (Trace, Vec<OutputDelta>), token: i64) {
         self.reset(0, false);
         self.trace = trace;
         self.outputs = outputs;
@@ -1013,11 +1020,11 @@ pub(crate) extern "C" fn rt_tape_end(ctx: *mut Ctx, slot: u64) {
     publish(ctx, slot);
 }
 
-/// `TapeOp::Output`: output `id` (−1: a constant) of the slot's current
-/// trace, for [`rt_tape_keep`].
-pub(crate) extern "C" fn rt_tape_output(ctx: *mut Ctx, slot: u64, id: i64) {
+/// `TapeOp::Output`: an output's Delta `Scale coefficient (Var id)` (id −1:
+/// a constant) on the slot's current trace, for [`rt_tape_keep`].
+pub(crate) extern "C" fn rt_tape_output(ctx: *mut Ctx, slot: u64, id: i64, coefficient: f64) {
     if let Some(t) = tape(ctx, slot) {
-        t.outputs.push(id);
+        t.outputs.push(OutputDelta { id, coefficient });
     }
 }
 
@@ -1073,13 +1080,15 @@ pub(crate) extern "C" fn rt_tape_resume(ctx: *mut Ctx, slot: u64, token: i64, ou
     1
 }
 
-/// `TapeOp::SeedOutput`: cotangent `seed` for output `j` of the resumed trace.
+/// `TapeOp::SeedOutput`: cotangent `seed` for output `j` of the resumed
+/// trace: its Delta seeded with chain(coefficient, seed), as the
+/// interpreter's pullback seeds it.
 pub(crate) extern "C" fn rt_tape_seed_output(ctx: *mut Ctx, slot: u64, j: i64, seed: f64) {
     if let Some(t) = tape(ctx, slot)
-        && let Some(&id) = usize::try_from(j).ok().and_then(|j| t.outputs.get(j))
-        && let Ok(id) = u32::try_from(id)
+        && let Some(&out) = usize::try_from(j).ok().and_then(|j| t.outputs.get(j))
+        && let Ok(id) = u32::try_from(out.id)
     {
-        t.seeds.push((id, seed));
+        t.seeds.push((id, out.coefficient.chain(seed)));
     }
 }
 

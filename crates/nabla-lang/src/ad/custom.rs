@@ -16,13 +16,15 @@
 //! * at a **forward** level `dx` is the tangents (the constant 0 for a leaf not
 //!   perturbed), and the result pairs each real of the value with the
 //!   corresponding real of `tangent x₀ dx` (Krawiec et al. Figure 3);
-//! * at a **reverse** level `dx` holds, for each perturbed leaf, a real of level
-//!   ℓ whose value is 0 and whose Delta is the leaf's: the tangent map, linear in
-//!   `dx`, then records its own linear combination of the inputs' Deltas on ℓ's
-//!   trace, and each real of the result takes its Delta from the corresponding
-//!   real of `tangent x₀ dx` (the transpose is the backward sweep's: JAX's
-//!   "linearize, then transpose" for `custom_jvp`). The trace grows by the cost
-//!   of one application of the tangent map: linear, as Theorem 5 asks.
+//! * at a **reverse** level `dx` holds, for each perturbed leaf with Delta
+//!   `Scale c (Var id)`, a real of level ℓ whose value is 0 and whose Delta is
+//!   a fresh variable, recorded as `Let fresh = c · Var id`: the tangent map,
+//!   linear in `dx`, then records its own linear combination of those Deltas on
+//!   ℓ's trace, and each real of the result takes its Delta from the
+//!   corresponding real of `tangent x₀ dx` (the transpose is the backward
+//!   sweep's: JAX's "linearize, then transpose" for `custom_jvp`). The trace
+//!   grows by the cost of one application of the tangent map: linear, as
+//!   Theorem 5 asks.
 //!
 //! `custom_vjp rule` is `custom_jvp` with the tangent map made from the
 //! pullback: `rule x₀ = (y, pb)`, and real leaf i of the tangent is
@@ -36,7 +38,9 @@
 //! rule is applied at, or deeper) is refused with an error, as JAX does,
 //! instead of giving the derivative of an unstated rule.
 
-use super::num::{Level, Mode, Num, Perturbation, mode_of, refers_outside, trace_len};
+use super::num::{
+    Level, Mode, Num, Perturbation, fresh_variable, mode_of, refers_outside, trace_len,
+};
 use super::structure::{ShapeResult, map_reals, one_hot, real_leaves, replace_reals, zip_shapes};
 use crate::eval::{Machine, RResult, Value, err};
 use crate::prim::Role;
@@ -157,21 +161,17 @@ impl Machine {
             parts.push(part);
             primal
         }))?;
-        // The Deltas the tangent map may refer to (a reverse level only).
-        let mut inputs: Vec<u32> = parts
-            .iter()
-            .filter_map(|p| match p {
-                Some(Perturbation::Delta(id)) => Some(*id),
-                _ => None,
-            })
-            .collect();
-        if mode == Mode::Reverse {
-            inputs.sort_unstable();
-        }
+        // At a reverse level, the fresh variables the tangent map is given:
+        // the only Deltas it may refer to (in increasing order).
+        let mut inputs = Vec::new();
         let mut next = parts.into_iter();
         let dx = shape(map_reals(&x0, &mut |_| match next.next().flatten() {
             Some(Perturbation::Tangent(t)) => t,
-            Some(Perturbation::Delta(id)) => Num::reverse(level, Num::ZERO, id),
+            Some(Perturbation::Delta { coefficient, id }) => {
+                let fresh = fresh_variable(level, coefficient, id);
+                inputs.push(fresh);
+                Num::reverse(level, Num::ZERO, Num::Real(1.0), fresh)
+            }
             None => Num::ZERO,
         }))?;
         let y0 = self.custom(rule, x0.clone(), span)?;
@@ -182,11 +182,21 @@ impl Machine {
         let dy = rule.tangent(self, x0, &dx, span)?;
         let inner = innermost(&dy).or_else(|e| err(e, span))?;
         // At a reverse level the map's reals are of this level; one that it
-        // computed from a captured real of the level shows in the Deltas it
-        // recorded, which then refer to a Delta not of the argument.
+        // computed from a captured real of the level has a Delta not of the
+        // argument, or shows in the Deltas the map recorded, which then
+        // refer to one.
+        let foreign = |id: u32| id < recorded && inputs.binary_search(&id).is_err();
         let too_deep = match mode {
             Mode::Forward => inner >= Some(level),
-            Mode::Reverse => inner > Some(level) || refers_outside(level, recorded, &inputs),
+            Mode::Reverse => {
+                inner > Some(level)
+                    || refers_outside(level, recorded, &inputs)
+                    || real_leaves(&dy)
+                        .or_else(|e| err(e, span))?
+                        .iter()
+                        .filter_map(|leaf| leaf.as_num()?.split(level).1)
+                        .any(|d| matches!(d, Perturbation::Delta { id, .. } if foreign(id)))
+            }
         };
         if too_deep {
             return captured(&format!("the rule given to `{}`", rule.name()), span);
@@ -195,7 +205,9 @@ impl Machine {
             Ok(match mode {
                 Mode::Forward => Num::forward(level, y, d),
                 Mode::Reverse => match d.split(level).1 {
-                    Some(Perturbation::Delta(id)) => Num::reverse(level, y, id),
+                    Some(Perturbation::Delta { coefficient, id }) => {
+                        Num::reverse(level, y, coefficient, id)
+                    }
                     _ => y,
                 },
             })

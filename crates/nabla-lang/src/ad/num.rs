@@ -9,10 +9,16 @@
 //!
 //! * A **forward** level's perturbation is a tangent (Krawiec et al. Figure 3:
 //!   the dual number (x, dx)), itself a real of the enclosing levels.
-//! * A **reverse** level's perturbation is the id of a Delta in that level's
-//!   trace (Krawiec et al. §5.3): every operation appends one flattened
-//!   `Let id = Σ weightᵢ · Var parentᵢ` entry, and the backward pass is one
-//!   sweep over the trace ([`Trace::backpropagate`]).
+//! * A **reverse** level's perturbation is a Delta in the small form
+//!   `Scale c (Var id)` (Krawiec et al. §5.3, as the library's `Reverse`
+//!   keeps it): a coefficient, a real of the enclosing levels, and the id of
+//!   a Delta in the level's trace. An operation on one variable only scales
+//!   the coefficient (`Scale a (Scale b δ) = Scale (a·b) δ`), and so does one
+//!   on two reals of the same Delta (`x + x`); only an operation on two
+//!   different variables appends a flattened `Let id = w₀ · Var p₀ + w₁ ·
+//!   Var p₁` entry, its weights the partials times the coefficients. The
+//!   backward pass is one sweep over the trace ([`Trace::backpropagate`]),
+//!   seeded with each output's coefficient times its cotangent.
 //!
 //! Levels are numbered by nesting depth: the operator called innermost has
 //! the highest number. An operation on reals of different levels works at the
@@ -52,8 +58,14 @@ pub struct Node {
 pub enum Perturbation {
     /// Forward level: the tangent, a real of the enclosing levels.
     Tangent(Num),
-    /// Reverse level: the id of the real's Delta in the level's trace.
-    Delta(u32),
+    /// Reverse level: the Delta `Scale coefficient (Var id)`, `id` a Delta
+    /// of the level's trace and `coefficient` a real of the enclosing levels.
+    Delta {
+        /// The factor the Delta's adjoint is scaled by.
+        coefficient: Num,
+        /// The Delta in the level's trace.
+        id: u32,
+    },
 }
 
 /// Any run-time real: a constant or a real tagged with a level's perturbation.
@@ -63,10 +75,12 @@ pub enum Num {
     /// A plain real, constant for every level.
     Real(f64),
     /// The common tagged case, stored without allocation: a reverse-level
-    /// real whose primal is a plain `f64`.
+    /// real whose primal and coefficient are plain `f64`s.
     Reverse {
         /// The primal value.
         primal: f64,
+        /// The coefficient of its Delta, `Scale coefficient (Var id)`.
+        coefficient: f64,
         /// The reverse level.
         level: Level,
         /// Its Delta's id in that level's trace.
@@ -131,7 +145,7 @@ impl LevelGuard {
     pub fn input(&self, x: Num) -> Num {
         debug_assert_eq!(self.mode, Mode::Reverse);
         let id = with_trace(self.level, Trace::push_input);
-        Num::reverse(self.level, x, id)
+        Num::reverse(self.level, x, Num::Real(1.0), id)
     }
 
     /// `x` perturbed by tangent `dx` at this (forward) level.
@@ -190,6 +204,14 @@ pub fn refers_outside(level: Level, from: u32, allowed: &[u32]) -> bool {
     })
 }
 
+/// Records `Let fresh = coefficient · Var id` on reverse level `level`'s
+/// trace and returns `fresh`: a new variable standing for the Delta `Scale
+/// coefficient (Var id)`, as a custom rule's tangent map is given it (so
+/// that what the map computes from anything else shows in the Deltas).
+pub fn fresh_variable(level: Level, coefficient: Num, id: u32) -> u32 {
+    with_trace(level, |t| t.push([(id, coefficient), (NO_PARENT, Num::ZERO)]))
+}
+
 /// Runs `f` on the trace of reverse level `level` (to append a Delta).
 #[inline]
 fn with_trace(level: Level, f: impl FnOnce(&mut Trace) -> u32) -> u32 {
@@ -232,13 +254,25 @@ impl Num {
         matches!(self, Num::Real(x) if *x == 0.0)
     }
 
-    /// A plain real or a reverse real over a plain primal, as its primal
-    /// and its (level, Delta id) if tagged.
+    /// A plain real or a reverse real over plain reals, as its primal and
+    /// its [`PlainDelta`] if tagged.
     #[inline]
-    fn plain(&self) -> Option<(f64, Option<(Level, u32)>)> {
+    fn plain(&self) -> Option<(f64, Option<PlainDelta>)> {
         match *self {
             Num::Real(x) => Some((x, None)),
-            Num::Reverse { primal, level, id } => Some((primal, Some((level, id)))),
+            Num::Reverse {
+                primal,
+                coefficient,
+                level,
+                id,
+            } => Some((
+                primal,
+                Some(PlainDelta {
+                    level,
+                    coefficient,
+                    id,
+                }),
+            )),
             Num::Tagged(_) => None,
         }
     }
@@ -260,7 +294,18 @@ impl Num {
             return (self, None);
         }
         match self {
-            Num::Reverse { primal, id, .. } => (Num::Real(primal), Some(Perturbation::Delta(id))),
+            Num::Reverse {
+                primal,
+                coefficient,
+                id,
+                ..
+            } => (
+                Num::Real(primal),
+                Some(Perturbation::Delta {
+                    coefficient: Num::Real(coefficient),
+                    id,
+                }),
+            ),
             Num::Tagged(n) => match Rc::try_unwrap(n) {
                 Ok(n) => (n.primal, Some(n.perturbation)),
                 Err(n) => (n.primal.clone(), Some(n.perturbation.clone())),
@@ -269,14 +314,20 @@ impl Num {
         }
     }
 
-    /// The reverse-level real with primal `primal` and Delta `id`.
-    pub(crate) fn reverse(level: Level, primal: Num, id: u32) -> Num {
-        match primal {
-            Num::Real(primal) => Num::Reverse { primal, level, id },
-            primal => Num::Tagged(Rc::new(Node {
+    /// The reverse-level real with primal `primal` and Delta `Scale
+    /// coefficient (Var id)`.
+    pub(crate) fn reverse(level: Level, primal: Num, coefficient: Num, id: u32) -> Num {
+        match (primal, coefficient) {
+            (Num::Real(primal), Num::Real(coefficient)) => Num::Reverse {
+                primal,
+                coefficient,
+                level,
+                id,
+            },
+            (primal, coefficient) => Num::Tagged(Rc::new(Node {
                 level,
                 primal,
-                perturbation: Perturbation::Delta(id),
+                perturbation: Perturbation::Delta { coefficient, id },
             })),
         }
     }
@@ -302,13 +353,18 @@ impl Num {
             // makes it (not a real of the level with derivative 0, which a
             // custom rule would take for a perturbed one).
             _ if op == Unary::StopGradient => return Num::Real(op.eval(x.value())),
-            // The common case, on f64 throughout.
-            Num::Reverse { primal, level, id } => {
+            // The common case, on f64 throughout: `Scale f'(x) δx` folds
+            // into the coefficient, nothing is recorded.
+            Num::Reverse {
+                primal,
+                coefficient,
+                level,
+                id,
+            } => {
                 let v = op.eval(primal);
-                let w = op.derivative(primal, v);
-                let id = record_plain(level, [id, NO_PARENT], [w, 0.0]);
                 return Num::Reverse {
                     primal: v,
+                    coefficient: op.derivative(primal, v).chain(coefficient),
                     level,
                     id,
                 };
@@ -322,10 +378,9 @@ impl Num {
                 let t = op.derivative(x, v.clone()).chain(t);
                 Num::forward(level, v, t)
             }
-            Some(Perturbation::Delta(id)) => {
-                let w = op.derivative(x, v.clone());
-                let id = with_trace(level, |t| t.push([(id, w), (NO_PARENT, Num::ZERO)]));
-                Num::reverse(level, v, id)
+            Some(Perturbation::Delta { coefficient, id }) => {
+                let c = op.derivative(x, v.clone()).chain(coefficient);
+                Num::reverse(level, v, c, id)
             }
             None => v,
         }
@@ -339,8 +394,8 @@ impl Num {
             if a.1.is_none() && b.1.is_none() {
                 return Num::Real(op.eval(a.0, b.0));
             }
-            if let Some((primal, level, id)) = reverse_on_plain(op, a, b) {
-                return Num::Reverse { primal, level, id };
+            if let Some(r) = reverse_on_plain(op, a, b) {
+                return r.into();
             }
         }
         let Some(level) = x.level().max(y.level()) else {
@@ -379,26 +434,50 @@ impl Num {
                 };
                 Num::forward(level, v, t)
             }
-            // `x + c`, `c + x`, `x − c`: the Delta is x's.
-            (Some(Perturbation::Delta(id)), None) if partial_is_one(op, 0) => {
-                Num::reverse(level, v, id)
+            // `x + c`, `c + x`, `x − c`: the Delta is x's (`Add δx Zero = δx`).
+            (Some(Perturbation::Delta { coefficient, id }), None) if partial_is_one(op, 0) => {
+                Num::reverse(level, v, coefficient, id)
             }
-            (None, Some(Perturbation::Delta(id))) if partial_is_one(op, 1) => {
-                Num::reverse(level, v, id)
+            (None, Some(Perturbation::Delta { coefficient, id })) if partial_is_one(op, 1) => {
+                Num::reverse(level, v, coefficient, id)
             }
-            (dx, dy) => {
-                // One Delta entry with a term per perturbed operand.
-                let tx = match dx {
-                    Some(Perturbation::Delta(id)) => (id, px(&x, &y, &v)),
-                    _ => (NO_PARENT, Num::ZERO),
+            // One variable: `Scale ∂ δ`, folded into its coefficient.
+            (Some(Perturbation::Delta { coefficient, id }), None) => {
+                let c = px(&x, &y, &v).chain(coefficient);
+                Num::reverse(level, v, c, id)
+            }
+            (None, Some(Perturbation::Delta { coefficient, id })) => {
+                let c = py(&x, &y, &v).chain(coefficient);
+                Num::reverse(level, v, c, id)
+            }
+            (
+                Some(Perturbation::Delta {
+                    coefficient: cx,
+                    id: ix,
+                }),
+                Some(Perturbation::Delta {
+                    coefficient: cy,
+                    id: iy,
+                }),
+            ) => {
+                // `Add (Scale ∂ₓ δx) (Scale ∂ᵧ δy)`, each weight the partial
+                // times the coefficient (a partial 1 not multiplied: over a
+                // reverse level the product would scale by 1).
+                let weight = |unit: bool, partial: &dyn Fn() -> Num, c: Num| {
+                    if unit { chain_one(c) } else { partial().chain(c) }
                 };
-                let ty = match dy {
-                    Some(Perturbation::Delta(id)) => (id, py(&x, &y, &v)),
-                    _ => (NO_PARENT, Num::ZERO),
-                };
-                let id = with_trace(level, |t| t.push([tx, ty]));
-                Num::reverse(level, v, id)
+                let wx = weight(partial_is_one(op, 0), &|| px(&x, &y, &v), cx);
+                let wy = weight(partial_is_one(op, 1), &|| py(&x, &y, &v), cy);
+                if ix == iy {
+                    // `x + x`: one Delta, `Scale (wₓ + wᵧ) δ`.
+                    Num::reverse(level, v, wx + wy, ix)
+                } else {
+                    let id = with_trace(level, |t| t.push([(ix, wx), (iy, wy)]));
+                    Num::reverse(level, v, Num::Real(1.0), id)
+                }
             }
+            // Tangents and Deltas never meet: a level has one mode.
+            _ => v,
         }
     }
 }
@@ -409,33 +488,85 @@ fn chain_one(d: Num) -> Num {
     if d.is_zero() { Num::ZERO } else { d }
 }
 
+/// The Delta `Scale coefficient (Var id)` of a reverse real of `level` over
+/// plain reals.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PlainDelta {
+    /// The reverse level.
+    pub level: Level,
+    /// The Delta's coefficient.
+    pub coefficient: f64,
+    /// The Delta's id on the level's trace.
+    pub id: u32,
+}
+
+/// A reverse real over plain reals: its primal and its Delta.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PlainReverse {
+    /// The primal value.
+    pub primal: f64,
+    /// Its Delta.
+    pub delta: PlainDelta,
+}
+
+impl From<PlainReverse> for Num {
+    #[inline]
+    fn from(r: PlainReverse) -> Num {
+        Num::Reverse {
+            primal: r.primal,
+            coefficient: r.delta.coefficient,
+            level: r.delta.level,
+            id: r.delta.id,
+        }
+    }
+}
+
 /// The common case of reverse mode, on `f64` throughout: `op` on two reals
-/// that are plain or reverse reals of one level over plain primals, each
-/// given as (primal, tag). Records the Delta and returns (value, level, id);
-/// `None` if neither operand is tagged or they are tagged at different levels.
+/// that are plain or reverse reals of one level over plain reals, each given
+/// as (primal, Delta). The rules of [`Num::binary`]: one variable's
+/// coefficient is scaled by its partial (by nothing for a partial 1); two
+/// reals of one Delta add their weights; only two different variables
+/// record an entry. `None` if neither operand is tagged or they are tagged
+/// at different levels.
 #[inline]
 pub fn reverse_on_plain(
     op: Binary,
-    (a, ta): (f64, Option<(Level, u32)>),
-    (b, tb): (f64, Option<(Level, u32)>),
-) -> Option<(f64, Level, u32)> {
-    let v = op.eval(a, b);
-    let (level, parents) = match (ta, tb) {
+    (a, ta): (f64, Option<PlainDelta>),
+    (b, tb): (f64, Option<PlainDelta>),
+) -> Option<PlainReverse> {
+    let primal = op.eval(a, b);
+    // Each partial only for a perturbed operand (a constant's partial may be NaN).
+    let delta = match (ta, tb) {
         // `x + c`, `c + x`, `x − c`: the Delta is x's (`Add δx Zero = δx`).
-        (Some((level, i)), None) if partial_is_one(op, 0) => return Some((v, level, i)),
-        (None, Some((level, j))) if partial_is_one(op, 1) => return Some((v, level, j)),
-        (Some((level, i)), None) => (level, [i, NO_PARENT]),
-        (None, Some((level, j))) => (level, [j, NO_PARENT]),
-        (Some((level, i)), Some((l2, j))) if level == l2 => (level, [i, j]),
+        (Some(dx), None) if partial_is_one(op, 0) => dx,
+        (None, Some(dy)) if partial_is_one(op, 1) => dy,
+        (Some(dx), None) => PlainDelta {
+            coefficient: op.partial_x(a, b, primal).chain(dx.coefficient),
+            ..dx
+        },
+        (None, Some(dy)) => PlainDelta {
+            coefficient: op.partial_y(a, b, primal).chain(dy.coefficient),
+            ..dy
+        },
+        (Some(dx), Some(dy)) if dx.level == dy.level => {
+            let wx = op.partial_x(a, b, primal).chain(dx.coefficient);
+            let wy = op.partial_y(a, b, primal).chain(dy.coefficient);
+            if dx.id == dy.id {
+                PlainDelta {
+                    coefficient: wx + wy,
+                    ..dx
+                }
+            } else {
+                PlainDelta {
+                    coefficient: 1.0,
+                    id: record_plain(dx.level, [dx.id, dy.id], [wx, wy]),
+                    ..dx
+                }
+            }
+        }
         _ => return None,
     };
-    // Each partial only for a perturbed operand (a constant's partial may be NaN).
-    let weights = match (ta, tb) {
-        (Some(_), None) => [op.partial_x(a, b, v), 0.0],
-        (None, Some(_)) => [op.partial_y(a, b, v), 0.0],
-        _ => [op.partial_x(a, b, v), op.partial_y(a, b, v)],
-    };
-    Some((v, level, record_plain(level, parents, weights)))
+    Some(PlainReverse { primal, delta })
 }
 
 // ---- the arithmetic the derivative table is written in ----

@@ -8,8 +8,8 @@
 use super::custom::Rule;
 use super::num::{LevelGuard, Mode, Num, Perturbation};
 use super::structure::{
-    ShapeResult, gradient, one_hot, real_leaves, replace_reals, seed_inputs, seed_tangents, seeds,
-    split_forward, split_reverse,
+    OutputDelta, ShapeResult, gradient, one_hot, real_leaves, replace_reals, seed, seed_inputs,
+    seed_tangents, seeds, split_forward, split_reverse,
 };
 use super::trace::Trace;
 use crate::eval::{Machine, RResult, Value, err};
@@ -27,7 +27,7 @@ pub struct Pullback {
     /// The primal output (the shape a cotangent must have).
     output: Value,
     /// The Delta of each real leaf of the output.
-    output_ids: Vec<Option<u32>>,
+    output_deltas: Vec<Option<OutputDelta>>,
 }
 
 impl Pullback {
@@ -125,7 +125,9 @@ impl Machine {
         };
         let (value, dy) = y.split(level);
         let seed = match dy {
-            Some(Perturbation::Delta(id)) => Some((id, Num::Real(1.0))),
+            Some(Perturbation::Delta { coefficient, id }) => {
+                Some(seed((coefficient, id), Num::Real(1.0)))
+            }
             _ => None,
         };
         let adjoints = trace.backpropagate(seed.into_iter().collect());
@@ -141,14 +143,14 @@ impl Machine {
         let y = self.apply(f, input, span)?;
         let level = g.level();
         let trace = g.finish();
-        let (output, output_ids) = split_reverse(&y, level).or_else(|m| err(m, span))?;
+        let (output, output_deltas) = split_reverse(&y, level).or_else(|m| err(m, span))?;
         Ok((
             output.clone(),
             Pullback {
                 trace,
                 input: x.clone(),
                 output,
-                output_ids,
+                output_deltas,
             },
         ))
     }
@@ -160,7 +162,7 @@ impl Machine {
         ct: &Value,
         span: Span,
     ) -> RResult<Value> {
-        let seeds = seeds(&pb.output, ct, &pb.output_ids).or_else(|m| err(m, span))?;
+        let seeds = seeds(&pb.output, ct, &pb.output_deltas).or_else(|m| err(m, span))?;
         let adjoints = pb.trace.backpropagate(seeds);
         gradient(&pb.input, &adjoints).or_else(|m| err(m, span))
     }

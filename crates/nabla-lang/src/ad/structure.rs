@@ -12,6 +12,7 @@ use super::num::{LevelGuard, Num, Perturbation};
 use crate::eval::Value;
 use crate::prim::Role;
 use crate::stack;
+use nabla::Number;
 use std::rc::Rc;
 
 /// A mismatch between a value and the (co)tangent given for it, or data
@@ -27,8 +28,14 @@ impl Value {
     pub fn as_num(&self) -> Option<Num> {
         match self {
             Value::Real(x) => Some(Num::Real(*x)),
-            Value::Reverse { primal, level, id } => Some(Num::Reverse {
+            Value::Reverse {
+                primal,
+                coefficient,
+                level,
+                id,
+            } => Some(Num::Reverse {
                 primal: *primal,
+                coefficient: *coefficient,
                 level: *level,
                 id: *id,
             }),
@@ -42,7 +49,17 @@ impl From<Num> for Value {
     fn from(n: Num) -> Value {
         match n {
             Num::Real(x) => Value::Real(x),
-            Num::Reverse { primal, level, id } => Value::Reverse { primal, level, id },
+            Num::Reverse {
+                primal,
+                coefficient,
+                level,
+                id,
+            } => Value::Reverse {
+                primal,
+                coefficient,
+                level,
+                id,
+            },
             Num::Tagged(n) => Value::Tagged(n),
         }
     }
@@ -203,30 +220,45 @@ pub fn split_forward(y: &Value, level: u16) -> ShapeResult<(Value, Value)> {
     Ok((primal, tangent))
 }
 
+/// The Delta `Scale coefficient (Var id)` of an output real of a reverse
+/// level, as (coefficient, id).
+pub type OutputDelta = (Num, u32);
+
+/// The seed of the backward pass that output Delta `(c, id)` with
+/// cotangent `ct` gives: `(id, c · ct)` (as `Number::chain`: a zero factor
+/// gives 0, also against an infinite one).
+pub fn seed((c, id): OutputDelta, ct: Num) -> (u32, Num) {
+    (id, c.chain(ct))
+}
+
 /// Splits the output `y` of reverse level `level` into its primal and the
-/// Delta id of each real leaf (`None` for a leaf that does not depend on the
+/// Delta of each real leaf (`None` for a leaf that does not depend on the
 /// input), in leaf order.
-pub fn split_reverse(y: &Value, level: u16) -> ShapeResult<(Value, Vec<Option<u32>>)> {
-    let mut ids = Vec::new();
+pub fn split_reverse(y: &Value, level: u16) -> ShapeResult<(Value, Vec<Option<OutputDelta>>)> {
+    let mut deltas = Vec::new();
     let primal = map_reals(y, &mut |n| {
         let (p, d) = n.split(level);
-        ids.push(match d {
-            Some(Perturbation::Delta(id)) => Some(id),
+        deltas.push(match d {
+            Some(Perturbation::Delta { coefficient, id }) => Some((coefficient, id)),
             _ => None,
         });
         p
     })?;
-    Ok((primal, ids))
+    Ok((primal, deltas))
 }
 
 /// Pairs the cotangent `ct` (shaped like the primal output `y`) with the
-/// output Deltas `ids`: the seeds of the backward pass.
-pub fn seeds(y: &Value, ct: &Value, ids: &[Option<u32>]) -> ShapeResult<Vec<(u32, Num)>> {
+/// output Deltas: the seeds of the backward pass.
+pub fn seeds(
+    y: &Value,
+    ct: &Value,
+    deltas: &[Option<OutputDelta>],
+) -> ShapeResult<Vec<(u32, Num)>> {
     let mut out = Vec::new();
-    let mut next = ids.iter();
+    let mut next = deltas.iter();
     zip_shapes(y, ct, Role::Cotangent, &mut |_, c| {
-        if let Some(Some(id)) = next.next() {
-            out.push((*id, c));
+        if let Some(Some(delta)) = next.next() {
+            out.push(seed(delta.clone(), c));
         }
         Ok(Num::ZERO)
     })?;

@@ -270,8 +270,9 @@ pub enum TapeOp {
     /// `()`: ends the slot's current trace (a resumed one goes back to
     /// where `Keep` put it).
     End,
-    /// `()`: output `[id]` of the current plain trace (−1 for a constant
-    /// output), in the order of the output's reals, for `Keep`.
+    /// `()`: output `[id, coefficient]` (a Delta `Scale coefficient (Var
+    /// id)`, id −1 for a constant output) of the current plain trace, in the
+    /// order of the output's reals, for `Keep`.
     Output,
     /// `Int`: ends the slot's current plain trace like `End`, but keeps it
     /// (with its `Output`s) for the pullback of the `vjp` that made it: the
@@ -283,7 +284,8 @@ pub enum TapeOp {
     /// (else does nothing and gives 0). `InputAgain` then gives the
     /// inputs' ids again, in order, and `End` keeps it again.
     Resume,
-    /// `()`: cotangent `[j, seed]` for the resumed trace's `j`-th output.
+    /// `()`: cotangent `[j, seed]` for the resumed trace's `j`-th output
+    /// (its Delta seeded with chain(coefficient, seed)).
     SeedOutput,
 }
 

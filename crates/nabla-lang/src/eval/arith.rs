@@ -3,6 +3,7 @@
 
 use super::value::Value;
 use crate::ad::Num;
+use crate::ad::num::PlainDelta;
 use crate::prim::{Prim, RealFn};
 use nabla::Number;
 
@@ -76,13 +77,25 @@ pub fn tagged_fast(p: Prim, a: &Value, b: &Value) -> Option<Value> {
     // The common case first: one reverse level over plain reals.
     let plain = |v: &Value| match *v {
         Value::Real(x) => Some((x, None)),
-        Value::Reverse { primal, level, id } => Some((primal, Some((level, id)))),
+        Value::Reverse {
+            primal,
+            coefficient,
+            level,
+            id,
+        } => Some((
+            primal,
+            Some(PlainDelta {
+                level,
+                coefficient,
+                id,
+            }),
+        )),
         _ => None,
     };
     if let (Some(RealFn::Binary(op)), Some(x), Some(y)) = (p.info().real, plain(a), plain(b))
-        && let Some((primal, level, id)) = crate::ad::num::reverse_on_plain(op, x, y)
+        && let Some(r) = crate::ad::num::reverse_on_plain(op, x, y)
     {
-        return Some(Value::Reverse { primal, level, id });
+        return Some(Value::from(Num::from(r)));
     }
     tagged_binary(p, a.as_num()?, b.as_num()?).ok()
 }

@@ -13,7 +13,7 @@ use std::rc::Rc;
 ///
 /// Vectors whose elements are all Reals are stored as a contiguous
 /// `Vec<f64>` ([`Value::RealVec`]); other vectors as a `Vec<Value>`.
-/// Every variant fits in 16 bytes, so values move in two registers.
+/// Every variant fits in 24 bytes, so values move in three registers.
 /// Both print the same and every vector operation accepts both.
 #[derive(Debug)]
 pub enum Value {
@@ -26,10 +26,12 @@ pub enum Value {
     /// A Real that no active derivative perturbs.
     Real(f64),
     /// A Real tagged by an active reverse derivative level, with a plain
-    /// primal (the common case of [`crate::ad::Num`], unboxed).
+    /// primal and coefficient (the common case of [`crate::ad::Num`], unboxed).
     Reverse {
         /// The primal value.
         primal: f64,
+        /// The coefficient of its Delta, `Scale coefficient (Var id)`.
+        coefficient: f64,
         /// The level.
         level: Level,
         /// Its Delta in the level's trace.
@@ -74,8 +76,14 @@ impl Clone for Value {
             Value::Bool(b) => Value::Bool(*b),
             Value::Int(n) => Value::Int(*n),
             Value::Real(x) => Value::Real(*x),
-            Value::Reverse { primal, level, id } => Value::Reverse {
+            Value::Reverse {
+                primal,
+                coefficient,
+                level,
+                id,
+            } => Value::Reverse {
                 primal: *primal,
+                coefficient: *coefficient,
                 level: *level,
                 id: *id,
             },
@@ -236,5 +244,6 @@ impl Value {
     }
 }
 
-/// Values must stay two machine words: the interpreter moves them a lot.
-const _: () = assert!(std::mem::size_of::<Value>() == 16);
+/// Values must stay three machine words (a reverse real's primal,
+/// coefficient and Delta): the interpreter moves them a lot.
+const _: () = assert!(std::mem::size_of::<Value>() == 24);

@@ -4,9 +4,11 @@
 //!
 //! A value at *level* ℓ holds the reals of ℓ nested derivative numbers. At a
 //! forward level a real is a dual number, `Dₗ₊₁ Real = (Dₗ Real, Dₗ Real)`
-//! (primal, tangent); at a reverse level it is `(Dₗ Real, Int)`, the primal
-//! and the id of its Delta on the level's trace (−1 for a constant of the
-//! level: Krawiec et al.'s Zero). Every other type maps homomorphically
+//! (primal, tangent); at a reverse level it is `(Dₗ Real, Int, Dₗ Real)`,
+//! the primal and its Delta `Scale c (Var id)`: the id of a Delta on the
+//! level's trace (−1 for a constant of the level: Krawiec et al.'s Zero) and
+//! the coefficient c, as the interpreter's `Num` and the library's `Reverse`
+//! keep it. Every other type maps homomorphically
 //! (`Dₗ (Vec A) = Vec (Dₗ A)`, tuples, sums and functions component-wise;
 //! `Int`, `Bool`, `()` stay). Levels are positions, not names: `jvp f x dx`
 //! and `grad f x` run `f` at level n = 1 + the highest level of anything `f`
@@ -26,8 +28,9 @@
 //! number, and then emitted one level down (so the table's formulas are
 //! themselves differentiated at the enclosing levels): no rule is restated.
 //!
-//! A reverse level's operation records one Delta, `Let`-bound on the run-time
-//! trace of its level ([`TapeOp::Push`]: at most two weighted references to
+//! A reverse level's operation on one variable only scales its coefficient;
+//! one on two different variables records one Delta, `Let`-bound on the
+//! run-time trace of its level ([`TapeOp::Push`]: two weighted references to
 //! earlier Deltas, the interpreter's trace entries, Krawiec et al. §5.3.3),
 //! so the trace is linear in the operations. `grad f x` begins a trace,
 //! seeds each real of `x` as an input, runs `f`, sweeps the trace backwards
@@ -69,8 +72,8 @@ type R<T> = Result<T, Unsupported>;
 enum Mode {
     /// Dual numbers: a real is (primal, tangent).
     Forward,
-    /// A Delta trace: a real is (primal, Delta id), the id −1 for a
-    /// constant of the level.
+    /// A Delta trace: a real is (primal, Delta id, coefficient), the id −1
+    /// for a constant of the level.
     Reverse,
 }
 
@@ -231,7 +234,7 @@ fn dual_ty(t: &Type, l: Level) -> Type {
     match t {
         Type::Real => (1..=l.n).fold(Type::Real, |t, k| match l.prefix(k).mode() {
             Mode::Forward => Type::Tuple(vec![t.clone(), t]),
-            Mode::Reverse => Type::Tuple(vec![t, Type::Int]),
+            Mode::Reverse => Type::Tuple(vec![t.clone(), Type::Int, t]),
         }),
         Type::Tuple(ts) => Type::Tuple(ts.iter().map(|t| dual_ty(t, l)).collect()),
         Type::Sum(a, b) => Type::Sum(Box::new(dual_ty(a, l)), Box::new(dual_ty(b, l))),
@@ -305,16 +308,36 @@ fn prim(p: Prim, args: Vec<Expr>, ty: Type, span: Span) -> Expr {
     mk(ExprKind::Prim(p, args), ty, span)
 }
 
+/// The constant `x` at level `l`: `x` plain, zero tangents, no Delta.
+fn constant_at(x: f64, l: Level, span: Span) -> Expr {
+    if l.n == 0 {
+        return real_lit(x, span);
+    }
+    let below = l.below();
+    let c = constant_at(x, below, span);
+    match l.mode() {
+        Mode::Forward => pair(c, zero_at(below, span)),
+        Mode::Reverse => constant_of_level(c, below, span),
+    }
+}
+
 /// The zero real at level `l`: a plain 0.0 in each component, no Delta.
 fn zero_at(l: Level, span: Span) -> Expr {
-    if l.n == 0 {
-        return real_lit(0.0, span);
-    }
-    let z = zero_at(l.below(), span);
-    match l.mode() {
-        Mode::Forward => pair(z.clone(), z),
-        Mode::Reverse => pair(z, int_lit(-1, span)),
-    }
+    constant_at(0.0, l, span)
+}
+
+/// The real of reverse level `below` + 1 with primal `primal` and Delta
+/// `Scale coefficient (Var id)`.
+fn reverse_real(primal: Expr, id: Expr, coefficient: Expr) -> Expr {
+    let span = primal.span;
+    let ty = Type::Tuple(vec![primal.ty.clone(), Type::Int, coefficient.ty.clone()]);
+    mk(ExprKind::Tuple(vec![primal, id, coefficient]), ty, span)
+}
+
+/// `primal` (a real of level `below`) as a constant of reverse level
+/// `below` + 1: Delta id −1, coefficient 0.
+fn constant_of_level(primal: Expr, below: Level, span: Span) -> Expr {
+    reverse_real(primal, int_lit(-1, span), zero_at(below, span))
 }
 
 /// The state of a sum in lanes at a level whose reals are `real`: the
@@ -418,7 +441,7 @@ fn width(l: Level) -> usize {
     }
     match l.mode() {
         Mode::Forward => 2 * width(l.below()),
-        Mode::Reverse => width(l.below()) + 1,
+        Mode::Reverse => 2 * width(l.below()) + 1,
     }
 }
 
@@ -432,7 +455,10 @@ fn components(e: &Expr, l: Level, out: &mut Vec<Expr>) {
     components(&proj(e.clone(), 0), l.below(), out);
     match l.mode() {
         Mode::Forward => components(&proj(e.clone(), 1), l.below(), out),
-        Mode::Reverse => out.push(proj(e.clone(), 1)),
+        Mode::Reverse => {
+            out.push(proj(e.clone(), 1));
+            components(&proj(e.clone(), 2), l.below(), out);
+        }
     }
 }
 
@@ -443,11 +469,13 @@ fn assemble(l: Level, next: &mut dyn FnMut(Type) -> Expr) -> Expr {
         return next(Type::Real);
     }
     let p = assemble(l.below(), next);
-    let t = match l.mode() {
-        Mode::Forward => assemble(l.below(), next),
-        Mode::Reverse => next(Type::Int),
-    };
-    pair(p, t)
+    match l.mode() {
+        Mode::Forward => pair(p, assemble(l.below(), next)),
+        Mode::Reverse => {
+            let id = next(Type::Int);
+            reverse_real(p, id, assemble(l.below(), next))
+        }
+    }
 }
 
 /// `true` if the plain real `x` (evaluated twice) is −0.
@@ -772,7 +800,7 @@ impl Expander<'_> {
                 let below = to.prefix(k);
                 match to.prefix(k + 1).mode() {
                     Mode::Forward => pair(e, zero_at(below, span)),
-                    Mode::Reverse => pair(e, int_lit(-1, span)),
+                    Mode::Reverse => constant_of_level(e, below, span),
                 }
             })),
             Type::Real => Ok((to.n..from.n).fold(e, |e, _| proj(e, 0))),
@@ -1217,7 +1245,9 @@ impl Expander<'_> {
                         Ok(pair(x, select(zero, zero_at(l, span), dx)))
                     })
                 }),
-                Mode::Reverse => Ok(pair(x, proj(dx, 1))),
+                Mode::Reverse => self.with_temp(dx, |_, dx| {
+                    Ok(reverse_real(x, proj(dx.clone(), 1), proj(dx, 2)))
+                }),
             },
             Type::Tuple(ts) => self.with_temp(x, |s, x| {
                 s.with_temp(dx, |s, dx| {
@@ -1304,7 +1334,11 @@ impl Expander<'_> {
     fn seed_inputs(&mut self, x: Expr, ty: &Type, l: Level, input: TapeOp, span: Span) -> R<Expr> {
         let out = dual_ty(ty, l.above(Mode::Reverse));
         match ty {
-            Type::Real => Ok(pair(x, tape(input, l.n + 1, Vec::new(), span))),
+            Type::Real => Ok(reverse_real(
+                x,
+                tape(input, l.n + 1, Vec::new(), span),
+                constant_at(1.0, l, span),
+            )),
             Type::Tuple(ts) => self.with_temp(x, |s, x| {
                 let parts = ts
                     .iter()
@@ -1587,7 +1621,8 @@ impl Expander<'_> {
         // Bind the operands, then take each apart at level l.
         let mut lets = Vec::new();
         let mut primals = Vec::new();
-        let mut tangents = Vec::new();
+        // The operands perturbed at level l (a local or literal each).
+        let mut perturbed = Vec::new();
         for (e, al) in args {
             let e = if matches!(e.kind, ExprKind::Local(_) | ExprKind::Lit(_)) {
                 e
@@ -1598,10 +1633,10 @@ impl Expander<'_> {
             };
             if al == l {
                 primals.push((proj(e.clone(), 0), l.below()));
-                tangents.push(Some(proj(e, 1)));
+                perturbed.push(Some(e));
             } else {
                 primals.push((e, al));
-                tangents.push(None);
+                perturbed.push(None);
             }
         }
         let (v, vl) = self.op(f, primals.clone(), span)?;
@@ -1612,89 +1647,27 @@ impl Expander<'_> {
         // Whether operand k's partial is the table's constant 1 (both of
         // `+`, the first of `−`), as the interpreter decides it (`Num::binary`).
         let unit = |k: usize| matches!(f, RealFn::Binary(b) if partial_is_one(b, k));
-        let perturbation = if l.mode() == Mode::Forward {
+        let value = self.lift(value.0, value.1, l.below(), &Type::Real)?;
+        let mut out = if l.mode() == Mode::Forward {
             // Σ chain(∂ᵢ, dxᵢ) over the tangents that are not zero at run
             // time, added in operand order (the library's `Dual::apply_binary`).
             // The partials 1 are not multiplied.
             let mut terms = Vec::new();
-            for (k, (partial, t)) in partials.into_iter().zip(tangents).enumerate() {
-                if let Some(t) = t {
-                    terms.push((partial, t, unit(k)));
+            for (k, (partial, e)) in partials.into_iter().zip(perturbed).enumerate() {
+                if let Some(e) = e {
+                    terms.push((partial, proj(e, 1), unit(k)));
                 }
             }
-            self.sum_terms(terms, l.below(), span)?
+            pair(value, self.sum_terms(terms, l.below(), span)?)
         } else {
-            // One Delta `Σ ∂ᵢ · Var idᵢ` over the operands of this level
-            // (`tangents` holds their Delta ids), as the interpreter records
-            // it; the weights are reals of the levels below.
-            // `x + c`, `c + x` and `x − c` record nothing: their Delta is
-            // x's (`Add δx Zero = δx`), as in the interpreter and the library.
-            let below = l.below();
-            let mut ids = Vec::new();
-            let mut units = Vec::new();
-            let mut weights = Vec::new();
-            for (k, (partial, id)) in partials.into_iter().zip(tangents).enumerate() {
-                if let Some(id) = id {
-                    let (w, wl) = self.emit(&partial, span)?;
-                    ids.push(id);
-                    units.push(unit(k));
-                    weights.push(self.lift(w, wl, below, &Type::Real)?);
+            let mut vars = Vec::new();
+            for (k, (partial, e)) in partials.into_iter().zip(perturbed).enumerate() {
+                if let Some(e) = e {
+                    vars.push((partial, e, unit(k)));
                 }
             }
-            // Which operand's Delta the result shares if the other is a
-            // constant of the level at run time (id −1).
-            let shared: Vec<(Expr, Expr)> = match (&ids[..], &units[..]) {
-                ([x, y], [ux, uy]) => {
-                    let constant = |id: &Expr| {
-                        prim(
-                            Prim::Eq,
-                            vec![id.clone(), int_lit(-1, span)],
-                            Type::Bool,
-                            span,
-                        )
-                    };
-                    let mut shared = Vec::new();
-                    if *ux {
-                        shared.push((constant(y), x.clone()));
-                    }
-                    if *uy {
-                        shared.push((constant(x), y.clone()));
-                    }
-                    shared
-                }
-                _ => Vec::new(),
-            };
-            let alone = ids.len() == 1 && units[0];
-            while ids.len() < 2 {
-                ids.push(int_lit(-1, span));
-                weights.push(zero_at(below, span));
-            }
-            let record = if alone {
-                ids.swap_remove(0)
-            } else if below == Level::PLAIN {
-                let mut push = Vec::new();
-                for (id, w) in ids.into_iter().zip(weights) {
-                    push.push(id);
-                    push.push(w);
-                }
-                tape(TapeOp::Push, l.n, push, span)
-            } else {
-                // Wide weights: each bound once, then passed flattened.
-                let mut push = ids;
-                for w in weights {
-                    let t = self.local("w", w.ty.clone());
-                    lets.push((t, w));
-                    components(&self.local_expr(t, span), below, &mut push);
-                }
-                tape(TapeOp::PushWide, l.n, push, span)
-            };
-            shared
-                .into_iter()
-                .rev()
-                .fold(record, |push, (constant, id)| if_(constant, id, push))
+            self.reverse_delta(value, vars, l, &mut lets, span)?
         };
-        let value = self.lift(value.0, value.1, l.below(), &Type::Real)?;
-        let mut out = pair(value, perturbation);
         for (t, e) in lets.into_iter().rev() {
             let ty = out.ty.clone();
             out = mk(
@@ -1704,6 +1677,140 @@ impl Expander<'_> {
             );
         }
         Ok((out, l))
+    }
+
+    /// The real of reverse level `l` with value `value` (a local, or a
+    /// constant lifted) that an operation on the variables `vars` makes —
+    /// each given as (its partial, the operand: a local, whether the partial
+    /// is the table's constant 1) — by the interpreter's rules
+    /// (`Num::binary`): one variable's coefficient is scaled by its partial
+    /// (by nothing for a partial 1); two reals of one Delta add their
+    /// weights (`x + x`); only two different variables record a Delta,
+    /// `Let id = wₓ · Var idₓ + wᵧ · Var idᵧ`, its weights the partials
+    /// times the coefficients. An operand whose id is −1 at run time (a
+    /// constant of the level) leaves the other alone. Bindings the result
+    /// needs go to `lets`.
+    fn reverse_delta(
+        &mut self,
+        value: Expr,
+        mut vars: Vec<(Sym, Expr, bool)>,
+        l: Level,
+        lets: &mut Vec<(Local, Expr)>,
+        span: Span,
+    ) -> R<Expr> {
+        let below = l.below();
+        let value = if matches!(value.kind, ExprKind::Local(_)) {
+            value
+        } else {
+            let t = self.local("_", value.ty.clone());
+            lets.push((t, value));
+            self.local_expr(t, span)
+        };
+        let mut emitted = Vec::new();
+        for (partial, e, unit) in vars.drain(..) {
+            let partial = if unit {
+                None
+            } else {
+                let (p, pl) = self.emit(&partial, span)?;
+                let t = self.local("d", dual_ty(&Type::Real, pl));
+                lets.push((t, p));
+                Some((self.local_expr(t, span), pl))
+            };
+            emitted.push((partial, proj(e.clone(), 1), proj(e, 2)));
+        }
+        // `Scale ∂ (Scale c δ)`: the coefficient ∂ · c (c itself for ∂ = 1).
+        let scaled = |s: &mut Self, partial: &Option<(Expr, Level)>, c: &Expr| match partial {
+            None => Ok(c.clone()),
+            Some(p) => s.coefficient(Some(p.clone()), c.clone(), below, span),
+        };
+        let is_constant =
+            |id: &Expr| prim(Prim::Eq, vec![id.clone(), int_lit(-1, span)], Type::Bool, span);
+        match &emitted[..] {
+            [(partial, id, c)] => {
+                let c = scaled(self, partial, c)?;
+                Ok(reverse_real(value, id.clone(), c))
+            }
+            [(px, ix, cx), (py, iy, cy)] => {
+                let x_alone = scaled(self, px, cx)?;
+                let x_alone = reverse_real(value.clone(), ix.clone(), x_alone);
+                let y_alone = scaled(self, py, cy)?;
+                let y_alone = reverse_real(value.clone(), iy.clone(), y_alone);
+                let wx = self.coefficient(px.clone(), cx.clone(), below, span)?;
+                let wy = self.coefficient(py.clone(), cy.clone(), below, span)?;
+                let both = self.with_temp(wx, |s, wx| {
+                    s.with_temp(wy, |s, wy| {
+                        let (sum, sl) = s.op(
+                            RealFn::Binary(Binary::Add),
+                            vec![(wx.clone(), below), (wy.clone(), below)],
+                            span,
+                        )?;
+                        let sum = s.lift(sum, sl, below, &Type::Real)?;
+                        let same = reverse_real(value.clone(), ix.clone(), sum);
+                        let terms = [(ix.clone(), wx), (iy.clone(), wy)];
+                        let id = s.record(terms, l, span);
+                        let new = reverse_real(value.clone(), id, constant_at(1.0, below, span));
+                        let same_id = prim(
+                            Prim::Eq,
+                            vec![ix.clone(), iy.clone()],
+                            Type::Bool,
+                            span,
+                        );
+                        Ok(if_(same_id, same, new))
+                    })
+                })?;
+                Ok(if_(
+                    is_constant(iy),
+                    x_alone,
+                    if_(is_constant(ix), y_alone, both),
+                ))
+            }
+            _ => Err(unsupported("internal: an operation of no variable", span)),
+        }
+    }
+
+    /// The weight `chain(∂, c)` of a term with coefficient `c` (level
+    /// `below`) and partial `∂` (`None`: the table's constant 1, not
+    /// multiplied: `c`, or the zero of the level for a zero `c`).
+    fn coefficient(
+        &mut self,
+        partial: Option<(Expr, Level)>,
+        c: Expr,
+        below: Level,
+        span: Span,
+    ) -> R<Expr> {
+        match partial {
+            Some(p) => {
+                let (w, wl) = self.chain(p, (c, below), span)?;
+                self.lift(w, wl, below, &Type::Real)
+            }
+            None if below == Level::PLAIN => Ok(prim(
+                Prim::Chain,
+                vec![real_lit(1.0, span), c],
+                Type::Real,
+                span,
+            )),
+            None => self.with_temp(c, |s, c| {
+                let zero = s.is_zero(c.clone(), below)?;
+                Ok(choose(zero, zero_at(below, span), c, below))
+            }),
+        }
+    }
+
+    /// The Delta `Let id = w₀ · Var p₀ + w₁ · Var p₁` recorded on the trace
+    /// of reverse level `l` (weights of the level below, locals or
+    /// constants); its id (−1 if both ids are −1; a term of id −1 is left
+    /// out).
+    fn record(&mut self, terms: [(Expr, Expr); 2], l: Level, span: Span) -> Expr {
+        let [(p0, w0), (p1, w1)] = terms;
+        let below = l.below();
+        if below == Level::PLAIN {
+            return tape(TapeOp::Push, l.n, vec![p0, w0, p1, w1], span);
+        }
+        // Wide weights, passed flattened.
+        let mut push = vec![p0, p1];
+        components(&w0, below, &mut push);
+        components(&w1, below, &mut push);
+        tape(TapeOp::PushWide, l.n, push, span)
     }
 
     /// `Σ chain(∂, t)` at level `l` over the terms whose tangent `t` is not
@@ -2244,7 +2351,7 @@ impl Expander<'_> {
                     let primal = s.split(ye.clone(), &y_ty, n, Part::Primal)?;
                     let finish = if keeps {
                         let outputs = s.each_real(&ye, &y_ty, span, &mut |_, r| {
-                            tape(TapeOp::Output, n.n, vec![proj(r, 1)], span)
+                            tape(TapeOp::Output, n.n, vec![proj(r.clone(), 1), proj(r, 2)], span)
                         })?;
                         let k = s.local("k", Type::Int);
                         let keep = tape(TapeOp::Keep, n.n, Vec::new(), span);
@@ -2349,7 +2456,13 @@ impl Expander<'_> {
     fn seed_outputs(&mut self, y: Expr, ct: Expr, ty: &Type, n: Level, span: Span) -> R<Expr> {
         let m = n.below();
         match ty {
-            Type::Real => self.seed_adjoint(proj(y, 1), ct, n, span),
+            // `Scale c (Var id)` with cotangent ct seeds Delta id with
+            // chain(c, ct) (the interpreter's `structure::seed`).
+            Type::Real => self.with_temp(y, |s, y| {
+                let (seed, sl) = s.chain((proj(y.clone(), 2), m), (ct, m), span)?;
+                let seed = s.lift(seed, sl, m, &Type::Real)?;
+                s.seed_adjoint(proj(y, 1), seed, n, span)
+            }),
             Type::Tuple(ts) => self.with_temp(y, |s, y| {
                 s.with_temp(ct, |s, ct| {
                     let mut out = unit(span);

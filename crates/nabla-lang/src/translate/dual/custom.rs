@@ -18,8 +18,8 @@
 //! its answer).
 
 use super::{
-    Ctx, Expander, Helper, Level, Mode, Part, R, bool_lit, dual_ty, has_real, mk, pair, prim, proj,
-    unsupported, zero_at,
+    Ctx, Expander, Helper, Level, Mode, Part, R, bool_lit, dual_ty, has_real, mk, prim, proj,
+    constant_at, reverse_real, unsupported, zero_at,
 };
 use crate::core::typed::{Expr, ExprKind, FunId, Local, Pat, Span, if_, int_lit};
 use crate::prim::{Prim, Role};
@@ -182,12 +182,25 @@ impl Expander<'_> {
     }
 
     /// `x` (original type `ty`, reverse level `l`) with each real's primal
-    /// made 0 and its Delta id kept: the tangent a reverse level gives a
-    /// custom tangent map.
+    /// made 0 and its Delta `Scale c (Var id)` made a fresh variable, `Let
+    /// fresh = c · Var id` (nothing for id −1): the tangent a reverse level
+    /// gives a custom tangent map, as the interpreter gives it.
     pub(super) fn zero_primal(&mut self, x: Expr, ty: &Type, l: Level, span: Span) -> R<Expr> {
         let out = dual_ty(ty, l);
         match ty {
-            Type::Real => Ok(pair(zero_at(l.below(), span), proj(x, 1))),
+            Type::Real => self.with_temp(x, |s, x| {
+                let below = l.below();
+                let terms = [
+                    (proj(x.clone(), 1), proj(x, 2)),
+                    (int_lit(-1, span), zero_at(below, span)),
+                ];
+                let fresh = s.record(terms, l, span);
+                Ok(reverse_real(
+                    zero_at(below, span),
+                    fresh,
+                    constant_at(1.0, below, span),
+                ))
+            }),
             Type::Tuple(ts) => self.with_temp(x, |s, x| {
                 let parts = ts
                     .iter()
