@@ -605,6 +605,10 @@ enum Helper {
     SeedInputs(Type, Level, TapeOp),
     /// `acc + x` on reals at level `.0`.
     AddReals(Level),
+    /// `chain(p, d)` of a real `p` at level `.0` and `d` at `.1`
+    /// ([`Expander::chain`]), a function so that a reverse level's weights
+    /// cost a call, not a copy of the product's code at every level below.
+    Chain(Level, Level),
     /// A sum's step on reals at level `.0`, in the language's lanes:
     /// `(i + 1, b, c, d, if i < 4 then x else a + x)` of `((i, a, b, c,
     /// d), x)` — the lanes rotate so that the next element's comes first,
@@ -1009,6 +1013,28 @@ impl Expander<'_> {
                 let (body, level) =
                     self.op(RealFn::Binary(Binary::Add), vec![(ae, *l), (be, *l)], span)?;
                 let body = self.lift(body, level, *l, &Type::Real)?;
+                self.prog.funs[f.0 as usize].body = body;
+                f
+            }
+            Helper::Chain(pl, dl) => {
+                let (p, d) = (
+                    self.local("p", dual_ty(&Type::Real, *pl)),
+                    self.local("d", dual_ty(&Type::Real, *dl)),
+                );
+                let out = dual_ty(&Type::Real, (*pl).max(*dl));
+                let f = self.new_fun(
+                    "chain".into(),
+                    vec![
+                        (Pat::Local(p), dual_ty(&Type::Real, *pl)),
+                        (Pat::Local(d), dual_ty(&Type::Real, *dl)),
+                    ],
+                    out,
+                    span,
+                );
+                self.helpers.insert(h.clone(), f);
+                let (pe, de) = (self.local_expr(p, span), self.local_expr(d, span));
+                let (body, level) = self.chain((pe, *pl), (de, *dl), span)?;
+                let body = self.lift(body, level, (*pl).max(*dl), &Type::Real)?;
                 self.prog.funs[f.0 as usize].body = body;
                 f
             }
@@ -1706,6 +1732,8 @@ impl Expander<'_> {
             lets.push((t, value));
             self.local_expr(t, span)
         };
+        // Each variable as (its partial, None for the constant 1; its id;
+        // its coefficient c).
         let mut emitted = Vec::new();
         for (partial, e, unit) in vars.drain(..) {
             let partial = if unit {
@@ -1718,50 +1746,57 @@ impl Expander<'_> {
             };
             emitted.push((partial, proj(e.clone(), 1), proj(e, 2)));
         }
-        // `Scale ∂ (Scale c δ)`: the coefficient ∂ · c (c itself for ∂ = 1).
-        let scaled = |s: &mut Self, partial: &Option<(Expr, Level)>, c: &Expr| match partial {
-            None => Ok(c.clone()),
-            Some(p) => s.coefficient(Some(p.clone()), c.clone(), below, span),
-        };
         let is_constant =
             |id: &Expr| prim(Prim::Eq, vec![id.clone(), int_lit(-1, span)], Type::Bool, span);
-        match &emitted[..] {
+        match emitted.as_slice() {
+            // `Scale ∂ (Scale c δ)`: the coefficient chain(∂, c), or c
+            // itself for ∂ = 1.
             [(partial, id, c)] => {
-                let c = scaled(self, partial, c)?;
+                let c = match partial {
+                    None => c.clone(),
+                    Some(p) => self.weight(Some(p.clone()), c.clone(), below, span)?,
+                };
                 Ok(reverse_real(value, id.clone(), c))
             }
             [(px, ix, cx), (py, iy, cy)] => {
-                let x_alone = scaled(self, px, cx)?;
-                let x_alone = reverse_real(value.clone(), ix.clone(), x_alone);
-                let y_alone = scaled(self, py, cy)?;
-                let y_alone = reverse_real(value.clone(), iy.clone(), y_alone);
-                let wx = self.coefficient(px.clone(), cx.clone(), below, span)?;
-                let wy = self.coefficient(py.clone(), cy.clone(), below, span)?;
-                let both = self.with_temp(wx, |s, wx| {
-                    s.with_temp(wy, |s, wy| {
-                        let (sum, sl) = s.op(
-                            RealFn::Binary(Binary::Add),
-                            vec![(wx.clone(), below), (wy.clone(), below)],
-                            span,
-                        )?;
-                        let sum = s.lift(sum, sl, below, &Type::Real)?;
-                        let same = reverse_real(value.clone(), ix.clone(), sum);
-                        let terms = [(ix.clone(), wx), (iy.clone(), wy)];
-                        let id = s.record(terms, l, span);
-                        let new = reverse_real(value.clone(), id, constant_at(1.0, below, span));
-                        let same_id = prim(
-                            Prim::Eq,
-                            vec![ix.clone(), iy.clone()],
-                            Type::Bool,
-                            span,
-                        );
-                        Ok(if_(same_id, same, new))
-                    })
-                })?;
+                // The weights chain(∂, c), formed before the branches (a
+                // constant's c is the zero of the level, which makes its
+                // weight zero without an operation).
+                let mut bound = |s: &mut Self, e: Expr| {
+                    let t = s.local("w", e.ty.clone());
+                    lets.push((t, e));
+                    s.local_expr(t, span)
+                };
+                let wx = self.weight(px.clone(), cx.clone(), below, span)?;
+                let wx = bound(self, wx);
+                let wy = self.weight(py.clone(), cy.clone(), below, span)?;
+                let wy = bound(self, wy);
+                let alone = |partial: &Option<(Expr, Level)>, w: &Expr, c: &Expr| match partial {
+                    None => c.clone(),
+                    Some(_) => w.clone(),
+                };
+                let x_alone = reverse_real(value.clone(), ix.clone(), alone(px, &wx, cx));
+                let y_alone = reverse_real(value.clone(), iy.clone(), alone(py, &wy, cy));
+                let sum = if below == Level::PLAIN {
+                    prim(Prim::Add, vec![wx.clone(), wy.clone()], Type::Real, span)
+                } else {
+                    let add = self.helper(Helper::AddReals(below), span)?;
+                    let real = dual_ty(&Type::Real, below);
+                    mk(ExprKind::Call(add, vec![wx.clone(), wy.clone()]), real, span)
+                };
+                let same = reverse_real(value.clone(), ix.clone(), sum);
+                let id = self.record([(ix.clone(), wx), (iy.clone(), wy)], l, span);
+                let new = reverse_real(value, id, constant_at(1.0, below, span));
+                let same_id = prim(
+                    Prim::Eq,
+                    vec![ix.clone(), iy.clone()],
+                    Type::Bool,
+                    span,
+                );
                 Ok(if_(
                     is_constant(iy),
                     x_alone,
-                    if_(is_constant(ix), y_alone, both),
+                    if_(is_constant(ix), y_alone, if_(same_id, same, new)),
                 ))
             }
             _ => Err(unsupported("internal: an operation of no variable", span)),
@@ -1770,8 +1805,9 @@ impl Expander<'_> {
 
     /// The weight `chain(∂, c)` of a term with coefficient `c` (level
     /// `below`) and partial `∂` (`None`: the table's constant 1, not
-    /// multiplied: `c`, or the zero of the level for a zero `c`).
-    fn coefficient(
+    /// multiplied: `c`, or the zero of the level for a zero `c`). Above
+    /// plain reals the product is a call ([`Helper::Chain`]).
+    fn weight(
         &mut self,
         partial: Option<(Expr, Level)>,
         c: Expr,
@@ -1779,9 +1815,13 @@ impl Expander<'_> {
         span: Span,
     ) -> R<Expr> {
         match partial {
-            Some(p) => {
-                let (w, wl) = self.chain(p, (c, below), span)?;
-                self.lift(w, wl, below, &Type::Real)
+            Some((p, _)) if below == Level::PLAIN => {
+                Ok(prim(Prim::Chain, vec![p, c], Type::Real, span))
+            }
+            Some((p, pl)) => {
+                let chain = self.helper(Helper::Chain(pl, below), span)?;
+                let real = dual_ty(&Type::Real, below);
+                Ok(mk(ExprKind::Call(chain, vec![p, c]), real, span))
             }
             None if below == Level::PLAIN => Ok(prim(
                 Prim::Chain,
