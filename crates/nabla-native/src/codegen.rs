@@ -495,7 +495,7 @@ fn body_nodes(body: &Expr, budget: usize) -> Option<usize> {
 /// cannot make copies of others. (Compiled reverse mode's addition of two
 /// reals, a function of a dozen nodes, was called a million times a run
 /// from GMM's innermost loop once the budget was spent on the code before.)
-const LEAF_NODES: usize = 32;
+const LEAF_NODES: usize = 48;
 
 /// True if `body` has at most [`LEAF_NODES`] nodes and neither calls nor
 /// makes a function (nested functions are where calls hide).
@@ -894,6 +894,11 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             (TapeOp::Push, _) => {
                 return Err(internal("a plain Delta below the outermost level", span));
             }
+            (TapeOp::Combine, &[p0, w0, a0, p1, w1, a1])
+                if usize::from(slot) == runtime::STAGED_SLOT =>
+            {
+                return self.staged_combine((p0, w0, a0), (p1, w1, a1), span);
+            }
             (TapeOp::Input, &[]) if usize::from(slot) == runtime::STAGED_SLOT => {
                 Some(self.staged_input(span)?)
             }
@@ -954,6 +959,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             }
             TapeOp::Push
             | TapeOp::PushWide
+            | TapeOp::Combine
             | TapeOp::Parent
             | TapeOp::Weight
             | TapeOp::AdjGet
@@ -1135,6 +1141,53 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             g.write_staged(len, (p0, p1), (w0, w1))
         };
         self.append_delta((p0, p1), Buffer::Staging, write, span)
+    }
+
+    /// `TapeOp::Combine` on the outermost reverse level, inline: two
+    /// different variables (the common case, one test) append their Delta
+    /// and give it coefficient 1; the rest — one variable twice, or one
+    /// operand a constant of the level — is chosen in a cold block.
+    fn staged_combine(
+        &mut self,
+        (p0, w0, a0): (ir::Value, ir::Value, ir::Value),
+        (p1, w1, a1): (ir::Value, ir::Value, ir::Value),
+        span: Span,
+    ) -> R<Vals> {
+        // Ids are −1 or non-negative: both are variables when their bits'
+        // disjunction is non-negative.
+        let either = self.b.ins().bor(p0, p1);
+        let variables = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThanOrEqual, either, 0);
+        let differ = self.b.ins().icmp(IntCC::NotEqual, p0, p1);
+        let fast = self.b.ins().band(variables, differ);
+        let push = self.b.create_block();
+        let other = self.b.create_block();
+        let done = self.b.create_block();
+        self.b.append_block_param(done, types::I64);
+        self.b.append_block_param(done, types::F64);
+        self.b.set_cold_block(other);
+        self.b.ins().brif(fast, push, &[], other, &[]);
+
+        self.b.switch_to_block(push);
+        let write = |g: &mut Self, len| {
+            let p0 = g.b.ins().ireduce(types::I32, p0);
+            let p1 = g.b.ins().ireduce(types::I32, p1);
+            g.write_staged(len, (p0, p1), (w0, w1))
+        };
+        let id = self.append_record(Buffer::Staging, write, span)?;
+        let one = self.b.ins().f64const(1.0);
+        self.b.ins().jump(done, &[id.into(), one.into()]);
+
+        self.b.switch_to_block(other);
+        let sum = self.b.ins().fadd(w0, w1);
+        let second_constant = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, p1, 0);
+        let alone_id = self.b.ins().select(second_constant, p0, p1);
+        let alone_c = self.b.ins().select(second_constant, a0, a1);
+        let id = self.b.ins().select(variables, p0, alone_id);
+        let c = self.b.ins().select(variables, sum, alone_c);
+        self.b.ins().jump(done, &[id.into(), c.into()]);
+
+        self.b.switch_to_block(done);
+        Ok(self.b.block_params(done).to_vec())
     }
 
     /// `TapeOp::Input` on the outermost reverse level, inline: a Delta
@@ -2950,7 +3003,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     fn may_inline(&self, f: FunId) -> bool {
         /// Expression nodes a body may have (nested functions not counted:
         /// they are inlined, or not, at their own uses).
-        const BODY_BUDGET: usize = 48;
+        const BODY_BUDGET: usize = 72;
         self.may_inline_within(f, BODY_BUDGET)
     }
 
@@ -3149,13 +3202,29 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             // strips the operand to its primal before it gets here).
             (Prim::StopGradient, _, &[x]) => x,
             // `nabla::Number::chain`: an exact zero on either side gives 0.
+            // The product is the result unless it is ±0 or NaN, which a
+            // zero factor makes (also against an infinite one): one test on
+            // the common path, the factors looked at in a cold block.
             (Prim::Chain, _, &[p, d]) => {
                 let zero = ins.f64const(0.0);
+                let product = self.b.ins().fmul(p, d);
+                let magnitude = self.b.ins().fabs(product);
+                let nonzero = self.b.ins().fcmp(FloatCC::GreaterThan, magnitude, zero);
+                let check = self.b.create_block();
+                let done = self.b.create_block();
+                self.b.append_block_param(done, types::F64);
+                self.b
+                    .ins()
+                    .brif(nonzero, done, &[product.into()], check, &[]);
+                self.b.set_cold_block(check);
+                self.b.switch_to_block(check);
                 let p_zero = self.b.ins().fcmp(FloatCC::Equal, p, zero);
                 let d_zero = self.b.ins().fcmp(FloatCC::Equal, d, zero);
                 let either = self.b.ins().bor(p_zero, d_zero);
-                let product = self.b.ins().fmul(p, d);
-                self.b.ins().select(either, zero, product)
+                let chained = self.b.ins().select(either, zero, product);
+                self.b.ins().jump(done, &[chained.into()]);
+                self.b.switch_to_block(done);
+                self.b.block_params(done)[0]
             }
             (Prim::Min | Prim::Max, _, &[x, y]) => {
                 let sel = match p.info().real {

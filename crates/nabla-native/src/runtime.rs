@@ -1176,8 +1176,9 @@ const ALIGN: usize = 8;
 /// Objects of up to this many bytes are carved from chunks of the run and
 /// recycled through the context's free lists: programs make and drop many
 /// small vectors and closures, and the system allocator and the budget's
-/// accounting would cost more than the work done with them.
-pub(crate) const SMALL: usize = 256;
+/// accounting would cost more than the work done with them. (512: a vector
+/// of 16 reals of a reverse level, three words each, is small.)
+pub(crate) const SMALL: usize = 512;
 
 /// Bytes of one chunk (charged to the budget as a whole).
 const CHUNK: usize = 64 << 10;

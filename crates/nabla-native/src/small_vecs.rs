@@ -44,7 +44,7 @@ const MAX_LEN: usize = 4;
 /// The largest element function an unrolled `build` or `map` calls once per
 /// element (the code generator inlines calls of bodies this small; a larger
 /// one is better off in a loop).
-const MAX_UNROLLED_BODY: usize = 48;
+const MAX_UNROLLED_BODY: usize = 72;
 
 /// The most scalars a copy's parameters, or its result, may flatten to (the
 /// code generator's limit is 200).

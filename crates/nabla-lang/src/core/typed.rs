@@ -245,6 +245,15 @@ pub enum TapeOp {
     Push,
     /// `Int`: as `Push` with wide weights, operands `[p₀, p₁, w₀…, w₁…]`.
     PushWide,
+    /// `(Int, Real)`: the Delta `Scale c (Var id)`, as `(id, c)`, of an
+    /// operation on two reals of the (outermost, plain) reverse level with
+    /// Delta ids `p₀`, `p₁`, operands `[p₀, w₀, a₀, p₁, w₁, a₁]`: each
+    /// operand's weight (its partial times its coefficient) and the
+    /// coefficient it gives the result alone. Two different variables record
+    /// `w₀ · Var p₀ + w₁ · Var p₁` (coefficient 1); one variable twice is
+    /// `(p₀, w₀ + w₁)`; with `p₁` −1 (a constant) it is `(p₀, a₀)`, else
+    /// with `p₀` −1 `(p₁, a₁)`.
+    Combine,
     /// `()`: cotangent `[id, seed]` (a `Real`) for the next plain sweep
     /// (nothing if the id is −1).
     Seed,

@@ -400,6 +400,7 @@ fn tape(op: TapeOp, slot: u8, args: Vec<Expr>, span: Span) -> Expr {
         | TapeOp::Keep
         | TapeOp::Resume => Type::Int,
         TapeOp::Adjoint => Type::Real,
+        TapeOp::Combine => Type::Tuple(vec![Type::Int, Type::Real]),
         // A component: its type is the caller's ([`tape_word`]).
         TapeOp::Weight | TapeOp::AdjGet => Type::Real,
         TapeOp::Begin
@@ -1775,16 +1776,20 @@ impl Expander<'_> {
                     None => c.clone(),
                     Some(_) => w.clone(),
                 };
-                let x_alone = reverse_real(value.clone(), ix.clone(), alone(px, &wx, cx));
-                let y_alone = reverse_real(value.clone(), iy.clone(), alone(py, &wy, cy));
-                let sum = if below == Level::PLAIN {
-                    prim(Prim::Add, vec![wx.clone(), wy.clone()], Type::Real, span)
-                } else {
-                    let add = self.helper(Helper::AddReals(below), span)?;
-                    let real = dual_ty(&Type::Real, below);
-                    mk(ExprKind::Call(add, vec![wx.clone(), wy.clone()]), real, span)
-                };
+                let x_alone_c = alone(px, &wx, cx);
+                let y_alone_c = alone(py, &wy, cy);
+                if below == Level::PLAIN {
+                    // One operation, the branches in native code.
+                    let args = vec![ix.clone(), wx, x_alone_c, iy.clone(), wy, y_alone_c];
+                    let delta = bound(self, tape(TapeOp::Combine, l.n, args, span));
+                    return Ok(reverse_real(value, proj(delta.clone(), 0), proj(delta, 1)));
+                }
+                let add = self.helper(Helper::AddReals(below), span)?;
+                let real = dual_ty(&Type::Real, below);
+                let sum = mk(ExprKind::Call(add, vec![wx.clone(), wy.clone()]), real, span);
                 let same = reverse_real(value.clone(), ix.clone(), sum);
+                let x_alone = reverse_real(value.clone(), ix.clone(), x_alone_c);
+                let y_alone = reverse_real(value.clone(), iy.clone(), y_alone_c);
                 let id = self.record([(ix.clone(), wx), (iy.clone(), wy)], l, span);
                 let new = reverse_real(value, id, constant_at(1.0, below, span));
                 let same_id = prim(
@@ -1793,10 +1798,15 @@ impl Expander<'_> {
                     Type::Bool,
                     span,
                 );
+                // Two variables (ids ≥ 0, one test on the common path), or
+                // one operand a constant of the level at run time.
+                let variable =
+                    |id: &Expr| prim(Prim::Ge, vec![id.clone(), int_lit(0, span)], Type::Bool, span);
+                let both = select(variable(ix), variable(iy), bool_lit(false, span));
                 Ok(if_(
-                    is_constant(iy),
-                    x_alone,
-                    if_(is_constant(ix), y_alone, if_(same_id, same, new)),
+                    both,
+                    if_(same_id, same, new),
+                    if_(is_constant(iy), x_alone, y_alone),
                 ))
             }
             _ => Err(unsupported("internal: an operation of no variable", span)),
