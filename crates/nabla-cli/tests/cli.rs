@@ -824,8 +824,9 @@ fn out_of_memory_is_a_clean_error_at_the_allocating_operation() {
 
 #[test]
 fn a_reverse_mode_trace_counts_against_the_memory_budget() {
-    // A loop of 10⁸ multiplications records 10⁸ Deltas (3.2 GB).
-    let src = b"def f x = let rec loop i acc = if i == 0 then acc else loop (i - 1) (acc * x) in loop 100000000 x\ndef main = grad f 1.0\n";
+    // A loop of 10⁸ steps on two variables records 2·10⁸ Deltas (6.4 GB).
+    // (On one variable, `acc * x` would only scale its coefficient.)
+    let src = b"def f (x, y) = let rec loop i acc = if i == 0 then acc else loop (i - 1) (acc * x + y) in loop 100000000 x\ndef main = grad f (1.0, 0.0)\n";
     let f = temp_file("trace.nabla", src);
     let o = run(&["run", "--max-memory", "16M", f.to_str().expect("path")]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));

@@ -1156,7 +1156,10 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         // Ids are −1 or non-negative: both are variables when their bits'
         // disjunction is non-negative.
         let either = self.b.ins().bor(p0, p1);
-        let variables = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThanOrEqual, either, 0);
+        let variables = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, either, 0);
         let differ = self.b.ins().icmp(IntCC::NotEqual, p0, p1);
         let fast = self.b.ins().band(variables, differ);
         let push = self.b.create_block();
@@ -1164,7 +1167,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let done = self.b.create_block();
         self.b.append_block_param(done, types::I64);
         self.b.append_block_param(done, types::F64);
-        self.b.set_cold_block(other);
+
         self.b.ins().brif(fast, push, &[], other, &[]);
 
         self.b.switch_to_block(push);
@@ -3202,29 +3205,22 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             // strips the operand to its primal before it gets here).
             (Prim::StopGradient, _, &[x]) => x,
             // `nabla::Number::chain`: an exact zero on either side gives 0.
-            // The product is the result unless it is ±0 or NaN, which a
-            // zero factor makes (also against an infinite one): one test on
-            // the common path, the factors looked at in a cold block.
+            // Branch- and flag-free in a vector register: the product with
+            // its bits masked by `p ≠ 0 ∧ d ≠ 0` (+0 is all zero bits; a NaN
+            // is ≠ 0, so it stays in the product, as in `chain`).
             (Prim::Chain, _, &[p, d]) => {
                 let zero = ins.f64const(0.0);
-                let product = self.b.ins().fmul(p, d);
-                let magnitude = self.b.ins().fabs(product);
-                let nonzero = self.b.ins().fcmp(FloatCC::GreaterThan, magnitude, zero);
-                let check = self.b.create_block();
-                let done = self.b.create_block();
-                self.b.append_block_param(done, types::F64);
-                self.b
-                    .ins()
-                    .brif(nonzero, done, &[product.into()], check, &[]);
-                self.b.set_cold_block(check);
-                self.b.switch_to_block(check);
-                let p_zero = self.b.ins().fcmp(FloatCC::Equal, p, zero);
-                let d_zero = self.b.ins().fcmp(FloatCC::Equal, d, zero);
-                let either = self.b.ins().bor(p_zero, d_zero);
-                let chained = self.b.ins().select(either, zero, product);
-                self.b.ins().jump(done, &[chained.into()]);
-                self.b.switch_to_block(done);
-                self.b.block_params(done)[0]
+                let zeros = self.b.ins().splat(types::F64X2, zero);
+                let pv = self.b.ins().scalar_to_vector(types::F64X2, p);
+                let dv = self.b.ins().scalar_to_vector(types::F64X2, d);
+                let p_nonzero = self.b.ins().fcmp(FloatCC::NotEqual, pv, zeros);
+                let d_nonzero = self.b.ins().fcmp(FloatCC::NotEqual, dv, zeros);
+                let both = self.b.ins().band(p_nonzero, d_nonzero);
+                let product = self.b.ins().fmul(pv, dv);
+                let lanes = MemFlagsData::new().with_endianness(ir::Endianness::Little);
+                let mask = self.b.ins().bitcast(types::F64X2, lanes, both);
+                let masked = self.b.ins().band(product, mask);
+                self.b.ins().extractlane(masked, 0)
             }
             (Prim::Min | Prim::Max, _, &[x, y]) => {
                 let sel = match p.info().real {

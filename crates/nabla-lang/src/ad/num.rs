@@ -209,7 +209,9 @@ pub fn refers_outside(level: Level, from: u32, allowed: &[u32]) -> bool {
 /// coefficient (Var id)`, as a custom rule's tangent map is given it (so
 /// that what the map computes from anything else shows in the Deltas).
 pub fn fresh_variable(level: Level, coefficient: Num, id: u32) -> u32 {
-    with_trace(level, |t| t.push([(id, coefficient), (NO_PARENT, Num::ZERO)]))
+    with_trace(level, |t| {
+        t.push([(id, coefficient), (NO_PARENT, Num::ZERO)])
+    })
 }
 
 /// Runs `f` on the trace of reverse level `level` (to append a Delta).
@@ -464,7 +466,11 @@ impl Num {
                 // times the coefficient (a partial 1 not multiplied: over a
                 // reverse level the product would scale by 1).
                 let weight = |unit: bool, partial: &dyn Fn() -> Num, c: Num| {
-                    if unit { chain_one(c) } else { partial().chain(c) }
+                    if unit {
+                        chain_one(c)
+                    } else {
+                        partial().chain(c)
+                    }
                 };
                 let wx = weight(partial_is_one(op, 0), &|| px(&x, &y, &v), cx);
                 let wy = weight(partial_is_one(op, 1), &|| py(&x, &y, &v), cy);

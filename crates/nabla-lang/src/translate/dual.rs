@@ -1747,8 +1747,14 @@ impl Expander<'_> {
             };
             emitted.push((partial, proj(e.clone(), 1), proj(e, 2)));
         }
-        let is_constant =
-            |id: &Expr| prim(Prim::Eq, vec![id.clone(), int_lit(-1, span)], Type::Bool, span);
+        let is_constant = |id: &Expr| {
+            prim(
+                Prim::Eq,
+                vec![id.clone(), int_lit(-1, span)],
+                Type::Bool,
+                span,
+            )
+        };
         match emitted.as_slice() {
             // `Scale ∂ (Scale c δ)`: the coefficient chain(∂, c), or c
             // itself for ∂ = 1.
@@ -1786,22 +1792,27 @@ impl Expander<'_> {
                 }
                 let add = self.helper(Helper::AddReals(below), span)?;
                 let real = dual_ty(&Type::Real, below);
-                let sum = mk(ExprKind::Call(add, vec![wx.clone(), wy.clone()]), real, span);
+                let sum = mk(
+                    ExprKind::Call(add, vec![wx.clone(), wy.clone()]),
+                    real,
+                    span,
+                );
                 let same = reverse_real(value.clone(), ix.clone(), sum);
                 let x_alone = reverse_real(value.clone(), ix.clone(), x_alone_c);
                 let y_alone = reverse_real(value.clone(), iy.clone(), y_alone_c);
                 let id = self.record([(ix.clone(), wx), (iy.clone(), wy)], l, span);
                 let new = reverse_real(value, id, constant_at(1.0, below, span));
-                let same_id = prim(
-                    Prim::Eq,
-                    vec![ix.clone(), iy.clone()],
-                    Type::Bool,
-                    span,
-                );
+                let same_id = prim(Prim::Eq, vec![ix.clone(), iy.clone()], Type::Bool, span);
                 // Two variables (ids ≥ 0, one test on the common path), or
                 // one operand a constant of the level at run time.
-                let variable =
-                    |id: &Expr| prim(Prim::Ge, vec![id.clone(), int_lit(0, span)], Type::Bool, span);
+                let variable = |id: &Expr| {
+                    prim(
+                        Prim::Ge,
+                        vec![id.clone(), int_lit(0, span)],
+                        Type::Bool,
+                        span,
+                    )
+                };
                 let both = select(variable(ix), variable(iy), bool_lit(false, span));
                 Ok(if_(
                     both,
@@ -2401,7 +2412,12 @@ impl Expander<'_> {
                     let primal = s.split(ye.clone(), &y_ty, n, Part::Primal)?;
                     let finish = if keeps {
                         let outputs = s.each_real(&ye, &y_ty, span, &mut |_, r| {
-                            tape(TapeOp::Output, n.n, vec![proj(r.clone(), 1), proj(r, 2)], span)
+                            tape(
+                                TapeOp::Output,
+                                n.n,
+                                vec![proj(r.clone(), 1), proj(r, 2)],
+                                span,
+                            )
                         })?;
                         let k = s.local("k", Type::Int);
                         let keep = tape(TapeOp::Keep, n.n, Vec::new(), span);

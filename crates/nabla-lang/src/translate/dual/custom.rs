@@ -18,8 +18,8 @@
 //! its answer).
 
 use super::{
-    Ctx, Expander, Helper, Level, Mode, Part, R, bool_lit, dual_ty, has_real, mk, prim, proj,
-    constant_at, reverse_real, unsupported, zero_at,
+    Ctx, Expander, Helper, Level, Mode, Part, R, bool_lit, constant_at, dual_ty, has_real, mk,
+    prim, proj, reverse_real, unsupported, zero_at,
 };
 use crate::core::typed::{Expr, ExprKind, FunId, Local, Pat, Span, if_, int_lit};
 use crate::prim::{Prim, Role};
