@@ -42,11 +42,11 @@
 //!
 //! A function is copied once per (levels of its parameters, levels of its
 //! captures, level depth) it is called at; a closure made as a value takes
-//! its argument at the depth where it is made. What this pass does not
-//! handle yet is refused with its position, and the program then runs in the
-//! interpreter: `vjp`, `jacobian` and `hessian` (rejected earlier, when the
-//! typed IR is made), a function value from outside a `diff`/`jvp` applied to a
-//! value perturbed inside it, and sums in the point or result of `jvp`.
+//! its argument at the depth where it is made (`jacobian` and `hessian`
+//! arrive expanded into `jvp`s, `grad`s and `vjp`s by `core::lower_typed`).
+//! What this pass does not handle is refused with its position, and the
+//! program then runs in the interpreter (the differential tests count those
+//! programs).
 
 mod custom;
 mod fold;
