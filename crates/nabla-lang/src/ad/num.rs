@@ -259,7 +259,7 @@ impl Num {
     /// A plain real or a reverse real over plain reals, as its primal and
     /// its [`PlainDelta`] if tagged.
     #[inline]
-    fn plain(&self) -> Option<(f64, Option<PlainDelta>)> {
+    pub(crate) fn plain(&self) -> Option<(f64, Option<PlainDelta>)> {
         match *self {
             Num::Real(x) => Some((x, None)),
             Num::Reverse {

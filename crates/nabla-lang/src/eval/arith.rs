@@ -3,7 +3,6 @@
 
 use super::value::Value;
 use crate::ad::Num;
-use crate::ad::num::PlainDelta;
 use crate::prim::{Prim, RealFn};
 use nabla::Number;
 
@@ -75,21 +74,9 @@ pub fn tagged_fast(p: Prim, a: &Value, b: &Value) -> Option<Value> {
         return None;
     }
     // The common case first: one reverse level over plain reals.
-    let plain = |v: &Value| match *v {
-        Value::Real(x) => Some((x, None)),
-        Value::Reverse {
-            primal,
-            coefficient,
-            level,
-            id,
-        } => Some((
-            primal,
-            Some(PlainDelta {
-                level,
-                coefficient,
-                id,
-            }),
-        )),
+    // (`as_num` copies these two forms without touching a reference count.)
+    let plain = |v: &Value| match v {
+        Value::Real(_) | Value::Reverse { .. } => v.as_num()?.plain(),
         _ => None,
     };
     if let (Some(RealFn::Binary(op)), Some(x), Some(y)) = (p.info().real, plain(a), plain(b))
