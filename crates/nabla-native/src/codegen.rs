@@ -1145,8 +1145,9 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
 
     /// `TapeOp::Combine` on the outermost reverse level, inline: two
     /// different variables (the common case, one test) append their Delta
-    /// and give it coefficient 1; the rest — one variable twice, or one
-    /// operand a constant of the level — is chosen in a cold block.
+    /// and give it coefficient 1; the rest — one variable twice (`x * x`,
+    /// not rare), or one operand a constant of the level — is chosen by
+    /// `select`s.
     fn staged_combine(
         &mut self,
         (p0, w0, a0): (ir::Value, ir::Value, ir::Value),
@@ -1167,7 +1168,6 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let done = self.b.create_block();
         self.b.append_block_param(done, types::I64);
         self.b.append_block_param(done, types::F64);
-
         self.b.ins().brif(fast, push, &[], other, &[]);
 
         self.b.switch_to_block(push);
