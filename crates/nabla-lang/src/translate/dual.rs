@@ -613,8 +613,8 @@ enum Helper {
     /// A sum's step on reals at level `.0`, in the language's lanes:
     /// `(i + 1, b, c, d, if i < 4 then x else a + x)` of `((i, a, b, c,
     /// d), x)` — the lanes rotate so that the next element's comes first,
-    /// and a lane starts at its first element (from a constant it would
-    /// record one more Delta).
+    /// and a lane starts at its first element, as the language defines it
+    /// (no addition to a constant zero, whose sign could differ).
     AddLane(Level),
     /// The backward sweep of reverse level `.0` over other levels, from
     /// Delta `i` down ([`Expander::sweep`]).
