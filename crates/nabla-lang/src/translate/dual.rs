@@ -1230,11 +1230,21 @@ impl Expander<'_> {
         Ok(if_(done, unit(span), visit))
     }
 
-    /// The input of forward level `l + 1`: each real leaf of `x` paired with
-    /// the corresponding leaf of `dx` (both at level `l`, of original type
-    /// `ty`), checking that vector lengths agree as the interpreter does.
-    fn seed(&mut self, x: Expr, dx: Expr, ty: &Type, l: Level, span: Span) -> R<Expr> {
-        self.attach(x, dx, ty, (l, Mode::Forward), Role::Tangent, span)
+    /// The input of forward level `l + 1`: each real leaf of `x` (level `l`,
+    /// of original type `ty`) paired with the corresponding leaf of `dx`
+    /// (level `dl` ≤ `l`, lifted to `l` leaf by leaf: no lifted copy of a
+    /// vector is made), checking that vector lengths agree as the
+    /// interpreter does.
+    fn seed(
+        &mut self,
+        x: Expr,
+        (dx, dl): (Expr, Level),
+        ty: &Type,
+        l: Level,
+        span: Span,
+    ) -> R<Expr> {
+        let forward = (l, Mode::Forward);
+        self.attach_from(x, (dx, dl), ty, forward, Role::Tangent, span)
     }
 
     /// A value of level `l` + 1 (of kind `mode`) from its primal `x` (level
@@ -1253,11 +1263,25 @@ impl Expander<'_> {
         role: Role,
         span: Span,
     ) -> R<Expr> {
-        let out_level = l.above(mode);
         let dx_level = match mode {
             Mode::Forward => l,
-            Mode::Reverse => out_level,
+            Mode::Reverse => l.above(mode),
         };
+        self.attach_from(x, (dx, dx_level), ty, (l, mode), role, span)
+    }
+
+    /// [`Self::attach`] with the tangents `dx` at level `dx_level` (≤ `l`,
+    /// forward levels), each lifted to `l` where it is paired.
+    fn attach_from(
+        &mut self,
+        x: Expr,
+        (dx, dx_level): (Expr, Level),
+        ty: &Type,
+        (l, mode): (Level, Mode),
+        role: Role,
+        span: Span,
+    ) -> R<Expr> {
+        let out_level = l.above(mode);
         match ty {
             // A tangent zero in every component is the interpreter's
             // constant 0 (its `Num::forward` drops it): +0.0, also for -0.0.
@@ -1268,7 +1292,10 @@ impl Expander<'_> {
             Type::Real => match mode {
                 Mode::Forward => self.with_temp(x, |s, x| {
                     s.with_temp(dx, |s, dx| {
-                        let zero = s.is_zero(dx.clone(), l)?;
+                        // Lifting adds zero components only: zero before
+                        // lifting iff zero after.
+                        let zero = s.is_zero(dx.clone(), dx_level)?;
+                        let dx = s.lift(dx, dx_level, l, &Type::Real)?;
                         Ok(pair(x, select(zero, zero_at(l, span), dx)))
                     })
                 }),
@@ -1282,9 +1309,9 @@ impl Expander<'_> {
                         .iter()
                         .enumerate()
                         .map(|(i, c)| {
-                            s.attach(
+                            s.attach_from(
                                 proj(x.clone(), i as u32),
-                                proj(dx.clone(), i as u32),
+                                (proj(dx.clone(), i as u32), dx_level),
                                 c,
                                 (l, mode),
                                 role,
@@ -1303,7 +1330,7 @@ impl Expander<'_> {
                     let seeded = s.build_over("seed", &x, &dx, elem, span, &mut |s, i| {
                         let xi = index(&x, &i, dual_ty(a, l));
                         let dxi = index(&dx, &i, dual_ty(a, dx_level));
-                        s.attach(xi, dxi, a, (l, mode), role, span)
+                        s.attach_from(xi, (dxi, dx_level), a, (l, mode), role, span)
                     })?;
                     Ok(then(shape_check(&x, &dx, role, span), seeded))
                 })
@@ -1321,7 +1348,8 @@ impl Expander<'_> {
                         let pe = s.local_expr(p, span);
                         let de = s.local_expr(d, span);
                         let tangent = s.payload(dx.clone(), de, left, ty, dx_level, span);
-                        let seeded = s.attach(pe, tangent, t, (l, mode), role, span)?;
+                        let seeded =
+                            s.attach_from(pe, (tangent, dx_level), t, (l, mode), role, span)?;
                         let inj = if left {
                             ExprKind::Inl(Box::new(seeded))
                         } else {
@@ -1914,25 +1942,25 @@ impl Expander<'_> {
             0 => Ok(zero_at(l, span)),
             1 => Ok(formed.remove(0).0),
             _ => {
+                // Branches, each term formed only in the arms that use it:
+                // above plain reals a term is a product of level-`l` reals,
+                // which a zero tangent (common under a basis direction)
+                // saves.
                 let (a, ta) = formed.remove(0);
                 let (b, tb) = formed.remove(0);
                 self.with_temp(ta, |s, ta| {
                     s.with_temp(tb, |s, tb| {
-                        s.with_temp(a, |s, a| {
-                            s.with_temp(b, |s, b| {
-                                let za = s.is_zero(ta, l)?;
-                                let zb = s.is_zero(tb, l)?;
-                                let (sum, sl) = s.op(
-                                    RealFn::Binary(Binary::Add),
-                                    vec![(a.clone(), l), (b.clone(), l)],
-                                    span,
-                                )?;
-                                let sum = s.lift(sum, sl, l, &Type::Real)?;
-                                let only_b = select(zb.clone(), zero_at(l, span), b);
-                                let with_a = choose(zb, a, sum, l);
-                                Ok(choose(za, only_b, with_a, l))
-                            })
-                        })
+                        let za = s.is_zero(ta, l)?;
+                        let zb = s.is_zero(tb, l)?;
+                        let (sum, sl) = s.op(
+                            RealFn::Binary(Binary::Add),
+                            vec![(a.clone(), l), (b.clone(), l)],
+                            span,
+                        )?;
+                        let sum = s.lift(sum, sl, l, &Type::Real)?;
+                        let only_b = if_(zb.clone(), zero_at(l, span), b);
+                        let with_a = if_(zb, a, sum);
+                        Ok(if_(za, only_b, with_a))
                     })
                 })
             }
@@ -2731,8 +2759,7 @@ impl Expander<'_> {
             _ => return Err(unsupported("`jvp` of a non-function", span)),
         };
         let x = self.lift(x, xl, m, &s_ty)?;
-        let dx = self.lift(dx, dl, m, &s_ty)?;
-        let input = self.seed(x, dx, &s_ty, m, span)?;
+        let input = self.seed(x, (dx, dl), &s_ty, m, span)?;
         let g = self.specialise(f, vec![n], caps, n)?;
         let gl = self.ret_level(g);
         let ret = self.prog.fun(g).ret.clone();
