@@ -902,6 +902,9 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             (TapeOp::Input, &[]) if usize::from(slot) == runtime::STAGED_SLOT => {
                 Some(self.staged_input(span)?)
             }
+            (TapeOp::Input, weights) if !weights.is_empty() => {
+                Some(self.wide_input(slot, weights, span)?)
+            }
             (TapeOp::Adjoint, &[id]) if usize::from(slot) == runtime::STAGED_SLOT => {
                 Some(self.staged_adjoint(id)?)
             }
@@ -1254,8 +1257,36 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         weights: &[ir::Value],
         span: Span,
     ) -> R<ir::Value> {
+        let write = self.wide_writer(slot, (p0, p1), weights);
+        let buffer = Buffer::Wide {
+            slot,
+            words: weights.len() as i64,
+        };
+        self.append_delta((p0, p1), buffer, write, span)
+    }
+
+    /// `TapeOp::Input` above other levels, inline: a wide Delta with no
+    /// terms (parents −1, `weights` zero) appended to the records of `slot`.
+    fn wide_input(&mut self, slot: u8, weights: &[ir::Value], span: Span) -> R<ir::Value> {
+        let none = self.b.ins().iconst(types::I64, -1);
+        let write = self.wide_writer(slot, (none, none), weights);
+        let buffer = Buffer::Wide {
+            slot,
+            words: weights.len() as i64,
+        };
+        self.append_record(buffer, write, span)
+    }
+
+    /// Writes the wide record (parents `p0`, `p1`, then `weights`) at a
+    /// given count of records of `slot` and counts it; gives its id.
+    fn wide_writer<'w>(
+        &mut self,
+        slot: u8,
+        (p0, p1): (ir::Value, ir::Value),
+        weights: &'w [ir::Value],
+    ) -> impl FnOnce(&mut Self, ir::Value) -> ir::Value + 'w {
         let stride = 2 + weights.len() as i64;
-        let write = |g: &mut Self, len| {
+        move |g: &mut Self, len| {
             let records = g.wide_field(slot, WideView::RECORDS);
             let offset = g.b.ins().imul_imm_s(len, stride * SLOT);
             let at = g.b.ins().iadd(records, offset);
@@ -1268,12 +1299,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             let at = WideView::at(slot, WideView::LEN);
             g.b.ins().store(flags(), next, g.ctx, at);
             len
-        };
-        let buffer = Buffer::Wide {
-            slot,
-            words: weights.len() as i64,
-        };
-        self.append_delta((p0, p1), buffer, write, span)
+        }
     }
 
     /// The 64-bit field at `field` of the context's view of the wide

@@ -189,6 +189,10 @@ struct Kept {
 /// Ended traces a position keeps for reuse.
 const KEPT_TRACES: usize = 4;
 
+/// An ended plain trace whose buffer is at most this big keeps it in its
+/// position (a nested optimisation begins and ends a level per step).
+const KEPT_IN_PLACE_BYTES: usize = 64 << 10;
+
 impl Traces {
     /// The innermost active trace.
     fn current(&mut self) -> Option<&mut Tape> {
@@ -228,13 +232,18 @@ impl Traces {
         Some(taken)
     }
 
-    /// Ends the innermost active trace; returns whether it was a replay.
+    /// Ends the innermost active trace; returns whether it was a replay. A
+    /// small trace keeps its buffer in place for the next trace begun here
+    /// ([`Tape::restart`]); a larger one goes back to the thread's spare
+    /// buffer, which is not charged to the memory budget.
     fn end(&mut self) -> bool {
         let Some(t) = self.current() else {
             return false;
         };
         let replay = t.replay;
-        std::mem::take(&mut t.trace).recycle();
+        if t.trace.buffer_bytes() > KEPT_IN_PLACE_BYTES {
+            std::mem::take(&mut t.trace).recycle();
+        }
         self.active -= 1;
         self.all.truncate(self.active + KEPT_TRACES);
         replay
@@ -267,7 +276,7 @@ impl Tape {
     /// [`rt_tape_keep`], again, with its `outputs`.
     fn resume(&mut self, (trace, outputs): (Trace, Vec<OutputDelta>), token: i64) {
         self.reset(0, false);
-        self.trace = trace;
+        std::mem::replace(&mut self.trace, trace).recycle();
         self.outputs = outputs;
         self.resumed = Some(Resumed {
             token,
@@ -277,13 +286,13 @@ impl Tape {
 
     /// Empties this ended trace (its buffers kept) for a new level. Only a
     /// plain level records on the interpreter's trace, so only it takes
-    /// that trace's spare buffer.
+    /// the thread's spare buffer if it has none of its own.
     fn restart(&mut self, width: usize, replay: bool) {
-        self.trace = if width == 0 {
-            Trace::new()
+        if width == 0 && self.trace.buffer_bytes() == 0 {
+            self.trace = Trace::new();
         } else {
-            Trace::default()
-        };
+            self.trace.clear();
+        }
         self.reset(width, replay);
     }
 

@@ -122,6 +122,19 @@ impl Trace {
         }
     }
 
+    /// Empties the trace for the next one recorded in it, keeping its
+    /// buffer (and the buffer's charge).
+    pub fn clear(&mut self) {
+        self.entries.clear();
+        self.tagged_weights.clear();
+        self.inputs = 0;
+    }
+
+    /// Bytes of the trace's buffer of entries.
+    pub fn buffer_bytes(&self) -> usize {
+        self.entries.capacity() * size_of::<Entry>()
+    }
+
     /// The number of inputs (entries `0..inputs`).
     pub fn inputs(&self) -> usize {
         self.inputs

@@ -234,7 +234,9 @@ pub enum TapeOp {
     /// pullback's replay of its function, during which `trace` is silent
     /// (it printed when `vjp` ran the function).
     Begin,
-    /// `Int`: a new input Delta (inputs come first, ids 0, 1, …).
+    /// `Int`: a new input Delta (inputs come first, ids 0, 1, …). Above
+    /// other levels its operands are the two zero weights' components
+    /// (as `PushWide`'s, which give the record's size).
     Input,
     /// `Int`: on a resumed trace (`Resume`), the id of its next input
     /// again, in order.

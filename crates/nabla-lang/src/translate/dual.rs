@@ -1389,6 +1389,16 @@ impl Expander<'_> {
     fn seed_inputs(&mut self, x: Expr, ty: &Type, l: Level, input: TapeOp, span: Span) -> R<Expr> {
         let out = dual_ty(ty, l.above(Mode::Reverse));
         match ty {
+            Type::Real if l != Level::PLAIN && input == TapeOp::Input => {
+                // Above other levels: a wide Delta with no terms, appended
+                // inline (its zero weights give the record's stride).
+                let mut zeros = Vec::new();
+                for _ in 0..2 {
+                    components(&zero_at(l, span), l, &mut zeros);
+                }
+                let id = tape(input, l.n + 1, zeros, span);
+                Ok(reverse_real(x, id, constant_at(1.0, l, span)))
+            }
             Type::Real => Ok(reverse_real(
                 x,
                 tape(input, l.n + 1, Vec::new(), span),
