@@ -122,7 +122,8 @@ pub(crate) const TAPE_SLOTS: usize = 8;
 /// [`WideView`] of them.
 struct Tape {
     trace: Trace,
-    /// The inputs' adjoints after the last (plain) sweep.
+    /// Every Delta's adjoint after the last (plain) sweep, the inputs'
+    /// first ([`Tape::input_adjoints`]).
     adjoints: Vec<f64>,
     /// Components of a wide weight (0: plain `f64` weights on `trace`).
     width: usize,
@@ -243,6 +244,7 @@ impl Traces {
         let replay = t.replay;
         if t.trace.buffer_bytes() > KEPT_IN_PLACE_BYTES {
             std::mem::take(&mut t.trace).recycle();
+            t.adjoints = Vec::new();
         }
         self.active -= 1;
         self.all.truncate(self.active + KEPT_TRACES);
@@ -313,6 +315,11 @@ impl Tape {
         self.wide_adjoints.clear();
         self.wide_adjoints.push(0);
         self.charge();
+    }
+
+    /// The inputs' adjoints after the last (plain) sweep.
+    fn input_adjoints(&self) -> &[f64] {
+        &self.adjoints[..self.trace.inputs().min(self.adjoints.len())]
     }
 
     /// Words per wide record: two parents and two weights of `width` words.
@@ -983,9 +990,12 @@ pub(crate) extern "C" fn rt_tape_seed(ctx: *mut Ctx, slot: u64, id: i64, seed: f
 pub(crate) extern "C" fn rt_tape_sweep(ctx: *mut Ctx, slot: u64) {
     let Some(t) = tape(ctx, slot) else { return };
     // A plain level has only plain weights.
-    t.trace.backpropagate_plain(&t.seeds, &mut t.adjoints);
+    if !t.trace.backpropagate_plain(&t.seeds, &mut t.adjoints) {
+        t.adjoints.clear();
+    }
     t.seeds.clear();
-    let view = (t.adjoints.as_ptr(), t.adjoints.len() as u64);
+    let inputs = t.input_adjoints();
+    let view = (inputs.as_ptr(), inputs.len() as u64);
     if slot as usize == STAGED_SLOT {
         // SAFETY: as in `tape`; `t` is not used after this.
         let staging = unsafe { &mut (*ctx).staging };
@@ -996,7 +1006,7 @@ pub(crate) extern "C" fn rt_tape_sweep(ctx: *mut Ctx, slot: u64) {
 /// `TapeOp::Adjoint`: input `id`'s adjoint after the last sweep.
 pub(crate) extern "C" fn rt_tape_adjoint(ctx: *mut Ctx, slot: u64, id: i64) -> f64 {
     tape(ctx, slot)
-        .and_then(|t| t.adjoints.get(usize::try_from(id).ok()?).copied())
+        .and_then(|t| t.input_adjoints().get(usize::try_from(id).ok()?).copied())
         .unwrap_or(0.0)
 }
 

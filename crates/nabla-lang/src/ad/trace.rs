@@ -268,15 +268,22 @@ impl Trace {
     }
 
     /// [`Trace::backpropagate`] when every weight and seed is a plain
-    /// `f64`, on `f64` alone: the inputs' adjoints go to `inputs` (its
-    /// buffer reused). Returns false, doing nothing, if a weight is not
-    /// plain.
-    pub fn backpropagate_plain(&self, seeds: &[(u32, f64)], inputs: &mut Vec<f64>) -> bool {
-        let copy = |a: &[f64]| {
-            inputs.clear();
-            inputs.extend_from_slice(a);
-        };
-        self.sweep_plain_then(seeds.iter().copied(), copy).is_some()
+    /// `f64`, on `f64` alone, in the caller's buffer `adjoint` (made every
+    /// entry's adjoint; the inputs' are its first [`Trace::inputs`]).
+    /// Returns false, doing nothing, if a weight is not plain.
+    pub fn backpropagate_plain(&self, seeds: &[(u32, f64)], adjoint: &mut Vec<f64>) -> bool {
+        if !self.tagged_weights.is_empty() {
+            return false;
+        }
+        adjoint.clear();
+        adjoint.resize(self.entries.len(), 0.0);
+        for &(id, ct) in seeds {
+            if let Some(a) = adjoint.get_mut(id as usize) {
+                *a += ct;
+            }
+        }
+        self.sweep_plain(adjoint);
+        true
     }
 
     /// The plain sweep from `seeds`, then `then` of the inputs' adjoints;
