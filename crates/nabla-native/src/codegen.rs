@@ -905,6 +905,11 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             (TapeOp::Input, weights) if !weights.is_empty() => {
                 Some(self.wide_input(slot, weights, span)?)
             }
+            // Above the outermost level (wide records only), the count the
+            // view keeps.
+            (TapeOp::Len, &[]) if usize::from(slot) != runtime::STAGED_SLOT => {
+                Some(self.wide_field(slot, WideView::LEN))
+            }
             (TapeOp::Adjoint, &[id]) if usize::from(slot) == runtime::STAGED_SLOT => {
                 Some(self.staged_adjoint(id)?)
             }
@@ -1138,12 +1143,21 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         w1: ir::Value,
         span: Span,
     ) -> R<ir::Value> {
-        let write = |g: &mut Self, len| {
+        let write = Self::staged_writer((p0, w0), (p1, w1));
+        self.append_delta((p0, p1), Buffer::Staging, write, span)
+    }
+
+    /// Writes the plain Delta `w₀ · Var p0 + w₁ · Var p1` (ids as `Int`s)
+    /// at a given count of staged Deltas; gives its id.
+    fn staged_writer(
+        (p0, w0): (ir::Value, ir::Value),
+        (p1, w1): (ir::Value, ir::Value),
+    ) -> impl FnOnce(&mut Self, ir::Value) -> ir::Value {
+        move |g: &mut Self, len| {
             let p0 = g.b.ins().ireduce(types::I32, p0);
             let p1 = g.b.ins().ireduce(types::I32, p1);
             g.write_staged(len, (p0, p1), (w0, w1))
-        };
-        self.append_delta((p0, p1), Buffer::Staging, write, span)
+        }
     }
 
     /// `TapeOp::Combine` on the outermost reverse level, inline: two
@@ -1174,11 +1188,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         self.b.ins().brif(fast, push, &[], other, &[]);
 
         self.b.switch_to_block(push);
-        let write = |g: &mut Self, len| {
-            let p0 = g.b.ins().ireduce(types::I32, p0);
-            let p1 = g.b.ins().ireduce(types::I32, p1);
-            g.write_staged(len, (p0, p1), (w0, w1))
-        };
+        let write = Self::staged_writer((p0, w0), (p1, w1));
         let id = self.append_record(Buffer::Staging, write, span)?;
         let one = self.b.ins().f64const(1.0);
         self.b.ins().jump(done, &[id.into(), one.into()]);
@@ -1257,7 +1267,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         weights: &[ir::Value],
         span: Span,
     ) -> R<ir::Value> {
-        let write = self.wide_writer(slot, (p0, p1), weights);
+        let write = Self::wide_writer(slot, (p0, p1), weights);
         let buffer = Buffer::Wide {
             slot,
             words: weights.len() as i64,
@@ -1269,7 +1279,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     /// terms (parents −1, `weights` zero) appended to the records of `slot`.
     fn wide_input(&mut self, slot: u8, weights: &[ir::Value], span: Span) -> R<ir::Value> {
         let none = self.b.ins().iconst(types::I64, -1);
-        let write = self.wide_writer(slot, (none, none), weights);
+        let write = Self::wide_writer(slot, (none, none), weights);
         let buffer = Buffer::Wide {
             slot,
             words: weights.len() as i64,
@@ -1280,7 +1290,6 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     /// Writes the wide record (parents `p0`, `p1`, then `weights`) at a
     /// given count of records of `slot` and counts it; gives its id.
     fn wide_writer<'w>(
-        &mut self,
         slot: u8,
         (p0, p1): (ir::Value, ir::Value),
         weights: &'w [ir::Value],
