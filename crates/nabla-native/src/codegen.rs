@@ -874,13 +874,14 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     }
 
     /// An operation on a reverse level's trace. The frequent ones are
-    /// inline: appending a Delta (into the trace's buffer, lent, at the
-    /// outermost level; to the wide records above it) and, in the generated sweep,
-    /// reading and writing wide records and adjoints in place
-    /// ([`runtime::WideView`]). The others are a call of their runtime
-    /// function (`runtime::rt_tape_*`) with the context and the slot first.
-    /// Wide weights and adjoint components are 64-bit words (an `f64` by
-    /// its bits); a list of them goes to the runtime through a stack area.
+    /// inline: appending a Delta or an input (into the trace's buffer,
+    /// lent, at the outermost level; to the wide records above it), and
+    /// above the outermost level the count of Deltas and, around and in the
+    /// generated sweep, setting, reading and writing wide records and
+    /// adjoints in place ([`runtime::WideView`]). The others are a call of
+    /// their runtime function (`runtime::rt_tape_*`) with the context and
+    /// the slot first. Wide weights and adjoint components are 64-bit words
+    /// (an `f64` by its bits).
     fn tape(&mut self, op: TapeOp, slot: u8, args: &[Expr], ty: &Type, span: Span) -> R<Vals> {
         let mut operands = Vec::new();
         for a in args {
@@ -923,6 +924,10 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 let flags = self.wide_buffer_flags();
                 Some(self.b.ins().load(word_type(ty), flags, at, 0))
             }
+            (TapeOp::AdjInit, zero) if usize::from(slot) != runtime::STAGED_SLOT => {
+                self.wide_adj_init(slot, zero, span)?;
+                return Ok(Vec::new());
+            }
             (TapeOp::AdjSet, &[id, j, v]) => {
                 let at = self.wide_adjoint(slot, id, j);
                 let v = self.word(v);
@@ -936,22 +941,6 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             return Ok(vec![v]);
         }
         let mut vals = vec![self.ctx, self.b.ins().iconst(types::I64, i64::from(slot))];
-        let words = |cg: &mut Self, operands: &[ir::Value]| {
-            let ws: Vec<ir::Value> = operands.iter().map(|&v| cg.word(v)).collect();
-            let bytes = (SLOT as usize * ws.len().max(1)) as u32;
-            let area = cg.b.create_sized_stack_slot(ir::StackSlotData::new(
-                ir::StackSlotKind::ExplicitSlot,
-                bytes,
-                3,
-            ));
-            for (k, &w) in ws.iter().enumerate() {
-                cg.b.ins()
-                    .stack_store(PTR, w, area, (SLOT * k as i64) as i32);
-            }
-            let ptr = cg.b.ins().stack_addr(PTR, area, 0);
-            let n = cg.b.ins().iconst(types::I64, ws.len() as i64);
-            (ptr, n)
-        };
         let (name, params, rets): (_, Vec<types::Type>, &[types::Type]) = match op {
             TapeOp::Begin => ("rt_tape_begin", vec![types::I64, types::I64], &[]),
             TapeOp::Input => ("rt_tape_input", vec![], &[types::I64]),
@@ -960,14 +949,10 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             TapeOp::Sweep => ("rt_tape_sweep", vec![], &[]),
             TapeOp::Adjoint => ("rt_tape_adjoint", vec![types::I64], &[types::F64]),
             TapeOp::Len => ("rt_tape_len", vec![], &[types::I64]),
-            TapeOp::AdjInit => {
-                let (ptr, n) = words(self, &operands);
-                operands = vec![ptr, n];
-                ("rt_tape_adj_init", vec![PTR, types::I64], &[])
-            }
             TapeOp::Push
             | TapeOp::PushWide
             | TapeOp::Combine
+            | TapeOp::AdjInit
             | TapeOp::Parent
             | TapeOp::Weight
             | TapeOp::AdjGet
@@ -1285,6 +1270,45 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             words: weights.len() as i64,
         };
         self.append_record(buffer, write, span)
+    }
+
+    /// `TapeOp::AdjInit`, inline: every Delta's wide adjoint of `slot` set
+    /// to the words of `zero` (the runtime asked to lengthen the adjoints
+    /// first if they are too short, a cold path; kept between levels, they
+    /// seldom are).
+    fn wide_adj_init(&mut self, slot: u8, zero: &[ir::Value], span: Span) -> R<()> {
+        let words: Vec<ir::Value> = zero.iter().map(|&v| self.word(v)).collect();
+        let len = self.wide_field(slot, WideView::LEN);
+        let need = self.b.ins().imul_imm_s(len, words.len() as i64);
+        let last = self.wide_field(slot, WideView::LAST_ADJOINT_WORD);
+        let room = self.b.ins().iadd_imm_s(last, 1);
+        let short = self.b.ins().icmp(IntCC::UnsignedGreaterThan, need, room);
+        let grow = self.b.create_block();
+        let fill = self.b.create_block();
+        self.b.set_cold_block(grow);
+        self.b.ins().brif(short, grow, &[], fill, &[]);
+
+        self.b.switch_to_block(grow);
+        let params = [PTR, types::I32, types::I64, types::I64];
+        let f = self.cg.import_preserving("rt_tape_adj_reserve", &params)?;
+        let s = self.cg.span_index(span);
+        let s = self.b.ins().iconst(types::I32, s);
+        let slot_v = self.b.ins().iconst(types::I64, i64::from(slot));
+        self.call(f, &[self.ctx, s, slot_v, need]);
+        self.check_failed();
+        self.b.ins().jump(fill, &[]);
+
+        self.b.switch_to_block(fill);
+        let flags = self.wide_buffer_flags();
+        self.fold_index(len, &[], None, |g, id, _| {
+            for (j, &w) in words.iter().enumerate() {
+                let j = g.b.ins().iconst(types::I64, j as i64);
+                let at = g.wide_adjoint(slot, id, j);
+                g.b.ins().store(flags, w, at, 0);
+            }
+            Ok(Vec::new())
+        })?;
+        Ok(())
     }
 
     /// Writes the wide record (parents `p0`, `p1`, then `weights`) at a

@@ -312,8 +312,11 @@ impl Tape {
         if width > 0 && self.records.len() < FIRST_RECORDS * self.stride() {
             self.records.resize(FIRST_RECORDS * self.stride(), 0);
         }
-        self.wide_adjoints.clear();
-        self.wide_adjoints.push(0);
+        // The adjoints are set before every sweep (`TapeOp::AdjInit`): kept,
+        // so that a small level never grows them again.
+        if self.wide_adjoints.is_empty() {
+            self.wide_adjoints.push(0);
+        }
         self.charge();
     }
 
@@ -959,22 +962,25 @@ pub(crate) extern "C" fn rt_tape_len(ctx: *mut Ctx, slot: u64) -> i64 {
     })
 }
 
-/// `TapeOp::AdjInit`: every Delta's wide adjoint set to the `n` words at
-/// `words`.
-pub(crate) extern "C" fn rt_tape_adj_init(ctx: *mut Ctx, slot: u64, words: *const u64, n: u64) {
-    let Some(t) = tape(ctx, slot) else { return };
-    // SAFETY: generated code passes a stack area of `n` words it has just
-    // written, alive for this call.
-    let words = unsafe { std::slice::from_raw_parts(words, n as usize) };
-    t.wide_adjoints.clear();
-    for _ in 0..t.wide_len {
-        t.wide_adjoints.extend_from_slice(words);
+/// Generated code found the wide adjoints of `slot` shorter than `words`
+/// words before setting every Delta's adjoint (`TapeOp::AdjInit`, inline):
+/// lengthens them, and raises "out of memory" at `span` if they are over
+/// the budget.
+pub(crate) extern "C" fn rt_tape_adj_reserve(ctx: *mut Ctx, span: u32, slot: u64, words: u64) {
+    let Some(t) = tape(ctx, slot) else {
+        return rt_error(ctx, ErrorKind::BadTrace as u32, span, 0, 0);
+    };
+    // At most the width of the records, which are already charged.
+    let words = words as usize;
+    if t.wide_adjoints.len() < words {
+        t.wide_adjoints.resize(words, 0);
+        t.charge();
     }
-    if t.wide_adjoints.is_empty() {
-        t.wide_adjoints.push(0);
-    }
-    t.charge();
     publish(ctx, slot);
+    if memory::over_budget() {
+        let live = memory::live() as i64;
+        rt_error(ctx, ErrorKind::OutOfMemory as u32, span, 24, live);
+    }
 }
 
 /// `TapeOp::Seed`: cotangent `seed` for Delta `id` (nothing if −1) in the
@@ -1442,7 +1448,7 @@ pub(crate) fn symbols() -> Vec<(&'static str, *const u8)> {
         ("rt_tape_seed", rt_tape_seed as *const u8),
         ("rt_tape_sweep", rt_tape_sweep as *const u8),
         ("rt_tape_len", rt_tape_len as *const u8),
-        ("rt_tape_adj_init", rt_tape_adj_init as *const u8),
+        ("rt_tape_adj_reserve", rt_tape_adj_reserve as *const u8),
         ("rt_tape_adjoint", rt_tape_adjoint as *const u8),
         ("rt_tape_end", rt_tape_end as *const u8),
         ("rt_tape_output", rt_tape_output as *const u8),
