@@ -906,6 +906,12 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             (TapeOp::Input, weights) if !weights.is_empty() => {
                 Some(self.wide_input(slot, weights, span)?)
             }
+            (TapeOp::Input, _) => {
+                return Err(internal(
+                    "an input without its weights above the outermost level",
+                    span,
+                ));
+            }
             // Above the outermost level (wide records only), the count the
             // view keeps.
             (TapeOp::Len, &[]) if usize::from(slot) != runtime::STAGED_SLOT => {
@@ -943,13 +949,13 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let mut vals = vec![self.ctx, self.b.ins().iconst(types::I64, i64::from(slot))];
         let (name, params, rets): (_, Vec<types::Type>, &[types::Type]) = match op {
             TapeOp::Begin => ("rt_tape_begin", vec![types::I64, types::I64], &[]),
-            TapeOp::Input => ("rt_tape_input", vec![], &[types::I64]),
             TapeOp::InputAgain => ("rt_tape_input_again", vec![], &[types::I64]),
             TapeOp::Seed => ("rt_tape_seed", vec![types::I64, types::F64], &[]),
             TapeOp::Sweep => ("rt_tape_sweep", vec![], &[]),
             TapeOp::Adjoint => ("rt_tape_adjoint", vec![types::I64], &[types::F64]),
             TapeOp::Len => ("rt_tape_len", vec![], &[types::I64]),
             TapeOp::Push
+            | TapeOp::Input
             | TapeOp::PushWide
             | TapeOp::Combine
             | TapeOp::AdjInit

@@ -344,20 +344,6 @@ impl Tape {
         }
     }
 
-    /// Appends a wide Delta with parents `parents` and zero weights (an
-    /// input); returns its id.
-    fn push_record(&mut self, parents: [i64; 2]) -> i64 {
-        self.reserve_record();
-        let stride = self.stride();
-        let at = self.wide_len * stride;
-        let record = &mut self.records[at..at + stride];
-        record.fill(0);
-        record[0] = parents[0] as u64;
-        record[1] = parents[1] as u64;
-        self.wide_len += 1;
-        self.wide_len as i64 - 1
-    }
-
     /// What generated code needs to reach the wide buffers in place.
     fn view(&mut self) -> WideView {
         WideView {
@@ -899,19 +885,6 @@ pub(crate) extern "C" fn rt_tape_begin(ctx: *mut Ctx, slot: u64, width: i64, rep
     publish(ctx, slot);
 }
 
-/// `TapeOp::Input`: a new input Delta.
-pub(crate) extern "C" fn rt_tape_input(ctx: *mut Ctx, slot: u64) -> i64 {
-    let Some(t) = tape(ctx, slot) else { return -1 };
-    if t.width > 0 {
-        let id = t.push_record([-1; 2]);
-        publish(ctx, slot);
-        return id;
-    }
-    let id = t.trace.push_input();
-    restage(ctx, slot);
-    i64::from(id)
-}
-
 /// `TapeOp::InputAgain`: the id of the resumed trace's next input, in
 /// order (−1 past its inputs, or if the trace is not a resumed one).
 pub(crate) extern "C" fn rt_tape_input_again(ctx: *mut Ctx, slot: u64) -> i64 {
@@ -923,15 +896,6 @@ pub(crate) extern "C" fn rt_tape_input_again(ctx: *mut Ctx, slot: u64) -> i64 {
             i64::from(r.next_input - 1)
         }
         _ => -1,
-    }
-}
-
-/// After an entry was appended to the trace of `slot` directly: staged
-/// Deltas of that level come after it.
-fn restage(ctx: *mut Ctx, slot: u64) {
-    if slot as usize == STAGED_SLOT {
-        // SAFETY: as in `tape`.
-        flush(unsafe { &mut *ctx });
     }
 }
 
@@ -1441,7 +1405,6 @@ pub(crate) fn symbols() -> Vec<(&'static str, *const u8)> {
         ("rt_trace", rt_trace as *const u8),
         ("rt_error_site", rt_error_site as *const u8),
         ("rt_tape_begin", rt_tape_begin as *const u8),
-        ("rt_tape_input", rt_tape_input as *const u8),
         ("rt_tape_input_again", rt_tape_input_again as *const u8),
         ("rt_tape_reserve", rt_tape_reserve as *const u8),
         ("rt_tape_flush", rt_tape_flush as *const u8),
