@@ -2496,6 +2496,13 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 Vec::new()
             }
             ExprKind::Apply(fe, x) => {
+                if let ExprKind::Recode { closure, cases } = &fe.kind {
+                    let Type::Fun(_, b) = &fe.ty else {
+                        return Err(internal("applying a non-function", span));
+                    };
+                    let rets = layout::flat(b, span)?;
+                    return self.apply_recoded(closure, cases, x, &rets, span).map(Some);
+                }
                 let (fv, owned) = self.borrowed(fe)?;
                 let xv = self.owned_value(x)?;
                 let Type::Fun(a, b) = &fe.ty else {
@@ -2754,9 +2761,65 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     /// ([`ExprKind::Recode`]): `to` has `from`'s captures, so the slots are
     /// copied as they are (each value's count raised).
     fn recode(&mut self, c: ir::Value, cases: &[(FunId, FunId)], span: Span) -> R<ir::Value> {
+        let r = self.by_code(c, cases, &[PTR], span, |g, to| {
+            let mut slots = Vec::new();
+            for (ty, vals) in g.captures_in(c, to, span)? {
+                g.inc(&ty, &vals);
+                slots.extend(vals);
+            }
+            Ok(vec![g.closure_object(to, &slots, span)?])
+        })?;
+        Ok(r[0])
+    }
+
+    /// `closure x` where `closure` is recoded ([`ExprKind::Recode`]): the
+    /// recoded closure would only be called and dropped, so `to`'s function
+    /// is called directly over the captures read from the closure itself (no
+    /// closure made: nested `jvp`s and `grad`s recode their function at every
+    /// call). The order of evaluation is the application's: the closure,
+    /// then the argument.
+    fn apply_recoded(
+        &mut self,
+        closure: &Expr,
+        cases: &[(FunId, FunId)],
+        x: &Expr,
+        rets: &[ir::Type],
+        span: Span,
+    ) -> R<Vals> {
+        let (c, owned) = self.borrowed(closure)?;
+        let xv = self.owned_value(x)?;
+        self.before_call(span)?;
+        let r = self.by_code(c[0], cases, rets, span, |g, to| {
+            let mut args = vec![g.ctx];
+            for (_, vals) in g.captures_in(c[0], to, span)? {
+                args.extend(vals);
+            }
+            args.extend_from_slice(&xv);
+            let id = g.cg.fun_id(to)?;
+            let r = g.call(id, &args);
+            g.check_failed_at(span)?;
+            Ok(r)
+        })?;
+        self.release(&closure.ty, &c, owned)?;
+        Ok(r)
+    }
+
+    /// Branches on the code of closure `c` to `arm(self, to)` for the
+    /// `(from, to)` pair of [`ExprKind::Recode`]'s `cases` whose `from` it
+    /// is; the arms' values (of types `rets`) join after.
+    fn by_code(
+        &mut self,
+        c: ir::Value,
+        cases: &[(FunId, FunId)],
+        rets: &[ir::Type],
+        span: Span,
+        mut arm: impl FnMut(&mut Self, FunId) -> R<Vals>,
+    ) -> R<Vals> {
         let code = self.b.ins().load(PTR, flags(), c, CLO_CODE);
         let done = self.b.create_block();
-        self.b.append_block_param(done, PTR);
+        for &t in rets {
+            self.b.append_block_param(done, t);
+        }
         for &(from, to) in cases {
             let from_id = self.cg.closure_code_id(from)?;
             let from_ref = self.func_ref(from_id);
@@ -2765,31 +2828,37 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             let same = self.b.ins().icmp(IntCC::Equal, code, from_addr);
             self.b.ins().brif(same, this, &[], next, &[]);
             self.b.switch_to_block(this);
-            let captures = self.cg.prog.fun(to).captures.clone();
-            let mut slots = Vec::new();
-            let mut offset = CLO_ENV;
-            for l in captures {
-                let ty = self.cg.prog.local_ty(l).clone();
-                let flat = layout::flat(&ty, span)?;
-                let mut vals = Vec::with_capacity(flat.len());
-                for t in flat {
-                    vals.push(self.b.ins().load(t, flags(), c, offset as i32));
-                    offset += SLOT;
-                }
-                self.inc(&ty, &vals);
-                slots.extend(vals);
-            }
-            let p = self.closure_object(to, &slots, span)?;
-            self.b.ins().jump(done, &bargs(&[p]));
+            let vals = arm(self, to)?;
+            self.b.ins().jump(done, &bargs(&vals));
             self.b.switch_to_block(next);
         }
         // Every closure of the type is one of the cases (the pass lists them
         // all); reaching here is a compiler bug, reported as such.
         let always = self.b.ins().iconst(types::I8, 1);
         self.fail_if(always, ErrorKind::Internal, span, None)?;
-        self.b.ins().jump(done, &bargs(&[c]));
+        self.b.ins().jump(self.unwind, &[]);
         self.b.switch_to_block(done);
-        Ok(self.b.block_params(done)[0])
+        Ok(self.b.block_params(done).to_vec())
+    }
+
+    /// The captured values of `to`, read (borrowed) from the slots of
+    /// closure `c`, which has a copy of `to`'s function over the same
+    /// captures: each with its type.
+    fn captures_in(&mut self, c: ir::Value, to: FunId, span: Span) -> R<Vec<(Type, Vals)>> {
+        let captures = self.cg.prog.fun(to).captures.clone();
+        let mut out = Vec::with_capacity(captures.len());
+        let mut offset = CLO_ENV;
+        for l in captures {
+            let ty = self.cg.prog.local_ty(l).clone();
+            let flat = layout::flat(&ty, span)?;
+            let mut vals = Vec::with_capacity(flat.len());
+            for t in flat {
+                vals.push(self.b.ins().load(t, flags(), c, offset as i32));
+                offset += SLOT;
+            }
+            out.push((ty, vals));
+        }
+        Ok(out)
     }
 
     fn alloc(&mut self, bytes: ir::Value, span: Span) -> R<ir::Value> {
