@@ -934,6 +934,18 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 self.wide_adj_init(slot, zero, span)?;
                 return Ok(Vec::new());
             }
+            // A resumed trace's inputs are its first Deltas: ids counted
+            // inline from 0 (`runtime::InputsAgain`, set by `Resume`).
+            (TapeOp::InputAgain, []) if usize::from(slot) == runtime::STAGED_SLOT => {
+                let next = self.ctx_word(Ctx::AGAIN_NEXT);
+                let end = self.ctx_word(Ctx::AGAIN_END);
+                let more = self.b.ins().icmp(IntCC::SignedLessThan, next, end);
+                let after = self.b.ins().iadd_imm_s(next, 1);
+                let after = self.b.ins().select(more, after, next);
+                self.b.ins().store(flags(), after, self.ctx, Ctx::AGAIN_NEXT);
+                let none = self.b.ins().iconst(types::I64, -1);
+                Some(self.b.ins().select(more, next, none))
+            }
             (TapeOp::AdjSet, &[id, j, v]) => {
                 let at = self.wide_adjoint(slot, id, j);
                 let v = self.word(v);
@@ -949,13 +961,13 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let mut vals = vec![self.ctx, self.b.ins().iconst(types::I64, i64::from(slot))];
         let (name, params, rets): (_, Vec<types::Type>, &[types::Type]) = match op {
             TapeOp::Begin => ("rt_tape_begin", vec![types::I64, types::I64], &[]),
-            TapeOp::InputAgain => ("rt_tape_input_again", vec![], &[types::I64]),
             TapeOp::Seed => ("rt_tape_seed", vec![types::I64, types::F64], &[]),
             TapeOp::Sweep => ("rt_tape_sweep", vec![], &[]),
             TapeOp::Adjoint => ("rt_tape_adjoint", vec![types::I64], &[types::F64]),
             TapeOp::Len => ("rt_tape_len", vec![], &[types::I64]),
             TapeOp::Push
             | TapeOp::Input
+            | TapeOp::InputAgain
             | TapeOp::PushWide
             | TapeOp::Combine
             | TapeOp::AdjInit

@@ -61,9 +61,23 @@ pub(crate) struct Ctx {
     kept: Kept,
     /// Per slot, the wide buffers of its current trace, for generated code.
     wide: [WideView; TAPE_SLOTS],
+    /// After [`rt_tape_resume`]: the id the next `TapeOp::InputAgain` gives
+    /// and the resumed trace's count of inputs (its first Deltas, in
+    /// order), which generated code reads and advances inline.
+    pub again: InputsAgain,
     /// The word the view of a slot without a wide trace points to (made by
     /// `Box::into_raw`, freed with the context).
     no_buffer: *mut u64,
+}
+
+/// The inputs of a resumed kept trace, given again in order
+/// (`TapeOp::InputAgain`): ids `next`, `next + 1`, …, below `end`; −1 past
+/// them.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub(crate) struct InputsAgain {
+    pub next: i64,
+    pub end: i64,
 }
 
 /// A plain Delta `w₀·Var p₀ + w₁·Var p₁` as generated code writes it (an
@@ -156,12 +170,10 @@ struct OutputDelta {
     coefficient: f64,
 }
 
-/// A resumed kept trace: the token it was kept under, and the id its next
-/// `TapeOp::InputAgain` gives.
+/// A resumed kept trace: the token it was kept under.
 #[derive(Clone, Copy)]
 struct Resumed {
     token: i64,
-    next_input: u32,
 }
 
 /// The traces of one reverse-level position: a stack, whose ended traces
@@ -280,10 +292,7 @@ impl Tape {
         self.reset(0, false);
         std::mem::replace(&mut self.trace, trace).recycle();
         self.outputs = outputs;
-        self.resumed = Some(Resumed {
-            token,
-            next_input: 0,
-        });
+        self.resumed = Some(Resumed { token });
     }
 
     /// Empties this ended trace (its buffers kept) for a new level. Only a
@@ -460,6 +469,7 @@ impl Ctx {
             },
             wide: [WideView::empty(std::ptr::null_mut()); TAPE_SLOTS],
             kept: Kept::default(),
+            again: InputsAgain::default(),
             no_buffer: Box::into_raw(Box::new(0)),
         }
         .with_empty_views()
@@ -489,6 +499,11 @@ impl Ctx {
         (std::mem::offset_of!(Ctx, staging) + std::mem::offset_of!(Staging, base)) as i32;
     pub(crate) const STAGING_ADJOINTS: i32 =
         (std::mem::offset_of!(Ctx, staging) + std::mem::offset_of!(Staging, adjoints)) as i32;
+    /// The fields of [`InputsAgain`].
+    pub(crate) const AGAIN_NEXT: i32 =
+        (std::mem::offset_of!(Ctx, again) + std::mem::offset_of!(InputsAgain, next)) as i32;
+    pub(crate) const AGAIN_END: i32 =
+        (std::mem::offset_of!(Ctx, again) + std::mem::offset_of!(InputsAgain, end)) as i32;
     pub(crate) const STAGING_ADJOINTS_LEN: i32 =
         (std::mem::offset_of!(Ctx, staging) + std::mem::offset_of!(Staging, adjoints_len)) as i32;
 }
@@ -885,20 +900,6 @@ pub(crate) extern "C" fn rt_tape_begin(ctx: *mut Ctx, slot: u64, width: i64, rep
     publish(ctx, slot);
 }
 
-/// `TapeOp::InputAgain`: the id of the resumed trace's next input, in
-/// order (−1 past its inputs, or if the trace is not a resumed one).
-pub(crate) extern "C" fn rt_tape_input_again(ctx: *mut Ctx, slot: u64) -> i64 {
-    let Some(t) = tape(ctx, slot) else { return -1 };
-    let inputs = t.trace.inputs();
-    match t.resumed.as_mut() {
-        Some(r) if (r.next_input as usize) < inputs => {
-            r.next_input += 1;
-            i64::from(r.next_input - 1)
-        }
-        _ => -1,
-    }
-}
-
 /// Generated code found the wide records of `slot` full before appending a
 /// Delta of `words` weight components, or its view empty or of another
 /// stride (never expected: raises an internal error): grows them, and
@@ -1064,6 +1065,13 @@ pub(crate) extern "C" fn rt_tape_resume(ctx: *mut Ctx, slot: u64, token: i64, ou
     };
     flush(c);
     c.tapes[STAGED_SLOT].resume(trace, token);
+    let inputs = c.tapes[STAGED_SLOT]
+        .current()
+        .map_or(0, |t| t.trace.inputs() as i64);
+    c.again = InputsAgain {
+        next: 0,
+        end: inputs,
+    };
     flush(c);
     publish(ctx, slot);
     1
@@ -1405,7 +1413,6 @@ pub(crate) fn symbols() -> Vec<(&'static str, *const u8)> {
         ("rt_trace", rt_trace as *const u8),
         ("rt_error_site", rt_error_site as *const u8),
         ("rt_tape_begin", rt_tape_begin as *const u8),
-        ("rt_tape_input_again", rt_tape_input_again as *const u8),
         ("rt_tape_reserve", rt_tape_reserve as *const u8),
         ("rt_tape_flush", rt_tape_flush as *const u8),
         ("rt_tape_seed", rt_tape_seed as *const u8),
