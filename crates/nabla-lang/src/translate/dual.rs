@@ -1322,6 +1322,12 @@ impl Expander<'_> {
                     Ok(mk(ExprKind::Tuple(parts), dual_ty(ty, out_level), span))
                 })
             }),
+            Type::Vec(a) if mode == Mode::Forward && self.quiet_build(&dx).is_some() => {
+                let Some((n, g)) = self.quiet_build(&dx) else {
+                    return Err(unsupported("internal: a tangent build", span));
+                };
+                self.seed_build(x, (n, g, dx_level, dx.span), a, l, role, span)
+            }
             Type::Vec(a) => self.with_temp(x, |s, x| {
                 s.with_temp(dx, |s, dx| {
                     // One pass, one allocation: `build (size x) (fun i ->
@@ -1383,6 +1389,59 @@ impl Expander<'_> {
         }
     }
 
+    /// [`Self::attach_from`] at a forward level of the vector `x` with the
+    /// tangent `build n g` (level `dl`, at `build_span`), `g` a quiet function
+    /// ([`quiet_build`]): when `n` is `x`'s length, `x[i]` is paired with
+    /// `g i` in one pass and the tangent vector is never made (a forward
+    /// gradient's basis vectors); otherwise the tangent is built and the
+    /// lengths checked, which raises the interpreter's error. `g` can
+    /// neither fail nor record nor print, so only the failing case can tell
+    /// the two apart, and it takes the general path.
+    fn seed_build(
+        &mut self,
+        x: Expr,
+        (n, g, dl, build_span): (Expr, FunId, Level, Span),
+        a: &Type,
+        l: Level,
+        role: Role,
+        span: Span,
+    ) -> R<Expr> {
+        let forward = (l, Mode::Forward);
+        let elem = dual_ty(a, l.above(Mode::Forward));
+        let tangent_elem = dual_ty(a, dl);
+        self.with_temp(x, |s, x| {
+            s.with_temp(n, |s, n| {
+                let mut extra = s.prog.fun(g).captures.clone();
+                if let ExprKind::Local(c) = x.kind {
+                    extra.push(c);
+                }
+                let fused = s.build_capturing("seed", &x, extra, elem.clone(), span, &mut |s, i| {
+                    let xi = index(&x, &i, dual_ty(a, l));
+                    let gi = mk(ExprKind::Call(g, vec![i]), tangent_elem.clone(), span);
+                    s.attach_from(xi, (gi, dl), a, forward, role, span)
+                })?;
+                let tangent_ty = Type::Vec(Box::new(tangent_elem.clone()));
+                let built = prim(
+                    Prim::Build,
+                    vec![n.clone(), s.closure(g, build_span)],
+                    tangent_ty,
+                    build_span,
+                );
+                let general = s.with_temp(built, |s, dx| {
+                    let seeded = s.build_over("seed", &x, &dx, elem.clone(), span, &mut |s, i| {
+                        let xi = index(&x, &i, dual_ty(a, l));
+                        let dxi = index(&dx, &i, tangent_elem.clone());
+                        s.attach_from(xi, (dxi, dl), a, forward, role, span)
+                    })?;
+                    Ok(then(shape_check(&x, &dx, role, span), seeded))
+                })?;
+                let size = prim(Prim::Size, vec![x.clone()], Type::Int, span);
+                let same = prim(Prim::Eq, vec![n, size], Type::Bool, span);
+                Ok(if_(same, fused, general))
+            })
+        })
+    }
+
     /// The input of reverse level `l` + 1: each real leaf of `x` (at level
     /// `l`, of original type `ty`) with a fresh input Delta, in the
     /// interpreter's order (left to right, depth first: ids 0, 1, …).
@@ -1428,13 +1487,13 @@ impl Expander<'_> {
     }
 
     /// `build (size a) (fun i -> body i)`: elements of type `elem` made by
-    /// a new function `name` that captures the locals (or literals) `a` and
-    /// `b`.
-    fn build_over(
+    /// a new function `name` that captures `a` (a local or a literal) and
+    /// the locals `captures`.
+    fn build_capturing(
         &mut self,
         name: &str,
         a: &Expr,
-        b: &Expr,
+        mut captures: Vec<Local>,
         elem: Type,
         span: Span,
         body: &mut dyn FnMut(&mut Self, Expr) -> R<Expr>,
@@ -1446,13 +1505,9 @@ impl Expander<'_> {
             elem.clone(),
             span,
         );
-        let mut captures: Vec<Local> = [a, b]
-            .iter()
-            .filter_map(|v| match v.kind {
-                ExprKind::Local(c) => Some(c),
-                _ => None,
-            })
-            .collect();
+        if let ExprKind::Local(c) = a.kind {
+            captures.push(c);
+        }
         captures.sort();
         captures.dedup();
         self.prog.funs[f.0 as usize].captures = captures;
@@ -1465,6 +1520,41 @@ impl Expander<'_> {
             Type::Vec(Box::new(elem)),
             span,
         ))
+    }
+
+    /// `build (size a) (fun i -> body i)`: elements of type `elem` made by
+    /// a new function `name` that captures the locals (or literals) `a` and
+    /// `b`.
+    fn build_over(
+        &mut self,
+        name: &str,
+        a: &Expr,
+        b: &Expr,
+        elem: Type,
+        span: Span,
+        body: &mut dyn FnMut(&mut Self, Expr) -> R<Expr>,
+    ) -> R<Expr> {
+        let captures = match b.kind {
+            ExprKind::Local(c) => vec![c],
+            _ => Vec::new(),
+        };
+        self.build_capturing(name, a, captures, elem, span, body)
+    }
+
+    /// `(n, g)` if `e` is `build n g` with `g` a copy of a function whose
+    /// body is quiet: made of locals, literals, `if`s and comparisons of
+    /// integers only, so that calling it can neither fail, nor record a
+    /// Delta, nor print (`fun j -> if i == j then 1.0 else 0.0`).
+    fn quiet_build(&self, e: &Expr) -> Option<(Expr, FunId)> {
+        let ExprKind::Prim(Prim::Build, args) = &e.kind else {
+            return None;
+        };
+        let [n, f] = &args[..] else { return None };
+        let ExprKind::Closure(g) = f.kind else {
+            return None;
+        };
+        let (orig, ..) = self.key_of(g)?;
+        quiet(&self.orig.get(orig.0 as usize)?.body).then(|| (n.clone(), g))
     }
 
     /// `match x with inl p -> inl (f p) | inr q -> inr (f q)`: the sum `x`
@@ -2822,6 +2912,26 @@ fn partials(
             return Err(unsupported("`min`/`max` as an operation", span));
         }
     })
+}
+
+/// True if evaluating `e` can neither fail, nor record, nor print: locals,
+/// literals, `if`s, comparisons of integers and booleans, `not`
+/// ([`Expander::quiet_build`]).
+fn quiet(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Local(_) | ExprKind::Lit(_) => true,
+        ExprKind::If(c, a, b) => quiet(c) && quiet(a) && quiet(b),
+        ExprKind::Prim(p, args) => {
+            use Prim::*;
+            let on_ints = args
+                .iter()
+                .all(|a| matches!(a.ty, Type::Int | Type::Bool));
+            matches!(p, Eq | Ne | Lt | Le | Gt | Ge | Not)
+                && on_ints
+                && args.iter().all(quiet)
+        }
+        _ => false,
+    }
 }
 
 /// True for a type whose values' shape is their count of reals: `Real`,
