@@ -942,7 +942,9 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 let more = self.b.ins().icmp(IntCC::SignedLessThan, next, end);
                 let after = self.b.ins().iadd_imm_s(next, 1);
                 let after = self.b.ins().select(more, after, next);
-                self.b.ins().store(flags(), after, self.ctx, Ctx::AGAIN_NEXT);
+                self.b
+                    .ins()
+                    .store(flags(), after, self.ctx, Ctx::AGAIN_NEXT);
                 let none = self.b.ins().iconst(types::I64, -1);
                 Some(self.b.ins().select(more, next, none))
             }

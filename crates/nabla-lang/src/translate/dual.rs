@@ -1415,11 +1415,12 @@ impl Expander<'_> {
                 if let ExprKind::Local(c) = x.kind {
                     extra.push(c);
                 }
-                let fused = s.build_capturing("seed", &x, extra, elem.clone(), span, &mut |s, i| {
-                    let xi = index(&x, &i, dual_ty(a, l));
-                    let gi = mk(ExprKind::Call(g, vec![i]), tangent_elem.clone(), span);
-                    s.attach_from(xi, (gi, dl), a, forward, role, span)
-                })?;
+                let fused =
+                    s.build_capturing("seed", &x, extra, elem.clone(), span, &mut |s, i| {
+                        let xi = index(&x, &i, dual_ty(a, l));
+                        let gi = mk(ExprKind::Call(g, vec![i]), tangent_elem.clone(), span);
+                        s.attach_from(xi, (gi, dl), a, forward, role, span)
+                    })?;
                 let tangent_ty = Type::Vec(Box::new(tangent_elem.clone()));
                 let built = prim(
                     Prim::Build,
@@ -1428,11 +1429,12 @@ impl Expander<'_> {
                     build_span,
                 );
                 let general = s.with_temp(built, |s, dx| {
-                    let seeded = s.build_over("seed", &x, &dx, elem.clone(), span, &mut |s, i| {
-                        let xi = index(&x, &i, dual_ty(a, l));
-                        let dxi = index(&dx, &i, tangent_elem.clone());
-                        s.attach_from(xi, (dxi, dl), a, forward, role, span)
-                    })?;
+                    let seeded =
+                        s.build_over("seed", &x, &dx, elem.clone(), span, &mut |s, i| {
+                            let xi = index(&x, &i, dual_ty(a, l));
+                            let dxi = index(&dx, &i, tangent_elem.clone());
+                            s.attach_from(xi, (dxi, dl), a, forward, role, span)
+                        })?;
                     Ok(then(shape_check(&x, &dx, role, span), seeded))
                 })?;
                 let size = prim(Prim::Size, vec![x.clone()], Type::Int, span);
@@ -2923,12 +2925,8 @@ fn quiet(e: &Expr) -> bool {
         ExprKind::If(c, a, b) => quiet(c) && quiet(a) && quiet(b),
         ExprKind::Prim(p, args) => {
             use Prim::*;
-            let on_ints = args
-                .iter()
-                .all(|a| matches!(a.ty, Type::Int | Type::Bool));
-            matches!(p, Eq | Ne | Lt | Le | Gt | Ge | Not)
-                && on_ints
-                && args.iter().all(quiet)
+            let on_ints = args.iter().all(|a| matches!(a.ty, Type::Int | Type::Bool));
+            matches!(p, Eq | Ne | Lt | Le | Gt | Ge | Not) && on_ints && args.iter().all(quiet)
         }
         _ => false,
     }
