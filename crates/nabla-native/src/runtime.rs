@@ -370,8 +370,12 @@ impl Tape {
     /// Charges the wide buffers' growth to the memory budget.
     fn charge(&mut self) {
         let bytes = (self.records.capacity() + self.wide_adjoints.capacity()) * 8;
-        memory::charge(bytes.saturating_sub(self.charged));
-        self.charged = self.charged.max(bytes);
+        // Only growth is charged: a level begun again in place (the usual
+        // case) does not touch the thread's count.
+        if bytes > self.charged {
+            memory::charge(bytes - self.charged);
+            self.charged = bytes;
+        }
     }
 }
 
