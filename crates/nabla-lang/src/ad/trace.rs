@@ -106,8 +106,12 @@ impl Trace {
     /// Charges the buffer's growth since it was last charged.
     fn charge_capacity(&mut self) {
         let bytes = self.entries.capacity() * BYTES_PER_ENTRY;
-        memory::charge(bytes.saturating_sub(self.charged));
-        self.charged = self.charged.max(bytes);
+        // Only growth is charged: appending within the capacity (every
+        // flush of compiled code's Deltas) leaves the thread's count alone.
+        if bytes > self.charged {
+            memory::charge(bytes - self.charged);
+            self.charged = bytes;
+        }
     }
 
     /// Gives this trace's buffer back for the next one.
