@@ -1322,25 +1322,12 @@ impl Expander<'_> {
                     Ok(mk(ExprKind::Tuple(parts), dual_ty(ty, out_level), span))
                 })
             }),
-            Type::Vec(a) if mode == Mode::Forward && self.quiet_build(&dx).is_some() => {
-                let Some((n, g)) = self.quiet_build(&dx) else {
-                    return Err(unsupported("internal: a tangent build", span));
-                };
-                self.seed_build(x, (n, g, dx_level, dx.span), a, l, role, span)
-            }
-            Type::Vec(a) => self.with_temp(x, |s, x| {
-                s.with_temp(dx, |s, dx| {
-                    // One pass, one allocation: `build (size x) (fun i ->
-                    // attach x[i] dx[i])` after the lengths are checked.
-                    let elem = dual_ty(a, out_level);
-                    let seeded = s.build_over("seed", &x, &dx, elem, span, &mut |s, i| {
-                        let xi = index(&x, &i, dual_ty(a, l));
-                        let dxi = index(&dx, &i, dual_ty(a, dx_level));
-                        s.attach_from(xi, (dxi, dx_level), a, (l, mode), role, span)
-                    })?;
-                    Ok(then(shape_check(&x, &dx, role, span), seeded))
-                })
-            }),
+            Type::Vec(a) => match self.quiet_build(&dx) {
+                Some((n, g)) if mode == Mode::Forward => {
+                    self.seed_build(x, (n, g, dx_level, dx.span), a, l, role, span)
+                }
+                _ => self.attach_vector(x, (dx, dx_level), a, (l, mode), role, span),
+            },
             Type::Sum(a, b) => self.with_temp(x, |s, x| {
                 s.with_temp(dx, |s, dx| {
                     let check = shape_check(&x, &dx, role, span);
@@ -1389,9 +1376,34 @@ impl Expander<'_> {
         }
     }
 
+    /// [`Self::attach_from`] of the vector `x` and its perturbations `dx`
+    /// (elements of original type `a`): one pass, one allocation — `build
+    /// (size x) (fun i -> attach x[i] dx[i])` after the lengths are checked.
+    fn attach_vector(
+        &mut self,
+        x: Expr,
+        (dx, dx_level): (Expr, Level),
+        a: &Type,
+        (l, mode): (Level, Mode),
+        role: Role,
+        span: Span,
+    ) -> R<Expr> {
+        let elem = dual_ty(a, l.above(mode));
+        self.with_temp(x, |s, x| {
+            s.with_temp(dx, |s, dx| {
+                let seeded = s.build_over("seed", &x, &dx, elem, span, &mut |s, i| {
+                    let xi = index(&x, &i, dual_ty(a, l));
+                    let dxi = index(&dx, &i, dual_ty(a, dx_level));
+                    s.attach_from(xi, (dxi, dx_level), a, (l, mode), role, span)
+                })?;
+                Ok(then(shape_check(&x, &dx, role, span), seeded))
+            })
+        })
+    }
+
     /// [`Self::attach_from`] at a forward level of the vector `x` with the
     /// tangent `build n g` (level `dl`, at `build_span`), `g` a quiet function
-    /// ([`quiet_build`]): when `n` is `x`'s length, `x[i]` is paired with
+    /// ([`Self::quiet_build`]): when `n` is `x`'s length, `x[i]` is paired with
     /// `g i` in one pass and the tangent vector is never made (a forward
     /// gradient's basis vectors); otherwise the tangent is built and the
     /// lengths checked, which raises the interpreter's error. `g` can
@@ -1411,12 +1423,9 @@ impl Expander<'_> {
         let tangent_elem = dual_ty(a, dl);
         self.with_temp(x, |s, x| {
             s.with_temp(n, |s, n| {
-                let mut extra = s.prog.fun(g).captures.clone();
-                if let ExprKind::Local(c) = x.kind {
-                    extra.push(c);
-                }
+                let captures = s.prog.fun(g).captures.clone();
                 let fused =
-                    s.build_capturing("seed", &x, extra, elem.clone(), span, &mut |s, i| {
+                    s.build_capturing("seed", &x, captures, elem.clone(), span, &mut |s, i| {
                         let xi = index(&x, &i, dual_ty(a, l));
                         let gi = mk(ExprKind::Call(g, vec![i]), tangent_elem.clone(), span);
                         s.attach_from(xi, (gi, dl), a, forward, role, span)
@@ -1428,15 +1437,7 @@ impl Expander<'_> {
                     tangent_ty,
                     build_span,
                 );
-                let general = s.with_temp(built, |s, dx| {
-                    let seeded =
-                        s.build_over("seed", &x, &dx, elem.clone(), span, &mut |s, i| {
-                            let xi = index(&x, &i, dual_ty(a, l));
-                            let dxi = index(&dx, &i, tangent_elem.clone());
-                            s.attach_from(xi, (dxi, dl), a, forward, role, span)
-                        })?;
-                    Ok(then(shape_check(&x, &dx, role, span), seeded))
-                })?;
+                let general = s.attach_vector(x.clone(), (built, dl), a, forward, role, span)?;
                 let size = prim(Prim::Size, vec![x.clone()], Type::Int, span);
                 let same = prim(Prim::Eq, vec![n, size], Type::Bool, span);
                 Ok(if_(same, fused, general))
