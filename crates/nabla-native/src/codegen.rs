@@ -19,7 +19,7 @@
 
 use crate::layout::{self, CLO_CODE, CLO_DROP, CLO_ENV, SLOT, VEC_DATA, VEC_LEN};
 use crate::marshal;
-use crate::runtime::{self, Ctx, ErrorKind, WideView};
+use crate::runtime::{self, Ctx, ErrorKind, Parked, WideView};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
     self, AbiParam, BlockArg, FuncRef, InstBuilder, MemFlagsData, Signature, UserFuncName, types,
@@ -887,7 +887,26 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         for a in args {
             operands.extend(self.owned_value(a)?);
         }
+        let wide_slot = usize::from(slot) != runtime::STAGED_SLOT;
+        let literal = |k: usize| match args.get(k).map(|a| &a.kind) {
+            Some(ExprKind::Lit(Lit::Int(n))) => Some(*n),
+            _ => None,
+        };
         let inline = match (op, &operands[..]) {
+            // A wide level that is not a pullback's replay (operands: width,
+            // replay) begins and ends on the slot's parked trace, if the
+            // runtime parked one of its width.
+            (TapeOp::Begin, _) if wide_slot && literal(1) == Some(0) => {
+                if let Some(width) = literal(0).filter(|&w| w > 0) {
+                    self.begin_parked(slot, width, &operands, span)?;
+                    return Ok(Vec::new());
+                }
+                None
+            }
+            (TapeOp::End, &[]) if wide_slot => {
+                self.end_parked(slot, span)?;
+                return Ok(Vec::new());
+            }
             // Plain weights: only the outermost level has them.
             (TapeOp::Push, &[p0, w0, p1, w1]) if usize::from(slot) == runtime::STAGED_SLOT => {
                 Some(self.staged_push(p0, w0, p1, w1, span)?)
@@ -960,6 +979,12 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         if let Some(v) = inline {
             return Ok(vec![v]);
         }
+        self.tape_call(op, slot, operands, span)
+    }
+
+    /// A trace operation by a call of its runtime function
+    /// (`runtime::rt_tape_*`), with the context and the slot first.
+    fn tape_call(&mut self, op: TapeOp, slot: u8, operands: Vec<ir::Value>, span: Span) -> R<Vals> {
         let mut vals = vec![self.ctx, self.b.ins().iconst(types::I64, i64::from(slot))];
         let (name, params, rets): (_, Vec<types::Type>, &[types::Type]) = match op {
             TapeOp::Begin => ("rt_tape_begin", vec![types::I64, types::I64], &[]),
@@ -1024,6 +1049,72 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
 
         self.b.switch_to_block(done);
         Ok(self.b.block_params(done)[0])
+    }
+
+    /// `TapeOp::Begin` of a wide level of `width` words that is not a replay:
+    /// if the runtime parked a trace of that width at the slot and none is
+    /// lent, the level begins on it inline — the slot's view saved and the
+    /// parked trace's view made the slot's ([`runtime::Parked`]); else the
+    /// runtime begins it. (`operands`: the width and the replay flag.)
+    fn begin_parked(&mut self, slot: u8, width: i64, operands: &[ir::Value], span: Span) -> R<()> {
+        let parked = self.ctx_word(Parked::at(slot, Parked::WIDTH));
+        let lent = self.ctx_word(Parked::at(slot, Parked::LENT));
+        let same = self.b.ins().icmp_imm_s(IntCC::Equal, parked, width);
+        let free = self.b.ins().icmp_imm_s(IntCC::Equal, lent, 0);
+        let ready = self.b.ins().band(same, free);
+        let (inline, call, done) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.ins().brif(ready, inline, &[], call, &[]);
+        self.b.switch_to_block(inline);
+        self.copy_view(WideView::at(slot, 0), Parked::at(slot, Parked::OUTER));
+        self.copy_view(Parked::at(slot, Parked::VIEW), WideView::at(slot, 0));
+        let one = self.b.ins().iconst(types::I64, 1);
+        self.b
+            .ins()
+            .store(flags(), one, self.ctx, Parked::at(slot, Parked::LENT));
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(call);
+        self.tape_call(TapeOp::Begin, slot, operands.to_vec(), span)?;
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(done);
+        Ok(())
+    }
+
+    /// `TapeOp::End` of a wide level: inline if it runs on the slot's lent
+    /// parked trace (the slot's view put back as it was when it began, the
+    /// trace parked again as it is), else by the runtime.
+    fn end_parked(&mut self, slot: u8, span: Span) -> R<()> {
+        let lent = self.ctx_word(Parked::at(slot, Parked::LENT));
+        let (inline, call, done) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        self.b.ins().brif(lent, inline, &[], call, &[]);
+        self.b.switch_to_block(inline);
+        self.copy_view(Parked::at(slot, Parked::OUTER), WideView::at(slot, 0));
+        let zero = self.b.ins().iconst(types::I64, 0);
+        self.b
+            .ins()
+            .store(flags(), zero, self.ctx, Parked::at(slot, Parked::LENT));
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(call);
+        self.tape_call(TapeOp::End, slot, Vec::new(), span)?;
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(done);
+        Ok(())
+    }
+
+    /// Copies a [`WideView`] within the context, word by word.
+    fn copy_view(&mut self, from: i32, to: i32) {
+        const WORDS: i32 = (size_of::<WideView>() / 8) as i32;
+        for k in 0..WORDS {
+            let w = self.ctx_word(from + 8 * k);
+            self.b.ins().store(flags(), w, self.ctx, to + 8 * k);
+        }
     }
 
     /// Appends a record inline to `buffer`, returning its id: if the buffer

@@ -61,6 +61,9 @@ pub(crate) struct Ctx {
     kept: Kept,
     /// Per slot, the wide buffers of its current trace, for generated code.
     wide: [WideView; TAPE_SLOTS],
+    /// Per slot, the ended wide trace kept ready for the next level, which
+    /// generated code begins and ends inline.
+    parked: [Parked; TAPE_SLOTS],
     /// After [`rt_tape_resume`]: the id the next `TapeOp::InputAgain` gives
     /// and the resumed trace's count of inputs (its first Deltas, in
     /// order), which generated code reads and advances inline.
@@ -434,6 +437,52 @@ impl WideView {
     pub(crate) const LAST_ADJOINT_WORD: usize = std::mem::offset_of!(WideView, last_adjoint_word);
 }
 
+/// An ended wide trace of a slot kept ready for the slot's next level: in a
+/// nested optimisation the inner level begins and ends once per step, and
+/// generated code does both inline on the parked trace (`TapeOp::Begin` of
+/// a level of the parked width that is not a replay, and its `End`), the
+/// runtime not told. While such a level runs, the trace is *lent*; the
+/// runtime adopts it as an active trace ([`adopt`]) before it touches the
+/// slot in any way, and parks a trace again after it begins or ends one
+/// ([`park`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Parked {
+    /// The width of the parked trace's weights (0: no trace parked).
+    pub width: u64,
+    /// 1 while a level generated code began inline runs on the parked trace.
+    pub lent: u64,
+    /// The parked trace's view, nothing recorded: the slot's view once a
+    /// level begins inline on it.
+    pub view: WideView,
+    /// The slot's view when the lent level began: its view again when
+    /// that level ends inline.
+    pub outer: WideView,
+}
+
+impl Parked {
+    /// No trace parked.
+    fn none(blank: *mut u64) -> Parked {
+        Parked {
+            width: 0,
+            lent: 0,
+            view: WideView::empty(blank),
+            outer: WideView::empty(blank),
+        }
+    }
+
+    /// The offset in the context of field `field` (an offset in [`Parked`])
+    /// of slot `slot`'s parked trace.
+    pub(crate) fn at(slot: u8, field: usize) -> i32 {
+        (std::mem::offset_of!(Ctx, parked) + usize::from(slot) * size_of::<Parked>() + field) as i32
+    }
+
+    pub(crate) const WIDTH: usize = std::mem::offset_of!(Parked, width);
+    pub(crate) const LENT: usize = std::mem::offset_of!(Parked, lent);
+    pub(crate) const VIEW: usize = std::mem::offset_of!(Parked, view);
+    pub(crate) const OUTER: usize = std::mem::offset_of!(Parked, outer);
+}
+
 impl Drop for Tape {
     fn drop(&mut self) {
         memory::release(self.charged);
@@ -472,6 +521,7 @@ impl Ctx {
                 scratch: std::ptr::null_mut(),
             },
             wide: [WideView::empty(std::ptr::null_mut()); TAPE_SLOTS],
+            parked: [Parked::none(std::ptr::null_mut()); TAPE_SLOTS],
             kept: Kept::default(),
             again: InputsAgain::default(),
             no_buffer: Box::into_raw(Box::new(0)),
@@ -481,6 +531,7 @@ impl Ctx {
 
     fn with_empty_views(mut self) -> Ctx {
         self.wide = [WideView::empty(self.no_buffer); TAPE_SLOTS];
+        self.parked = [Parked::none(self.no_buffer); TAPE_SLOTS];
         self
     }
 
@@ -856,14 +907,64 @@ fn tape<'a>(ctx: *mut Ctx, slot: u64) -> Option<&'a mut Tape> {
 }
 
 /// Takes the count of wide Deltas generated code appended from the view of
-/// `slot` into its current trace, before the runtime touches that trace.
+/// `slot` into its current trace, before the runtime touches that trace
+/// (adopting a level generated code began inline first).
 fn collect(ctx: &mut Ctx, slot: usize) {
+    adopt(ctx, slot);
     let len = ctx.wide.get(slot).map_or(0, |v| v.len as usize);
     if let Some(t) = ctx.tapes.get_mut(slot).and_then(Traces::current)
         && t.width > 0
     {
         t.wide_len = len;
     }
+}
+
+/// Makes a level generated code began inline on the parked trace of `slot`
+/// ([`Parked`]) the slot's current trace, as if the runtime had begun it:
+/// the enclosing trace's count of Deltas taken from the view the level
+/// replaced. The slot has no parked trace then (until [`park`]).
+fn adopt(ctx: &mut Ctx, slot: usize) {
+    let Some(parked) = ctx.parked.get_mut(slot) else {
+        return;
+    };
+    if parked.lent == 0 {
+        return;
+    }
+    let lent = std::mem::replace(parked, Parked::none(ctx.no_buffer));
+    let traces = &mut ctx.tapes[slot];
+    if let Some(outer) = traces.current()
+        && outer.width > 0
+    {
+        outer.wide_len = lent.outer.len as usize;
+    }
+    // The parked trace, past the active ones, was restarted when parked.
+    traces.active += 1;
+}
+
+/// Parks the trace past the active ones of wide slot `slot`, if there is
+/// one (ended, kept for reuse), restarted for a level of its width, after
+/// the runtime began or ended a trace of the slot.
+fn park(ctx: &mut Ctx, slot: usize) {
+    if slot == STAGED_SLOT {
+        return;
+    }
+    let blank = ctx.no_buffer;
+    let Some(traces) = ctx.tapes.get_mut(slot) else {
+        return;
+    };
+    let parked = match traces.all.get_mut(traces.active) {
+        Some(t) if t.width > 0 => {
+            t.restart(t.width, false);
+            Parked {
+                width: t.width as u64,
+                lent: 0,
+                view: t.view(),
+                outer: WideView::empty(blank),
+            }
+        }
+        _ => Parked::none(blank),
+    };
+    ctx.parked[slot] = parked;
 }
 
 /// Makes the view of `slot` show its current trace's wide buffers, after
@@ -902,6 +1003,7 @@ pub(crate) extern "C" fn rt_tape_begin(ctx: *mut Ctx, slot: u64, width: i64, rep
         flush(ctx);
     }
     publish(ctx, slot);
+    park(ctx, slot as usize);
 }
 
 /// Generated code found the wide records of `slot` full before appending a
@@ -1012,6 +1114,7 @@ pub(crate) extern "C" fn rt_tape_end(ctx: *mut Ctx, slot: u64) {
         flush(ctx);
     }
     publish(ctx, slot);
+    park(ctx, slot as usize);
 }
 
 /// `TapeOp::Output`: an output's Delta `Scale coefficient (Var id)` (id −1:
