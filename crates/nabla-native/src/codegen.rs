@@ -887,23 +887,22 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         for a in args {
             operands.extend(self.owned_value(a)?);
         }
-        let wide_slot = usize::from(slot) != runtime::STAGED_SLOT;
         let literal = |k: usize| match args.get(k).map(|a| &a.kind) {
             Some(ExprKind::Lit(Lit::Int(n))) => Some(*n),
             _ => None,
         };
         let inline = match (op, &operands[..]) {
-            // A wide level that is not a pullback's replay (operands: width,
+            // A level that is not a pullback's replay (operands: width,
             // replay) begins and ends on the slot's parked trace, if the
             // runtime parked one of its width.
-            (TapeOp::Begin, _) if wide_slot && literal(1) == Some(0) => {
-                if let Some(width) = literal(0).filter(|&w| w > 0) {
+            (TapeOp::Begin, _) if literal(1) == Some(0) => {
+                if let Some(width) = literal(0) {
                     self.begin_parked(slot, width, &operands, span)?;
                     return Ok(Vec::new());
                 }
                 None
             }
-            (TapeOp::End, &[]) if wide_slot => {
+            (TapeOp::End, &[]) => {
                 self.end_parked(slot, span)?;
                 return Ok(Vec::new());
             }
@@ -1051,17 +1050,31 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         Ok(self.b.block_params(done)[0])
     }
 
-    /// `TapeOp::Begin` of a wide level of `width` words that is not a replay:
-    /// if the runtime parked a trace of that width at the slot and none is
-    /// lent, the level begins on it inline — the slot's view saved and the
-    /// parked trace's view made the slot's ([`runtime::Parked`]); else the
-    /// runtime begins it. (`operands`: the width and the replay flag.)
+    /// `TapeOp::Begin` of a level of weights of `width` words that is not a
+    /// replay: inline on the slot's parked trace if the runtime parked one
+    /// of that width and none is lent ([`runtime::Parked`]), else by the
+    /// runtime. On a wide level the slot's view is saved and the parked
+    /// trace's made the slot's; on level 1 (plain weights, staged Deltas)
+    /// the parked trace's spare capacity is lent instead of the scratch
+    /// buffer ([`runtime::ParkedBuffer`]). (`operands`: the width and the
+    /// replay flag.)
     fn begin_parked(&mut self, slot: u8, width: i64, operands: &[ir::Value], span: Span) -> R<()> {
-        let parked = self.ctx_word(Parked::at(slot, Parked::WIDTH));
-        let lent = self.ctx_word(Parked::at(slot, Parked::LENT));
-        let same = self.b.ins().icmp_imm_s(IntCC::Equal, parked, width);
-        let free = self.b.ins().icmp_imm_s(IntCC::Equal, lent, 0);
-        let ready = self.b.ins().band(same, free);
+        let staged = usize::from(slot) == runtime::STAGED_SLOT;
+        let ready = if staged {
+            let state = self.ctx_word(Ctx::PARKED_STATE);
+            self.b
+                .ins()
+                .icmp_imm_s(IntCC::Equal, state, Parked::READY as i64)
+        } else {
+            let state = self.ctx_word(Parked::at(slot, Parked::STATE));
+            let parked = self.ctx_word(Parked::at(slot, Parked::WIDTH));
+            let ready = self
+                .b
+                .ins()
+                .icmp_imm_s(IntCC::Equal, state, Parked::READY as i64);
+            let same = self.b.ins().icmp_imm_s(IntCC::Equal, parked, width);
+            self.b.ins().band(ready, same)
+        };
         let (inline, call, done) = (
             self.b.create_block(),
             self.b.create_block(),
@@ -1069,12 +1082,16 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         );
         self.b.ins().brif(ready, inline, &[], call, &[]);
         self.b.switch_to_block(inline);
-        self.copy_view(WideView::at(slot, 0), Parked::at(slot, Parked::OUTER));
-        self.copy_view(Parked::at(slot, Parked::VIEW), WideView::at(slot, 0));
-        let one = self.b.ins().iconst(types::I64, 1);
-        self.b
-            .ins()
-            .store(flags(), one, self.ctx, Parked::at(slot, Parked::LENT));
+        if staged {
+            let ptr = self.ctx_word(Ctx::PARKED_PTR);
+            let cap = self.ctx_word(Ctx::PARKED_CAP);
+            self.lend_staging(ptr, cap);
+            self.set_ctx_word(Ctx::PARKED_STATE, Parked::LENT as i64);
+        } else {
+            self.copy_view(WideView::at(slot, 0), Parked::at(slot, Parked::OUTER));
+            self.copy_view(Parked::at(slot, Parked::VIEW), WideView::at(slot, 0));
+            self.set_ctx_word(Parked::at(slot, Parked::STATE), Parked::LENT as i64);
+        }
         self.b.ins().jump(done, &[]);
         self.b.switch_to_block(call);
         self.tape_call(TapeOp::Begin, slot, operands.to_vec(), span)?;
@@ -1083,11 +1100,22 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         Ok(())
     }
 
-    /// `TapeOp::End` of a wide level: inline if it runs on the slot's lent
-    /// parked trace (the slot's view put back as it was when it began, the
-    /// trace parked again as it is), else by the runtime.
+    /// `TapeOp::End`: inline if the level runs on the slot's lent parked
+    /// trace (a wide slot's view put back as it was when the level began;
+    /// on level 1 the scratch buffer lent again), the trace parked again as
+    /// it is; else by the runtime.
     fn end_parked(&mut self, slot: u8, span: Span) -> R<()> {
-        let lent = self.ctx_word(Parked::at(slot, Parked::LENT));
+        let staged = usize::from(slot) == runtime::STAGED_SLOT;
+        let at = if staged {
+            Ctx::PARKED_STATE
+        } else {
+            Parked::at(slot, Parked::STATE)
+        };
+        let state = self.ctx_word(at);
+        let lent = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::Equal, state, Parked::LENT as i64);
         let (inline, call, done) = (
             self.b.create_block(),
             self.b.create_block(),
@@ -1095,17 +1123,40 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         );
         self.b.ins().brif(lent, inline, &[], call, &[]);
         self.b.switch_to_block(inline);
-        self.copy_view(Parked::at(slot, Parked::OUTER), WideView::at(slot, 0));
-        let zero = self.b.ins().iconst(types::I64, 0);
-        self.b
-            .ins()
-            .store(flags(), zero, self.ctx, Parked::at(slot, Parked::LENT));
+        if staged {
+            let scratch = self.ctx_word(Ctx::STAGING_SCRATCH);
+            let cap = self.b.ins().iconst(types::I64, runtime::SCRATCH as i64);
+            self.lend_staging(scratch, cap);
+        } else {
+            self.copy_view(Parked::at(slot, Parked::OUTER), WideView::at(slot, 0));
+        }
+        self.set_ctx_word(at, Parked::READY as i64);
         self.b.ins().jump(done, &[]);
         self.b.switch_to_block(call);
         self.tape_call(TapeOp::End, slot, Vec::new(), span)?;
         self.b.ins().jump(done, &[]);
         self.b.switch_to_block(done);
         Ok(())
+    }
+
+    /// Lends level 1's staging the empty buffer of `cap` Deltas at `ptr`
+    /// (as the runtime's `flush` lends a trace's spare capacity).
+    fn lend_staging(&mut self, ptr: ir::Value, cap: ir::Value) {
+        let zero = self.b.ins().iconst(types::I64, 0);
+        let c = self.ctx;
+        self.b.ins().store(flags(), ptr, c, Ctx::STAGING_PTR);
+        self.b.ins().store(flags(), zero, c, Ctx::STAGING_LEN);
+        self.b.ins().store(flags(), cap, c, Ctx::STAGING_CAP);
+        self.b.ins().store(flags(), zero, c, Ctx::STAGING_BASE);
+        self.b
+            .ins()
+            .store(flags(), zero, c, Ctx::STAGING_ADJOINTS_LEN);
+    }
+
+    /// Stores the constant `value` in the context word at `offset`.
+    fn set_ctx_word(&mut self, offset: i32, value: i64) {
+        let v = self.b.ins().iconst(types::I64, value);
+        self.b.ins().store(flags(), v, self.ctx, offset);
     }
 
     /// Copies a [`WideView`] within the context, word by word.

@@ -121,11 +121,36 @@ pub(crate) struct Staging {
     /// Lent instead of a trace's spare capacity while level 1 has no trace
     /// (made on first use, freed with the context): what is written there
     /// is dropped, as the interpreter has nowhere to record it either.
-    scratch: *mut Staged,
+    pub scratch: *mut Staged,
+    /// Level 1's parked trace, while it has no active one.
+    pub parked: ParkedBuffer,
+}
+
+/// Level 1's ended trace kept ready for its next level ([`Parked`]), while
+/// the level has no active trace (the scratch buffer is lent): a level
+/// generated code begins inline is lent the trace's spare capacity (all of
+/// it: the trace is empty), and when it ends inline the scratch buffer is
+/// lent again. Its sweep, a runtime call, adopts the level and then lends
+/// it back, emptied ([`lend_again`]).
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct ParkedBuffer {
+    /// [`Parked::NONE`], [`Parked::READY`] or [`Parked::LENT`].
+    pub state: u64,
+    pub ptr: *mut Staged,
+    pub cap: u64,
+}
+
+impl ParkedBuffer {
+    const NONE: ParkedBuffer = ParkedBuffer {
+        state: Parked::NONE,
+        ptr: std::ptr::null_mut(),
+        cap: 0,
+    };
 }
 
 /// Entries of the scratch buffer ([`Staging::scratch`]).
-const SCRATCH: usize = 4096;
+pub(crate) const SCRATCH: usize = 4096;
 
 /// Reverse-level positions have numbers below this (compiled
 /// differentiation nests at most 6 levels).
@@ -444,14 +469,15 @@ impl WideView {
 /// runtime not told. While such a level runs, the trace is *lent*; the
 /// runtime adopts it as an active trace ([`adopt`]) before it touches the
 /// slot in any way, and parks a trace again after it begins or ends one
-/// ([`park`]).
+/// ([`park`]). Level 1, whose Deltas are staged, parks the spare capacity
+/// of its trace instead ([`ParkedBuffer`]).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Parked {
-    /// The width of the parked trace's weights (0: no trace parked).
+    /// [`Parked::NONE`], [`Parked::READY`] or [`Parked::LENT`].
+    pub state: u64,
+    /// The width of the parked trace's weights.
     pub width: u64,
-    /// 1 while a level generated code began inline runs on the parked trace.
-    pub lent: u64,
     /// The parked trace's view, nothing recorded: the slot's view once a
     /// level begins inline on it.
     pub view: WideView,
@@ -464,8 +490,8 @@ impl Parked {
     /// No trace parked.
     fn none(blank: *mut u64) -> Parked {
         Parked {
+            state: Parked::NONE,
             width: 0,
-            lent: 0,
             view: WideView::empty(blank),
             outer: WideView::empty(blank),
         }
@@ -477,8 +503,18 @@ impl Parked {
         (std::mem::offset_of!(Ctx, parked) + usize::from(slot) * size_of::<Parked>() + field) as i32
     }
 
+    /// No trace parked.
+    pub(crate) const NONE: u64 = 0;
+    /// A trace parked, for the next level to begin inline.
+    pub(crate) const READY: u64 = 1;
+    /// A level generated code began inline runs on the parked trace.
+    pub(crate) const LENT: u64 = 2;
+    /// (Level 1 only.) The runtime adopted such a level, which its sweep
+    /// lends back ([`lend_again`]) unless another level began since.
+    const ADOPTED: u64 = 3;
+
+    pub(crate) const STATE: usize = std::mem::offset_of!(Parked, state);
     pub(crate) const WIDTH: usize = std::mem::offset_of!(Parked, width);
-    pub(crate) const LENT: usize = std::mem::offset_of!(Parked, lent);
     pub(crate) const VIEW: usize = std::mem::offset_of!(Parked, view);
     pub(crate) const OUTER: usize = std::mem::offset_of!(Parked, outer);
 }
@@ -519,6 +555,7 @@ impl Ctx {
                 adjoints: std::ptr::null(),
                 adjoints_len: 0,
                 scratch: std::ptr::null_mut(),
+                parked: ParkedBuffer::NONE,
             },
             wide: [WideView::empty(std::ptr::null_mut()); TAPE_SLOTS],
             parked: [Parked::none(std::ptr::null_mut()); TAPE_SLOTS],
@@ -561,6 +598,19 @@ impl Ctx {
         (std::mem::offset_of!(Ctx, again) + std::mem::offset_of!(InputsAgain, end)) as i32;
     pub(crate) const STAGING_ADJOINTS_LEN: i32 =
         (std::mem::offset_of!(Ctx, staging) + std::mem::offset_of!(Staging, adjoints_len)) as i32;
+    pub(crate) const STAGING_SCRATCH: i32 =
+        (std::mem::offset_of!(Ctx, staging) + std::mem::offset_of!(Staging, scratch)) as i32;
+    /// The fields of level 1's [`ParkedBuffer`].
+    pub(crate) const PARKED_STATE: i32 = (std::mem::offset_of!(Ctx, staging)
+        + std::mem::offset_of!(Staging, parked)
+        + std::mem::offset_of!(ParkedBuffer, state))
+        as i32;
+    pub(crate) const PARKED_PTR: i32 = (std::mem::offset_of!(Ctx, staging)
+        + std::mem::offset_of!(Staging, parked)
+        + std::mem::offset_of!(ParkedBuffer, ptr)) as i32;
+    pub(crate) const PARKED_CAP: i32 = (std::mem::offset_of!(Ctx, staging)
+        + std::mem::offset_of!(Staging, parked)
+        + std::mem::offset_of!(ParkedBuffer, cap)) as i32;
 }
 
 /// The level whose Deltas generated code stages ([`Staging`]).
@@ -571,6 +621,7 @@ pub(crate) const STAGED_SLOT: usize = 1;
 /// only its length is set), and lends generated code that trace's spare
 /// capacity again — or the scratch buffer if the level has no trace.
 fn flush(ctx: &mut Ctx) {
+    adopt(ctx, STAGED_SLOT);
     let written = ctx.staging.len as usize;
     let lent = ctx.staging.ptr;
     let (ptr, cap, base) = match ctx.tapes[STAGED_SLOT].current() {
@@ -897,6 +948,7 @@ fn tape<'a>(ctx: *mut Ctx, slot: u64) -> Option<&'a mut Tape> {
     if slot as usize == STAGED_SLOT {
         // The outermost level is plain (nothing to collect); with nothing
         // staged, the staging base is still its trace's length.
+        adopt(ctx, STAGED_SLOT);
         if ctx.staging.len > 0 {
             flush(ctx);
         }
@@ -924,10 +976,19 @@ fn collect(ctx: &mut Ctx, slot: usize) {
 /// the enclosing trace's count of Deltas taken from the view the level
 /// replaced. The slot has no parked trace then (until [`park`]).
 fn adopt(ctx: &mut Ctx, slot: usize) {
+    if slot == STAGED_SLOT {
+        // The level was lent the parked trace's spare capacity, and began
+        // with no enclosing trace (nothing to take from the scratch buffer).
+        if ctx.staging.parked.state == Parked::LENT {
+            ctx.staging.parked.state = Parked::ADOPTED;
+            ctx.tapes[STAGED_SLOT].active += 1;
+        }
+        return;
+    }
     let Some(parked) = ctx.parked.get_mut(slot) else {
         return;
     };
-    if parked.lent == 0 {
+    if parked.state != Parked::LENT {
         return;
     }
     let lent = std::mem::replace(parked, Parked::none(ctx.no_buffer));
@@ -941,11 +1002,29 @@ fn adopt(ctx: &mut Ctx, slot: usize) {
     traces.active += 1;
 }
 
-/// Parks the trace past the active ones of wide slot `slot`, if there is
-/// one (ended, kept for reuse), restarted for a level of its width, after
-/// the runtime began or ended a trace of the slot.
+/// Parks the trace past the active ones of `slot`, if there is one (ended,
+/// kept for reuse), restarted for a level of its width, after the runtime
+/// began, ended, kept or resumed a trace of the slot. Level 1 parks only
+/// while it has no active trace, and a buffer it would keep in place.
 fn park(ctx: &mut Ctx, slot: usize) {
     if slot == STAGED_SLOT {
+        let traces = &mut ctx.tapes[STAGED_SLOT];
+        ctx.staging.parked = match traces.all.first_mut() {
+            Some(t)
+                if traces.active == 0
+                    && !ctx.staging.scratch.is_null()
+                    && t.trace.buffer_bytes() <= KEPT_IN_PLACE_BYTES =>
+            {
+                t.restart(0, false);
+                let spare = t.trace.spare_capacity();
+                ParkedBuffer {
+                    state: Parked::READY,
+                    ptr: spare.as_mut_ptr().cast::<Staged>(),
+                    cap: spare.len() as u64,
+                }
+            }
+            _ => ParkedBuffer::NONE,
+        };
         return;
     }
     let blank = ctx.no_buffer;
@@ -956,8 +1035,8 @@ fn park(ctx: &mut Ctx, slot: usize) {
         Some(t) if t.width > 0 => {
             t.restart(t.width, false);
             Parked {
+                state: Parked::READY,
                 width: t.width as u64,
-                lent: 0,
                 view: t.view(),
                 outer: WideView::empty(blank),
             }
@@ -1065,6 +1144,7 @@ pub(crate) extern "C" fn rt_tape_seed(ctx: *mut Ctx, slot: u64, id: i64, seed: f
 /// `TapeOp::Sweep`: the backward sweep from the seeded Deltas, keeping the
 /// inputs' adjoints.
 pub(crate) extern "C" fn rt_tape_sweep(ctx: *mut Ctx, slot: u64) {
+    let staged = slot as usize == STAGED_SLOT;
     let Some(t) = tape(ctx, slot) else { return };
     // A plain level has only plain weights.
     if !t.trace.backpropagate_plain(&t.seeds, &mut t.adjoints) {
@@ -1073,11 +1153,38 @@ pub(crate) extern "C" fn rt_tape_sweep(ctx: *mut Ctx, slot: u64) {
     t.seeds.clear();
     let inputs = t.input_adjoints();
     let view = (inputs.as_ptr(), inputs.len() as u64);
-    if slot as usize == STAGED_SLOT {
+    if staged {
         // SAFETY: as in `tape`; `t` is not used after this.
-        let staging = unsafe { &mut (*ctx).staging };
-        (staging.adjoints, staging.adjoints_len) = view;
+        let c = unsafe { &mut *ctx };
+        if c.staging.parked.state == Parked::ADOPTED {
+            lend_again(c);
+        }
+        (c.staging.adjoints, c.staging.adjoints_len) = view;
     }
+}
+
+/// After the sweep of a level of level 1 that generated code began inline
+/// (adopted since, and still the innermost): only its inputs' adjoints are
+/// read after the sweep, so its trace is emptied and lent again, and
+/// generated code ends it inline. A buffer bigger than the runtime keeps
+/// in place stays adopted, for the runtime to end.
+fn lend_again(ctx: &mut Ctx) {
+    let traces = &mut ctx.tapes[STAGED_SLOT];
+    let Some(t) = traces.current() else { return };
+    if t.trace.buffer_bytes() > KEPT_IN_PLACE_BYTES {
+        return;
+    }
+    t.trace.clear();
+    let spare = t.trace.spare_capacity();
+    let (ptr, cap) = (spare.as_mut_ptr().cast::<Staged>(), spare.len() as u64);
+    traces.active -= 1;
+    ctx.staging.parked = ParkedBuffer {
+        state: Parked::LENT,
+        ptr,
+        cap,
+    };
+    (ctx.staging.ptr, ctx.staging.len) = (ptr, 0);
+    (ctx.staging.cap, ctx.staging.base) = (cap, 0);
 }
 
 /// `TapeOp::Adjoint`: input `id`'s adjoint after the last sweep.
@@ -1148,6 +1255,7 @@ pub(crate) extern "C" fn rt_tape_keep(ctx: *mut Ctx, slot: u64) -> i64 {
     c.kept.token = TOKENS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     flush(c);
     publish(ctx, slot);
+    park(c, STAGED_SLOT);
     c.kept.token
 }
 
@@ -1181,6 +1289,7 @@ pub(crate) extern "C" fn rt_tape_resume(ctx: *mut Ctx, slot: u64, token: i64, ou
     };
     flush(c);
     publish(ctx, slot);
+    park(c, STAGED_SLOT);
     1
 }
 
