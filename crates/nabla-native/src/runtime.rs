@@ -975,6 +975,7 @@ fn collect(ctx: &mut Ctx, slot: usize) {
 /// ([`Parked`]) the slot's current trace, as if the runtime had begun it:
 /// the enclosing trace's count of Deltas taken from the view the level
 /// replaced. The slot has no parked trace then (until [`park`]).
+#[inline]
 fn adopt(ctx: &mut Ctx, slot: usize) {
     if slot == STAGED_SLOT {
         // The level was lent the parked trace's spare capacity, and began
@@ -1005,26 +1006,28 @@ fn adopt(ctx: &mut Ctx, slot: usize) {
 /// Parks the trace past the active ones of `slot`, if there is one (ended,
 /// kept for reuse), restarted for a level of its width, after the runtime
 /// began, ended, kept or resumed a trace of the slot. Level 1 parks only
-/// while it has no active trace, and a buffer it would keep in place.
+/// while it has no active trace, and only a buffer it keeps in place.
 fn park(ctx: &mut Ctx, slot: usize) {
     if slot == STAGED_SLOT {
+        ctx.staging.parked.state = Parked::NONE;
         let traces = &mut ctx.tapes[STAGED_SLOT];
-        ctx.staging.parked = match traces.all.first_mut() {
-            Some(t)
-                if traces.active == 0
-                    && !ctx.staging.scratch.is_null()
-                    && t.trace.buffer_bytes() <= KEPT_IN_PLACE_BYTES =>
-            {
-                t.restart(0, false);
-                let spare = t.trace.spare_capacity();
-                ParkedBuffer {
-                    state: Parked::READY,
-                    ptr: spare.as_mut_ptr().cast::<Staged>(),
-                    cap: spare.len() as u64,
-                }
-            }
-            _ => ParkedBuffer::NONE,
-        };
+        if traces.active > 0 || ctx.staging.scratch.is_null() {
+            return;
+        }
+        // A trace whose buffer went back to the thread's spare (too big to
+        // keep in place, or kept for a pullback) is not parked: the next
+        // level takes the spare buffer, which outlives the run.
+        if let Some(t) = traces.all.first_mut()
+            && (1..=KEPT_IN_PLACE_BYTES).contains(&t.trace.buffer_bytes())
+        {
+            t.restart(0, false);
+            let spare = t.trace.spare_capacity();
+            ctx.staging.parked = ParkedBuffer {
+                state: Parked::READY,
+                ptr: spare.as_mut_ptr().cast::<Staged>(),
+                cap: spare.len() as u64,
+            };
+        }
         return;
     }
     let blank = ctx.no_buffer;
