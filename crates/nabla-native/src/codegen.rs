@@ -1060,44 +1060,25 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     /// replay flag.)
     fn begin_parked(&mut self, slot: u8, width: i64, operands: &[ir::Value], span: Span) -> R<()> {
         let staged = usize::from(slot) == runtime::STAGED_SLOT;
-        let ready = if staged {
-            let state = self.ctx_word(Ctx::PARKED_STATE);
-            self.b
-                .ins()
-                .icmp_imm_s(IntCC::Equal, state, Parked::READY as i64)
-        } else {
-            let state = self.ctx_word(Parked::at(slot, Parked::STATE));
+        let state = Self::parked_state(slot);
+        let mut ready = self.ctx_word_is(state, Parked::READY);
+        if !staged {
             let parked = self.ctx_word(Parked::at(slot, Parked::WIDTH));
-            let ready = self
-                .b
-                .ins()
-                .icmp_imm_s(IntCC::Equal, state, Parked::READY as i64);
             let same = self.b.ins().icmp_imm_s(IntCC::Equal, parked, width);
-            self.b.ins().band(ready, same)
-        };
-        let (inline, call, done) = (
-            self.b.create_block(),
-            self.b.create_block(),
-            self.b.create_block(),
-        );
-        self.b.ins().brif(ready, inline, &[], call, &[]);
-        self.b.switch_to_block(inline);
-        if staged {
-            let ptr = self.ctx_word(Ctx::PARKED_PTR);
-            let cap = self.ctx_word(Ctx::PARKED_CAP);
-            self.lend_staging(ptr, cap);
-            self.set_ctx_word(Ctx::PARKED_STATE, Parked::LENT as i64);
-        } else {
-            self.copy_view(WideView::at(slot, 0), Parked::at(slot, Parked::OUTER));
-            self.copy_view(Parked::at(slot, Parked::VIEW), WideView::at(slot, 0));
-            self.set_ctx_word(Parked::at(slot, Parked::STATE), Parked::LENT as i64);
+            ready = self.b.ins().band(ready, same);
         }
-        self.b.ins().jump(done, &[]);
-        self.b.switch_to_block(call);
-        self.tape_call(TapeOp::Begin, slot, operands.to_vec(), span)?;
-        self.b.ins().jump(done, &[]);
-        self.b.switch_to_block(done);
-        Ok(())
+        let lend = |g: &mut Self| {
+            if staged {
+                let ptr = g.ctx_word(Ctx::PARKED_PTR);
+                let cap = g.ctx_word(Ctx::PARKED_CAP);
+                g.lend_staging(ptr, cap);
+            } else {
+                g.copy_view(WideView::at(slot, 0), Parked::at(slot, Parked::OUTER));
+                g.copy_view(Parked::at(slot, Parked::VIEW), WideView::at(slot, 0));
+            }
+            g.set_ctx_word(state, Parked::LENT as i64);
+        };
+        self.inline_or_call(ready, lend, TapeOp::Begin, slot, operands.to_vec(), span)
     }
 
     /// `TapeOp::End`: inline if the level runs on the slot's lent parked
@@ -1105,35 +1086,58 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     /// on level 1 the scratch buffer lent again), the trace parked again as
     /// it is; else by the runtime.
     fn end_parked(&mut self, slot: u8, span: Span) -> R<()> {
-        let staged = usize::from(slot) == runtime::STAGED_SLOT;
-        let at = if staged {
+        let state = Self::parked_state(slot);
+        let lent = self.ctx_word_is(state, Parked::LENT);
+        let give_back = |g: &mut Self| {
+            if usize::from(slot) == runtime::STAGED_SLOT {
+                let scratch = g.ctx_word(Ctx::STAGING_SCRATCH);
+                let cap = g.b.ins().iconst(types::I64, runtime::SCRATCH as i64);
+                g.lend_staging(scratch, cap);
+            } else {
+                g.copy_view(Parked::at(slot, Parked::OUTER), WideView::at(slot, 0));
+            }
+            g.set_ctx_word(state, Parked::READY as i64);
+        };
+        self.inline_or_call(lent, give_back, TapeOp::End, slot, Vec::new(), span)
+    }
+
+    /// The offset in the context of the state of `slot`'s parked trace.
+    fn parked_state(slot: u8) -> i32 {
+        if usize::from(slot) == runtime::STAGED_SLOT {
             Ctx::PARKED_STATE
         } else {
             Parked::at(slot, Parked::STATE)
-        };
-        let state = self.ctx_word(at);
-        let lent = self
-            .b
-            .ins()
-            .icmp_imm_s(IntCC::Equal, state, Parked::LENT as i64);
-        let (inline, call, done) = (
+        }
+    }
+
+    /// Whether the context word at `offset` is `value`.
+    fn ctx_word_is(&mut self, offset: i32, value: u64) -> ir::Value {
+        let w = self.ctx_word(offset);
+        self.b.ins().icmp_imm_s(IntCC::Equal, w, value as i64)
+    }
+
+    /// `inline` if `test` holds, else the trace operation `op` by a call of
+    /// the runtime ([`FnGen::tape_call`]); then on.
+    fn inline_or_call(
+        &mut self,
+        test: ir::Value,
+        inline: impl FnOnce(&mut Self),
+        op: TapeOp,
+        slot: u8,
+        operands: Vec<ir::Value>,
+        span: Span,
+    ) -> R<()> {
+        let (yes, no, done) = (
             self.b.create_block(),
             self.b.create_block(),
             self.b.create_block(),
         );
-        self.b.ins().brif(lent, inline, &[], call, &[]);
-        self.b.switch_to_block(inline);
-        if staged {
-            let scratch = self.ctx_word(Ctx::STAGING_SCRATCH);
-            let cap = self.b.ins().iconst(types::I64, runtime::SCRATCH as i64);
-            self.lend_staging(scratch, cap);
-        } else {
-            self.copy_view(Parked::at(slot, Parked::OUTER), WideView::at(slot, 0));
-        }
-        self.set_ctx_word(at, Parked::READY as i64);
+        self.b.ins().brif(test, yes, &[], no, &[]);
+        self.b.switch_to_block(yes);
+        inline(self);
         self.b.ins().jump(done, &[]);
-        self.b.switch_to_block(call);
-        self.tape_call(TapeOp::End, slot, Vec::new(), span)?;
+        self.b.switch_to_block(no);
+        self.tape_call(op, slot, operands, span)?;
         self.b.ins().jump(done, &[]);
         self.b.switch_to_block(done);
         Ok(())
