@@ -61,8 +61,8 @@ pub(crate) struct Ctx {
     kept: Kept,
     /// Per slot, the wide buffers of its current trace, for generated code.
     wide: [WideView; TAPE_SLOTS],
-    /// Per slot, the ended wide trace kept ready for the next level, which
-    /// generated code begins and ends inline.
+    /// Per wide slot, the ended trace kept ready for the next level, which
+    /// generated code begins and ends inline (level 1's: `staging.parked`).
     parked: [Parked; TAPE_SLOTS],
     /// After [`rt_tape_resume`]: the id the next `TapeOp::InputAgain` gives
     /// and the resumed trace's count of inputs (its first Deltas, in
@@ -135,7 +135,8 @@ pub(crate) struct Staging {
 #[repr(C)]
 #[derive(Debug)]
 pub(crate) struct ParkedBuffer {
-    /// [`Parked::NONE`], [`Parked::READY`] or [`Parked::LENT`].
+    /// [`Parked::NONE`], [`Parked::READY`], [`Parked::LENT`] or, once the
+    /// runtime adopted the lent level, [`Parked::ADOPTED`].
     pub state: u64,
     pub ptr: *mut Staged,
     pub cap: u64,
