@@ -874,8 +874,10 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     }
 
     /// An operation on a reverse level's trace. The frequent ones are
-    /// inline: appending a Delta or an input (into the trace's buffer,
-    /// lent, at the outermost level; to the wide records above it), and
+    /// inline: beginning and ending a level on a parked trace
+    /// ([`FnGen::begin_parked`]), appending a Delta or an input (into the
+    /// trace's buffer, lent, at the outermost level; to the wide records
+    /// above it), and
     /// above the outermost level the count of Deltas and, around and in the
     /// generated sweep, setting, reading and writing wide records and
     /// adjoints in place ([`runtime::WideView`]). The others are a call of
