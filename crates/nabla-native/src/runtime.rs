@@ -653,17 +653,29 @@ fn flush(ctx: &mut Ctx) {
                     }
                 });
             }
-            let base = t.trace.len();
-            let spare = t.trace.spare_capacity();
-            (spare.as_mut_ptr().cast::<Staged>(), spare.len(), base)
+            let base = t.trace.len() as u64;
+            let (ptr, cap) = spare_of(&mut t.trace);
+            (ptr, cap, base)
         }
-        None => (scratch(&mut ctx.staging), SCRATCH, 0),
+        None => (scratch(&mut ctx.staging), SCRATCH as u64, 0),
     };
-    ctx.staging.ptr = ptr;
-    ctx.staging.cap = cap as u64;
-    ctx.staging.base = base as u64;
-    ctx.staging.len = 0;
-    ctx.staging.adjoints_len = 0;
+    ctx.staging.lend(ptr, cap, base);
+}
+
+/// A trace's spare capacity as generated code is lent it: where its next
+/// Delta goes, and how many fit.
+fn spare_of(trace: &mut Trace) -> (*mut Staged, u64) {
+    let spare = trace.spare_capacity();
+    (spare.as_mut_ptr().cast::<Staged>(), spare.len() as u64)
+}
+
+impl Staging {
+    /// Lends generated code `cap` Deltas at `ptr`, the first of id `base`,
+    /// nothing written yet, and withdraws the view of adjoints.
+    fn lend(&mut self, ptr: *mut Staged, cap: u64, base: u64) {
+        (self.ptr, self.len, self.cap, self.base) = (ptr, 0, cap, base);
+        self.adjoints_len = 0;
+    }
 }
 
 /// The scratch buffer, made on first use.
@@ -1022,12 +1034,9 @@ fn park(ctx: &mut Ctx, slot: usize) {
             && (1..=KEPT_IN_PLACE_BYTES).contains(&t.trace.buffer_bytes())
         {
             t.restart(0, false);
-            let spare = t.trace.spare_capacity();
-            ctx.staging.parked = ParkedBuffer {
-                state: Parked::READY,
-                ptr: spare.as_mut_ptr().cast::<Staged>(),
-                cap: spare.len() as u64,
-            };
+            let (ptr, cap) = spare_of(&mut t.trace);
+            let state = Parked::READY;
+            ctx.staging.parked = ParkedBuffer { state, ptr, cap };
         }
         return;
     }
@@ -1179,16 +1188,11 @@ fn lend_again(ctx: &mut Ctx) {
         return;
     }
     t.trace.clear();
-    let spare = t.trace.spare_capacity();
-    let (ptr, cap) = (spare.as_mut_ptr().cast::<Staged>(), spare.len() as u64);
+    let (ptr, cap) = spare_of(&mut t.trace);
     traces.active -= 1;
-    ctx.staging.parked = ParkedBuffer {
-        state: Parked::LENT,
-        ptr,
-        cap,
-    };
-    (ctx.staging.ptr, ctx.staging.len) = (ptr, 0);
-    (ctx.staging.cap, ctx.staging.base) = (cap, 0);
+    let state = Parked::LENT;
+    ctx.staging.parked = ParkedBuffer { state, ptr, cap };
+    ctx.staging.lend(ptr, cap, 0);
 }
 
 /// `TapeOp::Adjoint`: input `id`'s adjoint after the last sweep.
