@@ -7,7 +7,7 @@
 //! panics (a panic cannot unwind through generated frames).
 
 use nabla::{Binary, Number, Unary};
-use nabla_lang::ad::trace::Trace;
+use nabla_lang::ad::trace::{self, Trace};
 use nabla_lang::eval::STEP_LIMIT_EXCEEDED;
 use nabla_lang::eval::arith::ArithError;
 use nabla_lang::memory;
@@ -130,8 +130,11 @@ pub(crate) struct Staging {
 /// the level has no active trace (the scratch buffer is lent): a level
 /// generated code begins inline is lent the trace's spare capacity (all of
 /// it: the trace is empty), and when it ends inline the scratch buffer is
-/// lent again. Its sweep, a runtime call, adopts the level and then lends
-/// it back, emptied ([`lend_again`]).
+/// lent again. Its seeds and sweep, runtime calls, leave the trace alone:
+/// the seeds are held here and the sweep runs over the lent buffer, in the
+/// trace's adjoint buffer ([`sweep_lent`]). Any other runtime call on the
+/// level adopts it ([`adopt`]); the sweep of an adopted level lends it
+/// back, emptied ([`lend_again`]).
 #[repr(C)]
 #[derive(Debug)]
 pub(crate) struct ParkedBuffer {
@@ -140,14 +143,55 @@ pub(crate) struct ParkedBuffer {
     pub state: u64,
     pub ptr: *mut Staged,
     pub cap: u64,
+    /// The trace's adjoint buffer, room for `adjoints_cap` reals.
+    adjoints: *mut f64,
+    adjoints_cap: usize,
+    /// The cotangents seeded on the lent level so far, in order.
+    seeds: [(u32, f64); LENT_SEEDS],
+    seeds_len: usize,
 }
 
+/// Seeds a lent level holds before its sweep: a gradient seeds one per
+/// real of its output.
+const LENT_SEEDS: usize = 4;
+
 impl ParkedBuffer {
-    const NONE: ParkedBuffer = ParkedBuffer {
-        state: Parked::NONE,
-        ptr: std::ptr::null_mut(),
-        cap: 0,
-    };
+    const NONE: ParkedBuffer = ParkedBuffer::ready(
+        Parked::NONE,
+        std::ptr::null_mut(),
+        0,
+        (std::ptr::null_mut(), 0),
+    );
+
+    /// A parked buffer in `state` of `cap` Deltas at `ptr`, with an adjoint
+    /// buffer, no seed held.
+    const fn ready(
+        state: u64,
+        ptr: *mut Staged,
+        cap: u64,
+        (adjoints, adjoints_cap): (*mut f64, usize),
+    ) -> ParkedBuffer {
+        ParkedBuffer {
+            state,
+            ptr,
+            cap,
+            adjoints,
+            adjoints_cap,
+            seeds: [(0, 0.0); LENT_SEEDS],
+            seeds_len: 0,
+        }
+    }
+
+    /// Holds the seed `(id, ct)` of the lent level, if the level is lent
+    /// and there is room: true if held.
+    fn hold_seed(&mut self, id: u32, ct: f64) -> bool {
+        let held = self.state == Parked::LENT && self.seeds_len < LENT_SEEDS;
+        if held {
+            self.seeds[self.seeds_len] = (id, ct);
+            self.seeds_len += 1;
+        }
+        held
+    }
 }
 
 /// Entries of the scratch buffer ([`Staging::scratch`]).
@@ -356,6 +400,17 @@ impl Tape {
             self.wide_adjoints.push(0);
         }
         self.charge();
+    }
+
+    /// The adjoint buffer, with room for an adjoint per Delta the trace's
+    /// buffer holds, for a level lent that buffer to be swept in
+    /// ([`sweep_lent`]). (Within the trace's charge, which counts an
+    /// adjoint per entry.)
+    fn lendable_adjoints(&mut self) -> (*mut f64, usize) {
+        let room = self.trace.buffer_bytes() / size_of::<Staged>();
+        self.adjoints
+            .reserve(room.saturating_sub(self.adjoints.len()));
+        (self.adjoints.as_mut_ptr(), self.adjoints.capacity())
     }
 
     /// The inputs' adjoints after the last (plain) sweep.
@@ -993,9 +1048,15 @@ fn adopt(ctx: &mut Ctx, slot: usize) {
     if slot == STAGED_SLOT {
         // The level was lent the parked trace's spare capacity, and began
         // with no enclosing trace (nothing to take from the scratch buffer).
-        if ctx.staging.parked.state == Parked::LENT {
-            ctx.staging.parked.state = Parked::ADOPTED;
-            ctx.tapes[STAGED_SLOT].active += 1;
+        let parked = &mut ctx.staging.parked;
+        if parked.state == Parked::LENT {
+            parked.state = Parked::ADOPTED;
+            let traces = &mut ctx.tapes[STAGED_SLOT];
+            traces.active += 1;
+            if let Some(t) = traces.current() {
+                t.seeds.extend_from_slice(&parked.seeds[..parked.seeds_len]);
+            }
+            parked.seeds_len = 0;
         }
         return;
     }
@@ -1035,8 +1096,8 @@ fn park(ctx: &mut Ctx, slot: usize) {
         {
             t.restart(0, false);
             let (ptr, cap) = spare_of(&mut t.trace);
-            let state = Parked::READY;
-            ctx.staging.parked = ParkedBuffer { state, ptr, cap };
+            let adjoints = t.lendable_adjoints();
+            ctx.staging.parked = ParkedBuffer::ready(Parked::READY, ptr, cap, adjoints);
         }
         return;
     }
@@ -1149,7 +1210,15 @@ pub(crate) extern "C" fn rt_tape_adj_reserve(ctx: *mut Ctx, span: u32, slot: u64
 /// `TapeOp::Seed`: cotangent `seed` for Delta `id` (nothing if −1) in the
 /// next sweep.
 pub(crate) extern "C" fn rt_tape_seed(ctx: *mut Ctx, slot: u64, id: i64, seed: f64) {
-    if let (Some(t), Ok(id)) = (tape(ctx, slot), u32::try_from(id)) {
+    let Ok(id) = u32::try_from(id) else { return };
+    if slot as usize == STAGED_SLOT {
+        // SAFETY: as in `tape`.
+        let c = unsafe { &mut *ctx };
+        if c.staging.parked.hold_seed(id, seed) {
+            return;
+        }
+    }
+    if let Some(t) = tape(ctx, slot) {
         t.seeds.push((id, seed));
     }
 }
@@ -1158,12 +1227,20 @@ pub(crate) extern "C" fn rt_tape_seed(ctx: *mut Ctx, slot: u64, id: i64, seed: f
 /// inputs' adjoints.
 pub(crate) extern "C" fn rt_tape_sweep(ctx: *mut Ctx, slot: u64) {
     let staged = slot as usize == STAGED_SLOT;
+    // SAFETY: as in `tape`; `c` is not used after this.
+    if staged && sweep_lent(unsafe { &mut *ctx }) {
+        return;
+    }
     let Some(t) = tape(ctx, slot) else { return };
     // A plain level has only plain weights.
     if !t.trace.backpropagate_plain(&t.seeds, &mut t.adjoints) {
         t.adjoints.clear();
     }
     t.seeds.clear();
+    if staged && t.trace.buffer_bytes() <= KEPT_IN_PLACE_BYTES {
+        // Before the view of the inputs' adjoints is taken: may move them.
+        t.lendable_adjoints();
+    }
     let inputs = t.input_adjoints();
     let view = (inputs.as_ptr(), inputs.len() as u64);
     if staged {
@@ -1189,10 +1266,55 @@ fn lend_again(ctx: &mut Ctx) {
     }
     t.trace.clear();
     let (ptr, cap) = spare_of(&mut t.trace);
+    // Reserved by the sweep already: the adjoints do not move.
+    let adjoints = (t.adjoints.as_mut_ptr(), t.adjoints.capacity());
     traces.active -= 1;
-    let state = Parked::LENT;
-    ctx.staging.parked = ParkedBuffer { state, ptr, cap };
+    ctx.staging.parked = ParkedBuffer::ready(Parked::LENT, ptr, cap, adjoints);
     ctx.staging.lend(ptr, cap, 0);
+}
+
+/// The sweep of the level of level 1 that generated code began inline and
+/// the runtime has not adopted (recorded in the lent buffer, seeded by the
+/// seeds [`ParkedBuffer`] holds): the interpreter's plain sweep over the
+/// Deltas generated code wrote, in the parked trace's adjoint buffer, which
+/// becomes the view of the inputs' adjoints. The trace itself is not
+/// touched: the level ends inline. False (nothing done) if the level is
+/// not lent so.
+fn sweep_lent(ctx: &mut Ctx) -> bool {
+    let staging = &mut ctx.staging;
+    let parked = &mut staging.parked;
+    let len = staging.len as usize;
+    let lent = parked.state == Parked::LENT
+        && staging.ptr == parked.ptr
+        && staging.base == 0
+        && staging.len <= parked.cap
+        && len <= parked.adjoints_cap;
+    if !lent {
+        return false;
+    }
+    // SAFETY: while the level is lent (state LENT, its Deltas at the parked
+    // buffer from id 0) generated code has written its first `len` Deltas,
+    // counted in `staging.len` (it writes at `len < cap` only), and nothing
+    // else touches the buffer until the runtime adopts the level; the
+    // parked trace's adjoint buffer, a different allocation, has room for
+    // `adjoints_cap ≥ len` reals and is not touched either until then.
+    let (entries, adjoint) = unsafe {
+        (
+            std::slice::from_raw_parts(staging.ptr.cast_const(), len),
+            std::slice::from_raw_parts_mut(parked.adjoints, len),
+        )
+    };
+    adjoint.fill(0.0);
+    for &(id, ct) in &parked.seeds[..parked.seeds_len] {
+        if let Some(a) = adjoint.get_mut(id as usize) {
+            *a += ct;
+        }
+    }
+    parked.seeds_len = 0;
+    trace::sweep_plain(entries, adjoint);
+    staging.adjoints = adjoint.as_ptr();
+    staging.adjoints_len = trace::leading_inputs(entries) as u64;
+    true
 }
 
 /// `TapeOp::Adjoint`: input `id`'s adjoint after the last sweep.

@@ -184,11 +184,7 @@ impl Trace {
         let result = write(&mut self.entries);
         debug_assert!(self.entries.len() >= before, "a writer only appends");
         if self.inputs == before {
-            let new = self.entries.get(before..).unwrap_or_default();
-            self.inputs += new
-                .iter()
-                .take_while(|e| e.parents == [NO_PARENT; 2])
-                .count();
+            self.inputs += leading_inputs(self.entries.get(before..).unwrap_or_default());
         }
         self.inputs = self.inputs.min(self.entries.len());
         self.charge_capacity();
@@ -317,22 +313,7 @@ impl Trace {
     }
 
     fn sweep_plain(&self, adjoint: &mut [f64]) {
-        for id in (0..self.entries.len()).rev() {
-            let a = adjoint[id];
-            if a == 0.0 {
-                continue;
-            }
-            let e = self.entries[id];
-            for k in 0..2 {
-                // `weight · a` as Number::chain (`a` is not zero here): a zero
-                // weight adds nothing even where `a` has become infinite.
-                if let Some(p) = adjoint.get_mut(e.parents[k] as usize)
-                    && e.weights[k] != 0.0
-                {
-                    *p += e.weights[k] * a;
-                }
-            }
-        }
+        sweep_plain(&self.entries, adjoint);
     }
 
     fn sweep(&self, adjoint: &mut [Num]) {
@@ -390,4 +371,37 @@ fn accumulate(acc: &mut Num, term: Num) {
         let old = std::mem::replace(acc, Num::ZERO);
         *acc = old + term;
     }
+}
+
+/// The backward sweep over plain entries (Figure 11's `eval` on the
+/// flattened trace): from the last entry to the first, an entry whose
+/// adjoint `a` is not zero adds `wₖ · a` to the adjoint of each parent k.
+/// `adjoint` holds one adjoint per entry, the seeds already added. Native
+/// code sweeps a level it recorded without the runtime's trace by this
+/// same loop, so both back ends add in the same order.
+pub fn sweep_plain(entries: &[Entry], adjoint: &mut [f64]) {
+    for (id, e) in entries.iter().enumerate().rev() {
+        let a = adjoint[id];
+        if a == 0.0 {
+            continue;
+        }
+        for k in 0..2 {
+            // `weight · a` as Number::chain (`a` is not zero here): a zero
+            // weight adds nothing even where `a` has become infinite.
+            if let Some(p) = adjoint.get_mut(e.parents[k] as usize)
+                && e.weights[k] != 0.0
+            {
+                *p += e.weights[k] * a;
+            }
+        }
+    }
+}
+
+/// The number of inputs of a trace of plain `entries`: the entries without
+/// parents at its start (a Delta with no term is never recorded otherwise).
+pub fn leading_inputs(entries: &[Entry]) -> usize {
+    entries
+        .iter()
+        .take_while(|e| e.parents == [NO_PARENT; 2])
+        .count()
 }
