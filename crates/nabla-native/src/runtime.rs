@@ -1800,3 +1800,143 @@ pub(crate) fn symbols() -> Vec<(&'static str, *const u8)> {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Level 1 driven as generated code drives it: the runtime's calls, and
+    /// inline what `FnGen` does inline (appending Deltas to the lent
+    /// buffer, beginning and ending a level on the parked trace, reading
+    /// the inputs' adjoints from the published view).
+    struct Level1(Box<Ctx>);
+
+    impl Level1 {
+        fn new() -> Level1 {
+            let mut ctx = Box::new(Ctx::new(0, i64::MAX, std::ptr::null_mut(), i64::MAX));
+            // As generated code's first append: the scratch buffer lent.
+            rt_tape_flush(&mut *ctx, 0);
+            Level1(ctx)
+        }
+
+        fn ctx(&mut self) -> *mut Ctx {
+            &mut *self.0
+        }
+
+        /// `FnGen::begin_parked`: inline if a trace is parked; true if so.
+        fn begin(&mut self) -> bool {
+            let s = &mut self.0.staging;
+            if s.parked.state == Parked::READY {
+                let (ptr, cap) = (s.parked.ptr, s.parked.cap);
+                s.lend(ptr, cap, 0);
+                s.parked.state = Parked::LENT;
+                return true;
+            }
+            rt_tape_begin(self.ctx(), STAGED_SLOT as u64, 0, 0);
+            false
+        }
+
+        /// `FnGen::append_record` of a plain Delta; its id.
+        fn push(&mut self, parents: [u32; 2], weights: [f64; 2]) -> i64 {
+            if self.0.staging.len >= self.0.staging.cap {
+                rt_tape_flush(self.ctx(), 0);
+            }
+            let s = &mut self.0.staging;
+            // SAFETY: `len < cap`: inside the capacity the runtime lent.
+            unsafe { s.ptr.add(s.len as usize).write(Staged { parents, weights }) };
+            s.len += 1;
+            (s.base + s.len - 1) as i64
+        }
+
+        /// `FnGen::staged_adjoint`.
+        fn adjoint(&mut self, id: i64) -> f64 {
+            let s = &self.0.staging;
+            if (id as u64) < s.adjoints_len {
+                // SAFETY: inside the view the runtime published.
+                return unsafe { *s.adjoints.add(id as usize) };
+            }
+            rt_tape_adjoint(self.ctx(), STAGED_SLOT as u64, id)
+        }
+
+        /// `FnGen::end_parked`.
+        fn end(&mut self) {
+            let s = &mut self.0.staging;
+            if s.parked.state == Parked::LENT {
+                let scratch = s.scratch;
+                s.lend(scratch, SCRATCH as u64, 0);
+                s.parked.state = Parked::READY;
+                return;
+            }
+            rt_tape_end(self.ctx(), STAGED_SLOT as u64);
+        }
+
+        /// The gradient of `x₀ · x₁` at (3, 5), its one Delta seeded with
+        /// each of `seeds` (after `between` runs, once the first is
+        /// seeded); whether the level was begun inline, and how its sweep
+        /// left it.
+        fn gradient(
+            &mut self,
+            seeds: &[f64],
+            between: impl FnOnce(&mut Self),
+        ) -> (bool, [f64; 2], Swept) {
+            let inline = self.begin();
+            let x = [self.push([NO; 2], [0.0; 2]), self.push([NO; 2], [0.0; 2])];
+            let product = self.push([x[0] as u32, x[1] as u32], [5.0, 3.0]);
+            let mut between = Some(between);
+            for &s in seeds {
+                rt_tape_seed(self.ctx(), STAGED_SLOT as u64, product, s);
+                if let Some(f) = between.take() {
+                    f(self);
+                }
+            }
+            rt_tape_sweep(self.ctx(), STAGED_SLOT as u64);
+            let swept = match (self.0.staging.parked.state, self.0.staging.len) {
+                (Parked::LENT, 0) => Swept::LentAgain,
+                (Parked::LENT, _) => Swept::InPlace,
+                _ => Swept::ByTheRuntime,
+            };
+            let g = [self.adjoint(x[0]), self.adjoint(x[1])];
+            self.end();
+            (inline, g, swept)
+        }
+    }
+
+    #[derive(Debug, PartialEq)]
+    enum Swept {
+        /// Over the lent Deltas ([`sweep_lent`]), the trace untouched.
+        InPlace,
+        /// Adopted, swept on the trace and lent back ([`lend_again`]).
+        LentAgain,
+        /// A level the runtime began.
+        ByTheRuntime,
+    }
+
+    const NO: u32 = nabla_lang::ad::trace::NO_PARENT;
+
+    #[test]
+    fn a_level_begun_inline_is_seeded_and_swept_as_the_runtime_does_it() {
+        let mut level = Level1::new();
+        // The first level is the runtime's, which parks its trace after.
+        let by_runtime = (false, [5.0, 3.0], Swept::ByTheRuntime);
+        assert_eq!(level.gradient(&[1.0], |_| ()), by_runtime);
+        // Seeded and swept without the trace: the level stays lent.
+        let in_place = (true, [10.0, 6.0], Swept::InPlace);
+        assert_eq!(level.gradient(&[2.0], |_| ()), in_place);
+        // More seeds than are held: the runtime adopts the level, the held
+        // seeds first, and lends it back after the sweep.
+        let seeds = [1.0; LENT_SEEDS + 2];
+        let n = seeds.len() as f64;
+        let lent_again = (true, [5.0 * n, 3.0 * n], Swept::LentAgain);
+        assert_eq!(level.gradient(&seeds, |_| ()), lent_again);
+        // Adopted between two seeds (any runtime call on the level adopts
+        // it): the seed held before counts.
+        let adopt = |l: &mut Level1| {
+            rt_tape_len(l.ctx(), STAGED_SLOT as u64);
+        };
+        let lent_again = (true, [7.5, 4.5], Swept::LentAgain);
+        assert_eq!(level.gradient(&[1.0, 0.5], adopt), lent_again);
+        // And the next level is swept in place again.
+        let in_place = (true, [-5.0, -3.0], Swept::InPlace);
+        assert_eq!(level.gradient(&[-1.0], |_| ()), in_place);
+    }
+}
