@@ -380,11 +380,12 @@ fn accumulate(acc: &mut Num, term: Num) {
 /// code sweeps a level it recorded without the runtime's trace by this
 /// same loop, so both back ends add in the same order.
 pub fn sweep_plain(entries: &[Entry], adjoint: &mut [f64]) {
-    for (id, e) in entries.iter().enumerate().rev() {
+    for id in (0..entries.len()).rev() {
         let a = adjoint[id];
         if a == 0.0 {
             continue;
         }
+        let e = entries[id];
         for k in 0..2 {
             // `weight · a` as Number::chain (`a` is not zero here): a zero
             // weight adds nothing even where `a` has become infinite.
