@@ -1441,9 +1441,9 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     }
 
     /// `TapeOp::AdjInit`, inline: every Delta's wide adjoint of `slot` set
-    /// to the words of `zero` (the runtime asked to lengthen the adjoints
-    /// first if they are too short, a cold path; kept between levels, they
-    /// seldom are).
+    /// to the words of `zero`, one word each of the view's width (the
+    /// runtime asked to lengthen the adjoints first if they are too short,
+    /// a cold path; kept between levels, they seldom are).
     fn wide_adj_init(&mut self, slot: u8, zero: &[ir::Value], span: Span) -> R<()> {
         let words: Vec<ir::Value> = zero.iter().map(|&v| self.word(v)).collect();
         let len = self.wide_field(slot, WideView::LEN);
@@ -1467,12 +1467,16 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         self.b.ins().jump(fill, &[]);
 
         self.b.switch_to_block(fill);
+        // The `len · words` words from the buffer's start, which the test
+        // above found in it: no index clamped, the view read once.
         let flags = self.wide_buffer_flags();
+        let adjoints = self.wide_field(slot, WideView::ADJOINTS);
+        let record = words.len() as i64 * SLOT;
         self.fold_index(len, &[], None, |g, id, _| {
+            let offset = g.b.ins().imul_imm_s(id, record);
+            let at = g.b.ins().iadd(adjoints, offset);
             for (j, &w) in words.iter().enumerate() {
-                let j = g.b.ins().iconst(types::I64, j as i64);
-                let at = g.wide_adjoint(slot, id, j);
-                g.b.ins().store(flags, w, at, 0);
+                g.b.ins().store(flags, w, at, (SLOT * j as i64) as i32);
             }
             Ok(Vec::new())
         })?;

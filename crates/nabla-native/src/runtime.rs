@@ -156,30 +156,27 @@ pub(crate) struct ParkedBuffer {
 const LENT_SEEDS: usize = 4;
 
 impl ParkedBuffer {
-    const NONE: ParkedBuffer = ParkedBuffer::ready(
-        Parked::NONE,
-        std::ptr::null_mut(),
-        0,
-        (std::ptr::null_mut(), 0),
-    );
+    const NONE: ParkedBuffer = ParkedBuffer {
+        state: Parked::NONE,
+        ptr: std::ptr::null_mut(),
+        cap: 0,
+        adjoints: std::ptr::null_mut(),
+        adjoints_cap: 0,
+        seeds: [(0, 0.0); LENT_SEEDS],
+        seeds_len: 0,
+    };
 
-    /// A parked buffer in `state` of `cap` Deltas at `ptr`, with an adjoint
-    /// buffer, no seed held.
-    const fn ready(
+    /// Parks `cap` Deltas at `ptr` in `state`, with an adjoint buffer, no
+    /// seed held. (Field by field: the held seeds' room is not copied.)
+    fn set(
+        &mut self,
         state: u64,
-        ptr: *mut Staged,
-        cap: u64,
+        (ptr, cap): (*mut Staged, u64),
         (adjoints, adjoints_cap): (*mut f64, usize),
-    ) -> ParkedBuffer {
-        ParkedBuffer {
-            state,
-            ptr,
-            cap,
-            adjoints,
-            adjoints_cap,
-            seeds: [(0, 0.0); LENT_SEEDS],
-            seeds_len: 0,
-        }
+    ) {
+        (self.state, self.ptr, self.cap) = (state, ptr, cap);
+        (self.adjoints, self.adjoints_cap) = (adjoints, adjoints_cap);
+        self.seeds_len = 0;
     }
 
     /// Holds the seed `(id, ct)` of the lent level, if the level is lent
@@ -1048,15 +1045,8 @@ fn adopt(ctx: &mut Ctx, slot: usize) {
     if slot == STAGED_SLOT {
         // The level was lent the parked trace's spare capacity, and began
         // with no enclosing trace (nothing to take from the scratch buffer).
-        let parked = &mut ctx.staging.parked;
-        if parked.state == Parked::LENT {
-            parked.state = Parked::ADOPTED;
-            let traces = &mut ctx.tapes[STAGED_SLOT];
-            traces.active += 1;
-            if let Some(t) = traces.current() {
-                t.seeds.extend_from_slice(&parked.seeds[..parked.seeds_len]);
-            }
-            parked.seeds_len = 0;
+        if ctx.staging.parked.state == Parked::LENT {
+            adopt_lent_level_1(ctx);
         }
         return;
     }
@@ -1075,6 +1065,19 @@ fn adopt(ctx: &mut Ctx, slot: usize) {
     }
     // The parked trace, past the active ones, was restarted when parked.
     traces.active += 1;
+}
+
+/// [`adopt`] of level 1's lent level: its held seeds are its trace's.
+#[cold]
+fn adopt_lent_level_1(ctx: &mut Ctx) {
+    let parked = &mut ctx.staging.parked;
+    parked.state = Parked::ADOPTED;
+    let traces = &mut ctx.tapes[STAGED_SLOT];
+    traces.active += 1;
+    if let Some(t) = traces.current() {
+        t.seeds.extend_from_slice(&parked.seeds[..parked.seeds_len]);
+    }
+    parked.seeds_len = 0;
 }
 
 /// Parks the trace past the active ones of `slot`, if there is one (ended,
@@ -1097,7 +1100,7 @@ fn park(ctx: &mut Ctx, slot: usize) {
             t.restart(0, false);
             let (ptr, cap) = spare_of(&mut t.trace);
             let adjoints = t.lendable_adjoints();
-            ctx.staging.parked = ParkedBuffer::ready(Parked::READY, ptr, cap, adjoints);
+            ctx.staging.parked.set(Parked::READY, (ptr, cap), adjoints);
         }
         return;
     }
@@ -1269,7 +1272,7 @@ fn lend_again(ctx: &mut Ctx) {
     // Reserved by the sweep already: the adjoints do not move.
     let adjoints = (t.adjoints.as_mut_ptr(), t.adjoints.capacity());
     traces.active -= 1;
-    ctx.staging.parked = ParkedBuffer::ready(Parked::LENT, ptr, cap, adjoints);
+    ctx.staging.parked.set(Parked::LENT, (ptr, cap), adjoints);
     ctx.staging.lend(ptr, cap, 0);
 }
 

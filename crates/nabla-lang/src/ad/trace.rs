@@ -379,6 +379,7 @@ fn accumulate(acc: &mut Num, term: Num) {
 /// `adjoint` holds one adjoint per entry, the seeds already added. Native
 /// code sweeps a level it recorded without the runtime's trace by this
 /// same loop, so both back ends add in the same order.
+#[inline]
 pub fn sweep_plain(entries: &[Entry], adjoint: &mut [f64]) {
     for id in (0..entries.len()).rev() {
         let a = adjoint[id];
@@ -400,6 +401,7 @@ pub fn sweep_plain(entries: &[Entry], adjoint: &mut [f64]) {
 
 /// The number of inputs of a trace of plain `entries`: the entries without
 /// parents at its start (a Delta with no term is never recorded otherwise).
+#[inline]
 pub fn leading_inputs(entries: &[Entry]) -> usize {
     entries
         .iter()
