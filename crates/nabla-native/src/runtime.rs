@@ -149,6 +149,9 @@ pub(crate) struct ParkedBuffer {
     /// The cotangents seeded on the lent level so far, in order.
     seeds: [(u32, f64); LENT_SEEDS],
     seeds_len: usize,
+    /// The adjoints the last sweep of the lent level wrote in the adjoint
+    /// buffer ([`sweep_lent`]; 0: not swept).
+    swept: usize,
 }
 
 /// Seeds a lent level holds before its sweep: a gradient seeds one per
@@ -164,6 +167,7 @@ impl ParkedBuffer {
         adjoints_cap: 0,
         seeds: [(0, 0.0); LENT_SEEDS],
         seeds_len: 0,
+        swept: 0,
     };
 
     /// Parks `cap` Deltas at `ptr` in `state`, with an adjoint buffer, no
@@ -176,7 +180,7 @@ impl ParkedBuffer {
     ) {
         (self.state, self.ptr, self.cap) = (state, ptr, cap);
         (self.adjoints, self.adjoints_cap) = (adjoints, adjoints_cap);
-        self.seeds_len = 0;
+        (self.seeds_len, self.swept) = (0, 0);
     }
 
     /// Holds the seed `(id, ct)` of the lent level, if the level is lent
@@ -1067,7 +1071,10 @@ fn adopt(ctx: &mut Ctx, slot: usize) {
     traces.active += 1;
 }
 
-/// [`adopt`] of level 1's lent level: its held seeds are its trace's.
+/// [`adopt`] of level 1's lent level: its held seeds are its trace's, and
+/// so are the adjoints of its sweep, if it was swept in place (generated
+/// code reads only the inputs' adjoints after a sweep, from the view, but
+/// the runtime answers from the trace once the level is its own).
 #[cold]
 fn adopt_lent_level_1(ctx: &mut Ctx) {
     let parked = &mut ctx.staging.parked;
@@ -1076,8 +1083,17 @@ fn adopt_lent_level_1(ctx: &mut Ctx) {
     traces.active += 1;
     if let Some(t) = traces.current() {
         t.seeds.extend_from_slice(&parked.seeds[..parked.seeds_len]);
+        let swept = parked.swept;
+        if swept > 0 && t.adjoints.as_mut_ptr() == parked.adjoints {
+            t.adjoints.clear();
+            // SAFETY: the parked trace's adjoint buffer is the one
+            // `sweep_lent` wrote its first `swept` reals into (the same
+            // pointer), within `adjoints_cap`, the Vec's capacity when it
+            // was lent (nothing touched the Vec since: the level was lent).
+            unsafe { t.adjoints.set_len(swept.min(parked.adjoints_cap)) };
+        }
     }
-    parked.seeds_len = 0;
+    (parked.seeds_len, parked.swept) = (0, 0);
 }
 
 /// Parks the trace past the active ones of `slot`, if there is one (ended,
@@ -1313,7 +1329,7 @@ fn sweep_lent(ctx: &mut Ctx) -> bool {
             *a += ct;
         }
     }
-    parked.seeds_len = 0;
+    (parked.seeds_len, parked.swept) = (0, len);
     trace::sweep_plain(entries, adjoint);
     staging.adjoints = adjoint.as_ptr();
     staging.adjoints_len = trace::leading_inputs(entries) as u64;
@@ -1851,6 +1867,14 @@ mod tests {
             (s.base + s.len - 1) as i64
         }
 
+        /// Two inputs and their product at (3, 5): the inputs' ids and the
+        /// product's.
+        fn record(&mut self) -> ([i64; 2], i64) {
+            let x = [self.push([NO; 2], [0.0; 2]), self.push([NO; 2], [0.0; 2])];
+            let product = self.push([x[0] as u32, x[1] as u32], [5.0, 3.0]);
+            (x, product)
+        }
+
         /// `FnGen::staged_adjoint`.
         fn adjoint(&mut self, id: i64) -> f64 {
             let s = &self.0.staging;
@@ -1883,8 +1907,7 @@ mod tests {
             between: impl FnOnce(&mut Self),
         ) -> (bool, [f64; 2], Swept) {
             let inline = self.begin();
-            let x = [self.push([NO; 2], [0.0; 2]), self.push([NO; 2], [0.0; 2])];
-            let product = self.push([x[0] as u32, x[1] as u32], [5.0, 3.0]);
+            let (x, product) = self.record();
             let mut between = Some(between);
             for &s in seeds {
                 rt_tape_seed(self.ctx(), STAGED_SLOT as u64, product, s);
@@ -1941,5 +1964,15 @@ mod tests {
         // And the next level is swept in place again.
         let in_place = (true, [-5.0, -3.0], Swept::InPlace);
         assert_eq!(level.gradient(&[-1.0], |_| ()), in_place);
+        // Adopted after its sweep in place, before the inputs' adjoints
+        // are read: the runtime has them.
+        assert!(level.begin());
+        let (x, product) = level.record();
+        rt_tape_seed(level.ctx(), STAGED_SLOT as u64, product, 2.0);
+        rt_tape_sweep(level.ctx(), STAGED_SLOT as u64);
+        rt_tape_len(level.ctx(), STAGED_SLOT as u64);
+        assert_eq!(level.0.staging.adjoints_len, 0, "the view is withdrawn");
+        assert_eq!([level.adjoint(x[0]), level.adjoint(x[1])], [10.0, 6.0]);
+        level.end();
     }
 }
