@@ -1246,18 +1246,25 @@ pub(crate) extern "C" fn rt_tape_seed(ctx: *mut Ctx, slot: u64, id: i64, seed: f
 /// inputs' adjoints.
 pub(crate) extern "C" fn rt_tape_sweep(ctx: *mut Ctx, slot: u64) {
     let staged = slot as usize == STAGED_SLOT;
-    // SAFETY: as in `tape`; `c` is not used after this.
-    if staged && sweep_lent(unsafe { &mut *ctx }) {
-        return;
-    }
+    // A level generated code began inline: swept in place, or else adopted
+    // (by `tape`, if not already) and lent back after the sweep.
+    let lent = staged && {
+        // SAFETY: as in `tape`; `c` is not used after this.
+        let c = unsafe { &mut *ctx };
+        if sweep_lent(c) {
+            return;
+        }
+        matches!(c.staging.parked.state, Parked::LENT | Parked::ADOPTED)
+    };
     let Some(t) = tape(ctx, slot) else { return };
     // A plain level has only plain weights.
     if !t.trace.backpropagate_plain(&t.seeds, &mut t.adjoints) {
         t.adjoints.clear();
     }
     t.seeds.clear();
-    if staged && t.trace.buffer_bytes() <= KEPT_IN_PLACE_BYTES {
-        // Before the view of the inputs' adjoints is taken: may move them.
+    if lent && t.trace.buffer_bytes() <= KEPT_IN_PLACE_BYTES {
+        // Room for the next level's sweep in place ([`lend_again`]), made
+        // before the view of the inputs' adjoints is taken: may move them.
         t.lendable_adjoints();
     }
     let inputs = t.input_adjoints();
