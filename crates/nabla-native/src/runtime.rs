@@ -1331,13 +1331,9 @@ fn sweep_lent(ctx: &mut Ctx) -> bool {
         )
     };
     adjoint.fill(0.0);
-    for &(id, ct) in &parked.seeds[..parked.seeds_len] {
-        if let Some(a) = adjoint.get_mut(id as usize) {
-            *a += ct;
-        }
-    }
+    let seeds = parked.seeds[..parked.seeds_len].iter().copied();
+    trace::seed_and_sweep_plain(entries, seeds, adjoint);
     (parked.seeds_len, parked.swept) = (0, len);
-    trace::sweep_plain(entries, adjoint);
     staging.adjoints = adjoint.as_ptr();
     staging.adjoints_len = trace::leading_inputs(entries) as u64;
     true

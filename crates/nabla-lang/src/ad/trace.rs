@@ -277,12 +277,7 @@ impl Trace {
         }
         adjoint.clear();
         adjoint.resize(self.entries.len(), 0.0);
-        for &(id, ct) in seeds {
-            if let Some(a) = adjoint.get_mut(id as usize) {
-                *a += ct;
-            }
-        }
-        self.sweep_plain(adjoint);
+        seed_and_sweep_plain(&self.entries, seeds.iter().copied(), adjoint);
         true
     }
 
@@ -299,21 +294,12 @@ impl Trace {
         let mut adjoint = SPARE.with_borrow_mut(|s| std::mem::take(&mut s.adjoints));
         adjoint.clear();
         adjoint.resize(self.entries.len(), 0.0);
-        for (id, ct) in seeds {
-            if let Some(a) = adjoint.get_mut(id as usize) {
-                *a += ct;
-            }
-        }
-        self.sweep_plain(&mut adjoint);
+        seed_and_sweep_plain(&self.entries, seeds, &mut adjoint);
         let out = then(&adjoint[..self.inputs]);
         if adjoint.capacity() * size_of::<f64>() <= MAX_SPARE_BYTES {
             SPARE.with_borrow_mut(|s| s.adjoints = adjoint);
         }
         Some(out)
-    }
-
-    fn sweep_plain(&self, adjoint: &mut [f64]) {
-        sweep_plain(&self.entries, adjoint);
     }
 
     fn sweep(&self, adjoint: &mut [Num]) {
@@ -373,14 +359,25 @@ fn accumulate(acc: &mut Num, term: Num) {
     }
 }
 
-/// The backward sweep over plain entries (Figure 11's `eval` on the
-/// flattened trace): from the last entry to the first, an entry whose
-/// adjoint `a` is not zero adds `wₖ · a` to the adjoint of each parent k.
-/// `adjoint` holds one adjoint per entry, the seeds already added. Native
-/// code sweeps a level it recorded without the runtime's trace by this
-/// same loop, so both back ends add in the same order.
+/// The backward pass over plain entries: the cotangents `seeds` added, in
+/// order, to the adjoints of their entries (an id past the end adds
+/// nothing), then the sweep (Figure 11's `eval` on the flattened trace):
+/// from the last entry to the first, an entry whose adjoint `a` is not zero
+/// adds `wₖ · a` to the adjoint of each parent k. `adjoint` holds one
+/// adjoint per entry, all zero. Native code sweeps a level it recorded
+/// without the runtime's trace by this same function, so both back ends
+/// add in the same order.
 #[inline]
-pub fn sweep_plain(entries: &[Entry], adjoint: &mut [f64]) {
+pub fn seed_and_sweep_plain(
+    entries: &[Entry],
+    seeds: impl IntoIterator<Item = (u32, f64)>,
+    adjoint: &mut [f64],
+) {
+    for (id, ct) in seeds {
+        if let Some(a) = adjoint.get_mut(id as usize) {
+            *a += ct;
+        }
+    }
     for id in (0..entries.len()).rev() {
         let a = adjoint[id];
         if a == 0.0 {
