@@ -2375,6 +2375,7 @@ impl Expander<'_> {
                 // them would change the order in which the sweep adds into
                 // an adjoint that both reach (a `g` returning a variable
                 // for some elements): the last bits of the gradient.
+                let mut mapped = None;
                 let v = match v.kind {
                     ExprKind::Prim(Prim::Map, mut margs) if margs.len() == 2 && !l.records() => {
                         let src = margs.pop().unwrap_or_else(placeholder);
@@ -2382,6 +2383,7 @@ impl Expander<'_> {
                         if let ExprKind::Closure(g) = g.kind {
                             let h = self.add_mapped(step, g, &state, span);
                             c = self.closure(h, span);
+                            mapped = Some(g);
                             src
                         } else {
                             mk(ExprKind::Prim(Prim::Map, vec![g, src]), v.ty, v.span)
@@ -2391,20 +2393,58 @@ impl Expander<'_> {
                 };
                 let out = self.with_temp(v, |s, v| {
                     let size = prim(Prim::Size, vec![v.clone()], Type::Int, span);
+                    let element_ty = match &v.ty {
+                        Type::Vec(t) => (**t).clone(),
+                        _ => return Err(unsupported("internal: `sum` of a non-vector", span)),
+                    };
+                    // Up to four elements each lane holds one, and the sum is
+                    // the elements added left to right: two or three (the
+                    // vectors of the nested benchmarks and of BA) are added
+                    // straight, without the lanes' loop, whose state of four
+                    // reals of the level a call in its body must spill.
+                    let element = |j: i64| {
+                        let x = index(&v, &int_lit(j, span), element_ty.clone());
+                        match mapped {
+                            Some(g) => mk(ExprKind::Call(g, vec![x]), real.clone(), span),
+                            None => x,
+                        }
+                    };
+                    let straight = |count: i64| {
+                        (1..count).fold(element(0), |acc, j| {
+                            mk(
+                                ExprKind::Call(add, vec![acc, element(j)]),
+                                real.clone(),
+                                span,
+                            )
+                        })
+                    };
                     let z = zero_at(l, span);
                     let start = mk(
                         ExprKind::Tuple(vec![int_lit(0, span), z.clone(), z.clone(), z.clone(), z]),
                         state.clone(),
                         span,
                     );
-                    let lanes = prim(Prim::Fold, vec![c, start, v], state.clone(), span);
+                    let lanes = prim(Prim::Fold, vec![c, start, v.clone()], state.clone(), span);
                     let t = s.local("lanes", state);
                     let te = s.local_expr(t, span);
-                    let total = lanes_total(&te, size, add, l, span);
-                    Ok(mk(
+                    let total = lanes_total(&te, size.clone(), add, l, span);
+                    let in_lanes = mk(
                         ExprKind::Let(Pat::Local(t), Box::new(lanes), Box::new(total)),
-                        real,
+                        real.clone(),
                         span,
+                    );
+                    let size_is = |k: i64| {
+                        prim(
+                            Prim::Eq,
+                            vec![size.clone(), int_lit(k, span)],
+                            Type::Bool,
+                            span,
+                        )
+                    };
+                    Ok(if_(
+                        size_is(2),
+                        straight(2),
+                        if_(size_is(3), straight(3), in_lanes),
                     ))
                 })?;
                 Ok((out, l))
