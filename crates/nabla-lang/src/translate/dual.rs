@@ -349,45 +349,6 @@ fn lane_state(real: &Type) -> Type {
     Type::Tuple(ts)
 }
 
-/// The total of a sum's `lanes` (a local of [`lane_state`]) over `n`
-/// elements: 0 for none; else lane k is at position (k − n) mod 4, and the
-/// lanes that have elements (the first min(n, 4)) are added in order with
-/// `add`.
-fn lanes_total(lanes: &Expr, n: Expr, add: FunId, l: Level, span: Span) -> Expr {
-    let real = dual_ty(&Type::Real, l);
-    let lanes_k = |count: usize, r: usize| -> Expr {
-        let at = |k: usize| proj(lanes.clone(), 1 + ((k + SUM_LANES - r) % SUM_LANES) as u32);
-        (1..count).fold(at(0), |acc, k| {
-            mk(ExprKind::Call(add, vec![acc, at(k)]), real.clone(), span)
-        })
-    };
-    let int_is = |op: Prim, n: &Expr, k: usize| {
-        prim(
-            op,
-            vec![n.clone(), int_lit(k as i64, span)],
-            Type::Bool,
-            span,
-        )
-    };
-    let r = prim(
-        Prim::Rem,
-        vec![n.clone(), int_lit(SUM_LANES as i64, span)],
-        Type::Int,
-        span,
-    );
-    // n ≥ 4: all four lanes, by the rotation n mod 4.
-    let mut all = lanes_k(SUM_LANES, SUM_LANES - 1);
-    for r_k in (0..SUM_LANES - 1).rev() {
-        all = if_(int_is(Prim::Eq, &r, r_k), lanes_k(SUM_LANES, r_k), all);
-    }
-    // n < 4: the first n lanes, rotated n times.
-    let mut total = all;
-    for count in (1..SUM_LANES).rev() {
-        total = if_(int_is(Prim::Eq, &n, count), lanes_k(count, count), total);
-    }
-    if_(int_is(Prim::Eq, &n, 0), zero_at(l, span), total)
-}
-
 /// An operation on the trace of reverse level `slot`.
 fn tape(op: TapeOp, slot: u8, args: Vec<Expr>, span: Span) -> Expr {
     let ty = match op {
@@ -656,6 +617,62 @@ impl Expander<'_> {
 
     fn local_expr(&self, l: Local, span: Span) -> Expr {
         mk(ExprKind::Local(l), self.prog.local_ty(l).clone(), span)
+    }
+
+    /// The total of a sum's `lanes` (a local of [`lane_state`]) over `n`
+    /// elements (an Int local): 0 for none; else lane k is at position
+    /// (k − n) mod 4, and the lanes that have elements (the first min(n,
+    /// 4)) are added in order with `add`. The lanes are put back in order
+    /// first, so that one chain of additions serves every n: the code of
+    /// each sum stays small (a function over 25 000 Cranelift instructions
+    /// would run in the interpreter).
+    fn lanes_total(&mut self, lanes: &Expr, n: &Expr, add: FunId, l: Level, span: Span) -> Expr {
+        let real = dual_ty(&Type::Real, l);
+        let int_is =
+            |x: Expr, k: usize| prim(Prim::Eq, vec![x, int_lit(k as i64, span)], Type::Bool, span);
+        let r = prim(
+            Prim::Rem,
+            vec![n.clone(), int_lit(SUM_LANES as i64, span)],
+            Type::Int,
+            span,
+        );
+        let in_order_ty = Type::Tuple(vec![real.clone(); SUM_LANES]);
+        let rotated = |r: usize| {
+            let at = |k: usize| proj(lanes.clone(), 1 + ((k + SUM_LANES - r) % SUM_LANES) as u32);
+            mk(
+                ExprKind::Tuple((0..SUM_LANES).map(at).collect()),
+                in_order_ty.clone(),
+                span,
+            )
+        };
+        let mut in_order = rotated(SUM_LANES - 1);
+        for r_k in (0..SUM_LANES - 1).rev() {
+            in_order = if_(int_is(r.clone(), r_k), rotated(r_k), in_order);
+        }
+        let q = self.local("lanes", in_order_ty.clone());
+        // sums[k - 1] = lane 0 + … + lane k−1, each made only if n > k − 1
+        // (an addition at a reverse level records a Delta).
+        let sums: Vec<Local> = (1..SUM_LANES)
+            .map(|_| self.local("sum", real.clone()))
+            .collect();
+        let lane = |k: usize| proj(mk(ExprKind::Local(q), in_order_ty.clone(), span), k as u32);
+        let sum = |k: usize| mk(ExprKind::Local(sums[k - 1]), real.clone(), span);
+        let add_lane =
+            |acc: Expr, k: usize| mk(ExprKind::Call(add, vec![acc, lane(k)]), real.clone(), span);
+        let mut total = add_lane(sum(SUM_LANES - 1), SUM_LANES - 1);
+        for k in (1..SUM_LANES).rev() {
+            let value = if k == 1 {
+                lane(0)
+            } else {
+                add_lane(sum(k - 1), k - 1)
+            };
+            total = bind(sums[k - 1], value, if_(int_is(n.clone(), k), sum(k), total));
+        }
+        if_(
+            int_is(n.clone(), 0),
+            zero_at(l, span),
+            bind(q, in_order, total),
+        )
     }
 
     /// `let t = e in body(t)`, or `body(e)` for a local or literal.
@@ -2427,7 +2444,9 @@ impl Expander<'_> {
                     let lanes = prim(Prim::Fold, vec![c, start, v.clone()], state.clone(), span);
                     let t = s.local("lanes", state);
                     let te = s.local_expr(t, span);
-                    let total = lanes_total(&te, size.clone(), add, l, span);
+                    let n = s.local("n", Type::Int);
+                    let ne = s.local_expr(n, span);
+                    let total = s.lanes_total(&te, &ne, add, l, span);
                     let in_lanes = mk(
                         ExprKind::Let(Pat::Local(t), Box::new(lanes), Box::new(total)),
                         real.clone(),
@@ -2436,16 +2455,17 @@ impl Expander<'_> {
                     let size_is = |k: i64| {
                         prim(
                             Prim::Eq,
-                            vec![size.clone(), int_lit(k, span)],
+                            vec![ne.clone(), int_lit(k, span)],
                             Type::Bool,
                             span,
                         )
                     };
-                    Ok(if_(
+                    let sum = if_(
                         size_is(2),
                         straight(2),
                         if_(size_is(3), straight(3), in_lanes),
-                    ))
+                    );
+                    Ok(bind(n, size, sum))
                 })?;
                 Ok((out, l))
             }
