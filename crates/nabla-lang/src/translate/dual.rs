@@ -2392,14 +2392,25 @@ impl Expander<'_> {
                 // them would change the order in which the sweep adds into
                 // an adjoint that both reach (a `g` returning a variable
                 // for some elements): the last bits of the gradient.
+                //
+                // Up to four elements each lane holds one, and the sum is
+                // the elements added left to right: two or three (the
+                // vectors of the nested benchmarks and of BA) are added
+                // straight, without the lanes' loop, whose state of four
+                // reals of the level a call in its body must spill — all
+                // elements made first, in order (so Deltas are recorded as
+                // the interpreter records them), a mapped vector's without
+                // making the vector.
                 let mut mapped = None;
                 let v = match v.kind {
-                    ExprKind::Prim(Prim::Map, mut margs) if margs.len() == 2 && !l.records() => {
+                    ExprKind::Prim(Prim::Map, mut margs) if margs.len() == 2 => {
                         let src = margs.pop().unwrap_or_else(placeholder);
                         let g = margs.pop().unwrap_or_else(placeholder);
                         if let ExprKind::Closure(g) = g.kind {
-                            let h = self.add_mapped(step, g, &state, span);
-                            c = self.closure(h, span);
+                            if !l.records() {
+                                let h = self.add_mapped(step, g, &state, span);
+                                c = self.closure(h, span);
+                            }
                             mapped = Some(g);
                             src
                         } else {
@@ -2414,11 +2425,6 @@ impl Expander<'_> {
                         Type::Vec(t) => (**t).clone(),
                         _ => return Err(unsupported("internal: `sum` of a non-vector", span)),
                     };
-                    // Up to four elements each lane holds one, and the sum is
-                    // the elements added left to right: two or three (the
-                    // vectors of the nested benchmarks and of BA) are added
-                    // straight, without the lanes' loop, whose state of four
-                    // reals of the level a call in its body must spill.
                     let element = |j: i64| {
                         let x = index(&v, &int_lit(j, span), element_ty.clone());
                         match mapped {
@@ -2426,22 +2432,34 @@ impl Expander<'_> {
                             None => x,
                         }
                     };
-                    let straight = |count: i64| {
-                        (1..count).fold(element(0), |acc, j| {
-                            mk(
-                                ExprKind::Call(add, vec![acc, element(j)]),
-                                real.clone(),
-                                span,
-                            )
-                        })
+                    let mut straight = |count: i64| {
+                        let xs: Vec<Local> =
+                            (0..count).map(|_| s.local("x", real.clone())).collect();
+                        let x = |k: usize| mk(ExprKind::Local(xs[k]), real.clone(), span);
+                        let total = (1..xs.len()).fold(x(0), |acc, k| {
+                            mk(ExprKind::Call(add, vec![acc, x(k)]), real.clone(), span)
+                        });
+                        (0..xs.len())
+                            .rev()
+                            .fold(total, |body, k| bind(xs[k], element(k as i64), body))
                     };
+                    let (two, three) = (straight(2), straight(3));
                     let z = zero_at(l, span);
                     let start = mk(
                         ExprKind::Tuple(vec![int_lit(0, span), z.clone(), z.clone(), z.clone(), z]),
                         state.clone(),
                         span,
                     );
-                    let lanes = prim(Prim::Fold, vec![c, start, v.clone()], state.clone(), span);
+                    // Where a level records, the lanes add the mapped vector.
+                    let over = match mapped {
+                        Some(g) if l.records() => {
+                            let g = s.closure(g, span);
+                            let ty = Type::Vec(Box::new(real.clone()));
+                            prim(Prim::Map, vec![g, v.clone()], ty, span)
+                        }
+                        _ => v.clone(),
+                    };
+                    let lanes = prim(Prim::Fold, vec![c, start, over], state.clone(), span);
                     let t = s.local("lanes", state);
                     let te = s.local_expr(t, span);
                     let n = s.local("n", Type::Int);
@@ -2460,11 +2478,7 @@ impl Expander<'_> {
                             span,
                         )
                     };
-                    let sum = if_(
-                        size_is(2),
-                        straight(2),
-                        if_(size_is(3), straight(3), in_lanes),
-                    );
+                    let sum = if_(size_is(2), two, if_(size_is(3), three, in_lanes));
                     Ok(bind(n, size, sum))
                 })?;
                 Ok((out, l))
