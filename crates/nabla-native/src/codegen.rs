@@ -33,7 +33,7 @@ use nabla_lang::core::typed::{Expr, ExprKind, FunId, GlobalId, Lit, Local, Pat, 
 use nabla_lang::prim::{Prim, RealFn, Selection};
 use nabla_lang::syntax::span::Span;
 use nabla_lang::types::Type;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 type R<T> = Result<T, Unsupported>;
 type Vals = Vec<ir::Value>;
@@ -136,6 +136,25 @@ pub(crate) struct Codegen<'p> {
     /// Every function defined: its id, code size in bytes and name (for
     /// profilers' symbol maps).
     pub sizes: Vec<(FuncId, u32, String)>,
+    /// The functions `map`ped over a vector somewhere in the program
+    /// (inlined as loop bodies are, also where they are called directly).
+    mapped: HashSet<FunId>,
+}
+
+/// The functions given to `map` in `prog`.
+fn mapped_functions(prog: &Program) -> HashSet<FunId> {
+    let mut out = HashSet::new();
+    let mut work: Vec<&Expr> = prog.funs.iter().map(|f| &f.body).collect();
+    work.extend(prog.globals.iter().map(|g| &g.body));
+    while let Some(e) = work.pop() {
+        if let ExprKind::Prim(Prim::Map, args) = &e.kind
+            && let Some(ExprKind::Closure(f)) = args.first().map(|a| &a.kind)
+        {
+            out.insert(*f);
+        }
+        e.for_each_child(|c| work.push(c));
+    }
+    out
 }
 
 impl<'p> Codegen<'p> {
@@ -160,6 +179,7 @@ impl<'p> Codegen<'p> {
             count_calls,
             dumps: dump.then(Vec::new),
             sizes: Vec::new(),
+            mapped: mapped_functions(prog),
         }
     }
 
@@ -2851,7 +2871,11 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let fun = self.cg.prog.fun(f);
         // Not in tail position: inlining there would turn the body's own
         // tail calls into calls that grow the stack.
-        if !tail && self.may_inline(f) {
+        // A `map`ped function is an element function: called directly, it
+        // is an element of a sum added straight (`translate::dual`), one
+        // call per element as in a loop, and as large a body is inlined.
+        let element = self.cg.mapped.contains(&f);
+        if !tail && (self.may_inline(f) || element && self.may_inline_in_loop(f)) {
             return self.inline(f, &argv, span).map(Some);
         }
         if tail
