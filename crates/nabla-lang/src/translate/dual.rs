@@ -2374,7 +2374,7 @@ impl Expander<'_> {
                 Ok((prim(p, vec![x], e.ty.clone(), span), Level::PLAIN))
             }
             Prim::Sum if args[0].ty == Type::Vec(Box::new(Type::Real)) => {
-                // The interpreter's sum (`eval::arith::sum_in_lanes`): 0 for
+                // The interpreter's sum (`prim::sum_in_lanes`): 0 for
                 // an empty vector, else the dual additions in four lanes,
                 // each from its first element (`-0.0 + x` would record a
                 // Delta), then the lanes in order.
