@@ -23,14 +23,19 @@
 //!
 //! Every binding gets a fresh local (so each copy's locals can have their
 //! own types), and only what the entry and the globals reach is kept.
-//! Programs with [`ExprKind::Recode`] (nested differentiation, which names
-//! functions by their code) are left as they are.
+//!
+//! Nested differentiation names functions by their code: an
+//! [`ExprKind::Recode`] swaps a closure's code `from` for `to`, which has
+//! `from`'s captures. Every closure copy of `from` is made with a copy of
+//! each such `to` over the same (renamed) captures, and the recodings list
+//! those pairs; the two copies' captures are made the same list, so a
+//! closure of one is read as the other's.
 
 use crate::layout::width;
 use crate::marshal;
 use nabla_lang::core::lower_typed::Entry;
 use nabla_lang::core::typed::{
-    Expr, ExprKind, Fun, FunId, GlobalId, Lit, Local, LocalInfo, Pat, Program,
+    Expr, ExprKind, Fun, FunId, Global, GlobalId, Lit, Local, LocalInfo, Pat, Program,
 };
 use nabla_lang::prim::Prim;
 use nabla_lang::syntax::span::Span;
@@ -131,10 +136,22 @@ fn mk(kind: ExprKind, ty: Type, span: Span) -> Expr {
     Expr { kind, ty, span }
 }
 
-fn has_recode(e: &Expr) -> bool {
-    let mut found = matches!(e.kind, ExprKind::Recode { .. });
-    e.for_each_child(|c| found = found || has_recode(c));
-    found
+/// The pairs of every [`ExprKind::Recode`] in `e`, added to `out`.
+fn recode_pairs(e: &Expr, out: &mut Vec<(FunId, FunId)>) {
+    if let ExprKind::Recode { cases, .. } = &e.kind {
+        out.extend(cases);
+    }
+    e.for_each_child(|c| recode_pairs(c, out));
+}
+
+/// True if `to` has `from`'s captures (their types, in order), as
+/// [`ExprKind::Recode`] promises.
+fn same_captures(src: &Program, from: FunId, to: FunId) -> bool {
+    let types = |f: FunId| {
+        let caps = &src.fun(f).captures;
+        caps.iter().map(|&l| src.local_ty(l)).collect::<Vec<_>>()
+    };
+    types(from) == types(to)
 }
 
 fn nodes(e: &Expr) -> usize {
@@ -181,17 +198,34 @@ struct Pass<'p> {
     entry_global: Option<GlobalId>,
     max_len: usize,
     max_copies: usize,
+    /// For each function a recoding may take a closure's code from, the
+    /// functions it gives the closure instead (original ids).
+    recode_targets: HashMap<FunId, Vec<FunId>>,
+    /// The closure copies of each original function.
+    closure_copies: HashMap<FunId, Vec<FunId>>,
+    /// (closure copy of `from`, original `to`) to the copy of `to` over the
+    /// same captures.
+    recoded: HashMap<(FunId, FunId), FunId>,
 }
 
 /// The program with small vectors kept as tuples, and its entry.
 pub(crate) fn rewrite(src: &Program, entry: Entry, max_vector_len: usize) -> (Program, Entry) {
-    let mut bodies = src
-        .funs
-        .iter()
-        .map(|f| &f.body)
-        .chain(src.globals.iter().map(|g| &g.body));
-    if bodies.any(has_recode) {
+    let mut pairs = Vec::new();
+    for body in src.funs.iter().map(|f| &f.body) {
+        recode_pairs(body, &mut pairs);
+    }
+    for body in src.globals.iter().map(|g| &g.body) {
+        recode_pairs(body, &mut pairs);
+    }
+    if !pairs.iter().all(|&(from, to)| same_captures(src, from, to)) {
         return (src.clone(), entry);
+    }
+    let mut recode_targets: HashMap<FunId, Vec<FunId>> = HashMap::new();
+    for (from, to) in pairs {
+        let targets = recode_targets.entry(from).or_default();
+        if !targets.contains(&to) {
+            targets.push(to);
+        }
     }
     let mut p = Pass {
         src,
@@ -209,6 +243,9 @@ pub(crate) fn rewrite(src: &Program, entry: Entry, max_vector_len: usize) -> (Pr
         },
         max_len: MAX_LEN.min(max_vector_len),
         max_copies: COPIES_PER_FUN * src.funs.len() + 16,
+        recode_targets,
+        closure_copies: HashMap::new(),
+        recoded: HashMap::new(),
     };
     let entry = match entry {
         Entry::Fun(f) => {
@@ -223,11 +260,11 @@ pub(crate) fn rewrite(src: &Program, entry: Entry, max_vector_len: usize) -> (Pr
         g.ty = repr_ty(&g.ty, &s);
         g.body = body;
     }
-    let funs = p
-        .funs
+    let mut funs: Vec<Fun> = std::mem::take(&mut p.funs)
         .into_iter()
         .map(|f| f.expect("every copy is finished"))
         .collect();
+    p.fill_recodes(&mut funs, &mut globals);
     let prog = Program {
         locals: p.locals,
         funs,
@@ -297,6 +334,10 @@ impl Pass<'_> {
         self.rets.push(None);
         self.early.push(false);
         self.copies.insert(key.clone(), id);
+        if value {
+            self.closure_copies.entry(f).or_default().push(id);
+        }
+        let renamed: Vec<(Local, Shape)> = outer.iter().map(|(_, v)| v.clone()).collect();
         let mut inner: Env = outer.into_iter().collect();
         let new_params: Vec<(Pat, Type)> = fun
             .params
@@ -319,6 +360,9 @@ impl Pass<'_> {
             p.for_each_local(&mut |l| bound.push(l));
         }
         let body = self.with_remade(&bound, body);
+        if value {
+            self.recode_copies(f, id, &renamed);
+        }
         // A captured tuple's vector is made where the tuple is bound.
         let mut captures = key.captures;
         let remade: Vec<Local> = captures
@@ -337,6 +381,71 @@ impl Pass<'_> {
         });
         self.rets[id.0 as usize] = Some(ret);
         id
+    }
+
+    /// The copies of the functions a recoding may give closure copy `id`
+    /// of `f` instead, over the same captures (`renamed`, in the order of
+    /// `f`'s).
+    fn recode_copies(&mut self, f: FunId, id: FunId, renamed: &[(Local, Shape)]) {
+        let Some(targets) = self.recode_targets.get(&f).cloned() else {
+            return;
+        };
+        for to in targets {
+            let src = self.src;
+            let target = src.fun(to);
+            let env: Env = target
+                .captures
+                .iter()
+                .copied()
+                .zip(renamed.to_vec())
+                .collect();
+            let params = vec![Shape::Any; target.params.len()];
+            let copy = self.copy(to, &env, params, true);
+            self.recoded.insert((id, to), copy);
+        }
+    }
+
+    /// Lists in each recoding (still naming original functions) the pairs
+    /// of copies: every closure copy of a `from` with its copy of `to`. A
+    /// pair's captures are made one list (a captured tuple's vector may be
+    /// needed by one copy only; it is bound wherever the tuple is).
+    fn fill_recodes(&self, funs: &mut [Fun], globals: &mut [Global]) {
+        let cases = |orig: &[(FunId, FunId)]| -> Vec<(FunId, FunId)> {
+            let mut out = Vec::new();
+            for &(from, to) in orig {
+                for &c in self.closure_copies.get(&from).into_iter().flatten() {
+                    out.push((c, self.recoded[&(c, to)]));
+                }
+            }
+            out
+        };
+        for body in funs
+            .iter_mut()
+            .map(|f| &mut f.body)
+            .chain(globals.iter_mut().map(|g| &mut g.body))
+        {
+            fill_cases(body, &cases);
+        }
+        // Until no pair differs: a copy may be in several pairs.
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for (&(from, _), &to) in &self.recoded {
+                let (a, b) = (
+                    &funs[from.0 as usize].captures,
+                    &funs[to.0 as usize].captures,
+                );
+                if a == b {
+                    continue;
+                }
+                let mut union: Vec<Local> = a.iter().chain(b).copied().collect();
+                union.sort();
+                union.dedup();
+                funs[from.0 as usize].captures = union.clone();
+                funs[to.0 as usize].captures = union;
+                changed = true;
+            }
+        }
     }
 
     /// Global `g`'s new body and shape (made on first use). A global of a
@@ -598,8 +707,14 @@ impl Pass<'_> {
                     ExprKind::TangentShape(plain_box(self, a, env), plain_box(self, b, env), *role);
                 (same(kind), Shape::Any)
             }
-            // Not reached: programs with `Recode` are left as they are.
-            ExprKind::Recode { .. } => (e.clone(), Shape::Any),
+            // The cases still name original functions (`Pass::fill_recodes`).
+            ExprKind::Recode { closure, cases } => {
+                let kind = ExprKind::Recode {
+                    closure: plain_box(self, closure, env),
+                    cases: cases.clone(),
+                };
+                (same(kind), Shape::Any)
+            }
             ExprKind::Tape { op, slot, args } => {
                 let args = args.iter().map(|a| self.plain(a, env)).collect();
                 let kind = ExprKind::Tape {
@@ -780,6 +895,14 @@ impl Pass<'_> {
         };
         let_(t, v, let_(j, i, body))
     }
+}
+
+/// Each recoding's cases in `e` replaced by `cases` of them.
+fn fill_cases(e: &mut Expr, cases: &impl Fn(&[(FunId, FunId)]) -> Vec<(FunId, FunId)>) {
+    if let ExprKind::Recode { cases: c, .. } = &mut e.kind {
+        *c = cases(c);
+    }
+    e.for_each_child_mut(|x| fill_cases(x, cases));
 }
 
 fn typed_if(c: Expr, a: Expr, b: Expr) -> Expr {
