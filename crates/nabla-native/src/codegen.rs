@@ -136,13 +136,14 @@ pub(crate) struct Codegen<'p> {
     /// Every function defined: its id, code size in bytes and name (for
     /// profilers' symbol maps).
     pub sizes: Vec<(FuncId, u32, String)>,
-    /// The functions `map`ped over a vector somewhere in the program
-    /// (inlined as loop bodies are, also where they are called directly).
-    mapped: HashSet<FunId>,
+    /// The element functions: those `map`ped over a vector somewhere in the
+    /// program, before small vectors were made tuples (inlined as loop bodies
+    /// are, also where they are called directly).
+    elements: HashSet<FunId>,
 }
 
 /// The functions given to `map` in `prog`.
-fn mapped_functions(prog: &Program) -> HashSet<FunId> {
+pub(crate) fn mapped_functions(prog: &Program) -> HashSet<FunId> {
     let mut out = HashSet::new();
     let mut work: Vec<&Expr> = prog.funs.iter().map(|f| &f.body).collect();
     work.extend(prog.globals.iter().map(|g| &g.body));
@@ -158,7 +159,13 @@ fn mapped_functions(prog: &Program) -> HashSet<FunId> {
 }
 
 impl<'p> Codegen<'p> {
-    pub(crate) fn new(prog: &'p Program, module: JITModule, count_calls: bool, dump: bool) -> Self {
+    pub(crate) fn new(
+        prog: &'p Program,
+        elements: HashSet<FunId>,
+        module: JITModule,
+        count_calls: bool,
+        dump: bool,
+    ) -> Self {
         let mut slots = Vec::new();
         let mut next = 0;
         for g in &prog.globals {
@@ -179,7 +186,7 @@ impl<'p> Codegen<'p> {
             count_calls,
             dumps: dump.then(Vec::new),
             sizes: Vec::new(),
-            mapped: mapped_functions(prog),
+            elements,
         }
     }
 
@@ -2874,7 +2881,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         // A `map`ped function is an element function: called directly, it
         // is an element of a sum added straight (`translate::dual`), one
         // call per element as in a loop, and as large a body is inlined.
-        let element = self.cg.mapped.contains(&f);
+        let element = self.cg.elements.contains(&f);
         if !tail && (self.may_inline(f) || element && self.may_inline_in_loop(f)) {
             return self.inline(f, &argv, span).map(Some);
         }

@@ -31,7 +31,7 @@ pub use untrusted::run_untrusted_both;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_jit::{ArenaMemoryProvider, JITBuilder, JITModule};
 use nabla_lang::core::lower_typed::{Entry, Unsupported};
-use nabla_lang::core::typed::Program;
+use nabla_lang::core::typed::{FunId, Program};
 use nabla_lang::eval::{Limits, RuntimeError, Value};
 use nabla_lang::syntax::span::Span;
 use nabla_lang::types::Type;
@@ -96,11 +96,22 @@ impl Native {
                 span,
             });
         }
-        let (prog, entry) = &small_vecs::rewrite(prog, entry, options.limits.max_vector_len);
-        let entry = *entry;
+        let mapped = codegen::mapped_functions(prog);
+        let small_vecs::Rewritten {
+            prog,
+            entry,
+            origins,
+        } = small_vecs::rewrite(prog, entry, options.limits.max_vector_len);
+        let prog = &prog;
+        // Every copy of a function given to `map` is an element function.
+        let elements = (0..prog.funs.len() as u32)
+            .map(FunId)
+            .filter(|f| mapped.contains(&origins[f.0 as usize]))
+            .collect();
         let module = jit_module()?;
         let mut cg = codegen::Codegen::new(
             prog,
+            elements,
             module,
             options.limits.max_calls.is_some(),
             options.keep_ir,

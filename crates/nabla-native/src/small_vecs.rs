@@ -179,6 +179,8 @@ struct Pass<'p> {
     locals: Vec<LocalInfo>,
     /// The copies made, by new id (`None` while being made).
     funs: Vec<Option<Fun>>,
+    /// The function each copy is of, by new id.
+    origins: Vec<FunId>,
     copies: HashMap<Key, FunId>,
     /// Each copy's result shape, `None` while its body is being made; a
     /// recursive call then sees [`Shape::Any`] and the copy is marked, so
@@ -208,8 +210,23 @@ struct Pass<'p> {
     recoded: HashMap<(FunId, FunId), FunId>,
 }
 
-/// The program with small vectors kept as tuples, and its entry.
-pub(crate) fn rewrite(src: &Program, entry: Entry, max_vector_len: usize) -> (Program, Entry) {
+/// The program with small vectors kept as tuples.
+pub(crate) struct Rewritten {
+    /// The new program.
+    pub prog: Program,
+    /// Its entry.
+    pub entry: Entry,
+    /// Each new function's original, by new id.
+    pub origins: Vec<FunId>,
+}
+
+/// `src` with small vectors kept as tuples.
+pub(crate) fn rewrite(src: &Program, entry: Entry, max_vector_len: usize) -> Rewritten {
+    let unchanged = || Rewritten {
+        prog: src.clone(),
+        entry,
+        origins: (0..src.funs.len() as u32).map(FunId).collect(),
+    };
     let mut pairs = Vec::new();
     for body in src.funs.iter().map(|f| &f.body) {
         recode_pairs(body, &mut pairs);
@@ -218,7 +235,7 @@ pub(crate) fn rewrite(src: &Program, entry: Entry, max_vector_len: usize) -> (Pr
         recode_pairs(body, &mut pairs);
     }
     if !pairs.iter().all(|&(from, to)| same_captures(src, from, to)) {
-        return (src.clone(), entry);
+        return unchanged();
     }
     let mut recode_targets: HashMap<FunId, Vec<FunId>> = HashMap::new();
     for (from, to) in pairs {
@@ -231,6 +248,7 @@ pub(crate) fn rewrite(src: &Program, entry: Entry, max_vector_len: usize) -> (Pr
         src,
         locals: src.locals.clone(),
         funs: Vec::new(),
+        origins: Vec::new(),
         copies: HashMap::new(),
         rets: Vec::new(),
         early: Vec::new(),
@@ -270,7 +288,11 @@ pub(crate) fn rewrite(src: &Program, entry: Entry, max_vector_len: usize) -> (Pr
         funs,
         globals,
     };
-    (prog, entry)
+    Rewritten {
+        prog,
+        entry,
+        origins: p.origins,
+    }
 }
 
 impl Pass<'_> {
@@ -331,6 +353,7 @@ impl Pass<'_> {
         }
         let id = FunId(self.funs.len() as u32);
         self.funs.push(None);
+        self.origins.push(f);
         self.rets.push(None);
         self.early.push(false);
         self.copies.insert(key.clone(), id);
