@@ -142,16 +142,32 @@ pub(crate) struct Codegen<'p> {
     elements: HashSet<FunId>,
 }
 
-/// The functions given to `map` in `prog`.
+/// The functions given to `map` in `prog`, and those a `fold`'s step calls
+/// on each element (the fused `sum (map g v)` of `translate::dual` folds
+/// `fun acc a -> add acc (g a)`).
 pub(crate) fn mapped_functions(prog: &Program) -> HashSet<FunId> {
     let mut out = HashSet::new();
     let mut work: Vec<&Expr> = prog.funs.iter().map(|f| &f.body).collect();
     work.extend(prog.globals.iter().map(|g| &g.body));
     while let Some(e) = work.pop() {
-        if let ExprKind::Prim(Prim::Map, args) = &e.kind
-            && let Some(ExprKind::Closure(f)) = args.first().map(|a| &a.kind)
-        {
-            out.insert(*f);
+        match &e.kind {
+            ExprKind::Prim(Prim::Map, args) => {
+                if let Some(ExprKind::Closure(f)) = args.first().map(|a| &a.kind) {
+                    out.insert(*f);
+                }
+            }
+            ExprKind::Prim(Prim::Fold, args) => {
+                if let Some(ExprKind::Closure(f)) = args.first().map(|a| &a.kind)
+                    && let ExprKind::Call(_, xs) = &prog.fun(*f).body.kind
+                {
+                    for x in xs {
+                        if let ExprKind::Call(g, _) = &x.kind {
+                            out.insert(*g);
+                        }
+                    }
+                }
+            }
+            _ => {}
         }
         e.for_each_child(|c| work.push(c));
     }
