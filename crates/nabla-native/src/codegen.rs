@@ -3001,13 +3001,19 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     ) -> R<Vals> {
         let (c, owned) = self.borrowed(closure)?;
         let xv = self.owned_value(x)?;
-        self.before_call(span)?;
         let r = self.by_code(c[0], cases, rets, span, |g, to| {
+            let captures = g.captures_in(c[0], to, span)?;
+            // A small body (a partial application, `fun x -> -(f x)`) is
+            // inlined, its captures bound to the closure's slots for it.
+            if g.may_inline(to) {
+                return g.inline_recoded(to, captures, &xv, span);
+            }
             let mut args = vec![g.ctx];
-            for (_, vals) in g.captures_in(c[0], to, span)? {
+            for (_, vals) in captures {
                 args.extend(vals);
             }
             args.extend_from_slice(&xv);
+            g.before_call(span)?;
             let id = g.cg.fun_id(to)?;
             let r = g.call(id, &args);
             g.check_failed_at(span)?;
@@ -3015,6 +3021,49 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         })?;
         self.release(&closure.ty, &c, owned)?;
         Ok(r)
+    }
+
+    /// `to`'s body in place of a call of it, over `captures` read from a
+    /// closure and the argument `xv`. The body's errors leave through a
+    /// block that reports them at the application `span`, as
+    /// [`Self::check_failed_at`] after the call would (the interpreter
+    /// reports a closure's error at its innermost application).
+    fn inline_recoded(
+        &mut self,
+        to: FunId,
+        captures: Vec<(Type, Vals)>,
+        xv: &[ir::Value],
+        span: Span,
+    ) -> R<Vals> {
+        let locals = self.cg.prog.fun(to).captures.clone();
+        let shadowed: Vec<(Local, Option<Vals>)> = locals
+            .iter()
+            .zip(captures)
+            .map(|(&l, (_, vals))| (l, self.vars.insert(l, vals)))
+            .collect();
+        // The error block is made first: a block is filled before another
+        // is begun.
+        let outer_unwind = self.unwind;
+        let (here, body) = (self.b.create_block(), self.b.create_block());
+        self.b.set_cold_block(here);
+        self.b.ins().jump(body, &[]);
+        self.b.switch_to_block(here);
+        let site = self.cg.import("rt_error_site", &[PTR, types::I32], &[])?;
+        let s = self.cg.span_index(span);
+        let s = self.b.ins().iconst(types::I32, s);
+        self.call(site, &[self.ctx, s]);
+        self.b.ins().jump(outer_unwind, &[]);
+        self.b.switch_to_block(body);
+        self.unwind = here;
+        let r = self.inline(to, xv, span);
+        self.unwind = outer_unwind;
+        for (l, before) in shadowed {
+            match before {
+                Some(vals) => self.vars.insert(l, vals),
+                None => self.vars.remove(&l),
+            };
+        }
+        r
     }
 
     /// Branches on the code of closure `c` to `arm(self, to)` for the
