@@ -1754,12 +1754,19 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         self.b.set_cold_block(bad);
         self.b.ins().brif(failed, bad, &[], ok, &[]);
         self.b.switch_to_block(bad);
+        self.unwind_from(span)?;
+        self.b.switch_to_block(ok);
+        Ok(())
+    }
+
+    /// Ends the current block: an error returning through the closure
+    /// application at `span` gets its position there, and unwinds.
+    fn unwind_from(&mut self, span: Span) -> R<()> {
         let f = self.cg.import("rt_error_site", &[PTR, types::I32], &[])?;
         let s = self.cg.span_index(span);
         let s = self.b.ins().iconst(types::I32, s);
         self.call(f, &[self.ctx, s]);
         self.b.ins().jump(self.unwind, &[]);
-        self.b.switch_to_block(ok);
         Ok(())
     }
 
@@ -3048,11 +3055,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         self.b.set_cold_block(here);
         self.b.ins().jump(body, &[]);
         self.b.switch_to_block(here);
-        let site = self.cg.import("rt_error_site", &[PTR, types::I32], &[])?;
-        let s = self.cg.span_index(span);
-        let s = self.b.ins().iconst(types::I32, s);
-        self.call(site, &[self.ctx, s]);
-        self.b.ins().jump(outer_unwind, &[]);
+        self.unwind_from(span)?;
         self.b.switch_to_block(body);
         self.unwind = here;
         let r = self.inline(to, xv, span);
