@@ -136,9 +136,9 @@ pub(crate) struct Codegen<'p> {
     /// Every function defined: its id, code size in bytes and name (for
     /// profilers' symbol maps).
     pub sizes: Vec<(FuncId, u32, String)>,
-    /// The element functions: those `map`ped over a vector somewhere in the
-    /// program, before small vectors were made tuples (inlined as loop bodies
-    /// are, also where they are called directly).
+    /// The element functions ([`mapped_functions`] of the program before
+    /// small vectors were made tuples, and their copies): inlined as loop
+    /// bodies are, also where they are called directly.
     elements: HashSet<FunId>,
 }
 
@@ -2901,9 +2901,9 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let fun = self.cg.prog.fun(f);
         // Not in tail position: inlining there would turn the body's own
         // tail calls into calls that grow the stack.
-        // A `map`ped function is an element function: called directly, it
-        // is an element of a sum added straight (`translate::dual`), one
-        // call per element as in a loop, and as large a body is inlined.
+        // An element function called directly is an element of a sum added
+        // straight (`translate::dual`) or of an unrolled `map`: one call per
+        // element as in a loop, and as large a body is inlined.
         let element = self.cg.elements.contains(&f);
         if !tail && (self.may_inline(f) || element && self.may_inline_in_loop(f)) {
             return self.inline(f, &argv, span).map(Some);
