@@ -29,7 +29,9 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::JITModule;
 use cranelift_module::{FuncId, Linkage, Module};
 use nabla_lang::core::lower_typed::{Entry, Unsupported};
-use nabla_lang::core::typed::{Expr, ExprKind, FunId, GlobalId, Lit, Local, Pat, Program, TapeOp};
+use nabla_lang::core::typed::{
+    Expr, ExprKind, Fun, FunId, GlobalId, Lit, Local, Pat, Program, TapeOp,
+};
 use nabla_lang::prim::{Prim, RealFn, Selection};
 use nabla_lang::syntax::span::Span;
 use nabla_lang::types::Type;
@@ -560,6 +562,28 @@ fn is_small_leaf(body: &Expr) -> bool {
         e.for_each_child(|c| work.push(c));
     }
     true
+}
+
+/// The locals `fun` binds: its parameters' and its body's `let`s' and
+/// `match` arms' (not those of the functions it makes: those are theirs).
+fn bound_locals(fun: &Fun) -> impl Iterator<Item = Local> {
+    let mut out = Vec::new();
+    for (p, _) in &fun.params {
+        p.for_each_local(&mut |l| out.push(l));
+    }
+    let mut work = vec![&fun.body];
+    while let Some(e) = work.pop() {
+        match &e.kind {
+            ExprKind::Let(p, _, _) => p.for_each_local(&mut |l| out.push(l)),
+            ExprKind::Case { left, right, .. } => {
+                left.0.for_each_local(&mut |l| out.push(l));
+                right.0.for_each_local(&mut |l| out.push(l));
+            }
+            _ => {}
+        }
+        e.for_each_child(|c| work.push(c));
+    }
+    out.into_iter()
 }
 
 /// True if `body` calls into the runtime for a real function (`exp`,
@@ -3398,6 +3422,11 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let r = self.owned_value(&fun.body);
         self.drop_scope(mark);
         self.inlining.pop();
+        // The body's locals go out of scope ([`Self::may_inline_within`]
+        // made sure none was bound here before).
+        for l in bound_locals(fun) {
+            self.vars.remove(&l);
+        }
         r
     }
 
@@ -3430,8 +3459,15 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         if self.inlining.contains(&f) || self.current.is_some_and(|(me, _)| me == f) {
             return false;
         }
+        // A function whose locals are bound here — one this function is
+        // nested in, whose locals it captures (a captured local keeps its
+        // id) — is called: its body would rebind them.
+        let fun = self.cg.prog.fun(f);
+        if bound_locals(fun).any(|l| self.vars.contains_key(&l)) {
+            return false;
+        }
         // A small leaf at any depth: it has no loop counters to spill.
-        let body = &self.cg.prog.fun(f).body;
+        let body = &fun.body;
         is_small_leaf(body)
             || self.inlining.len() < DEPTH
                 && body_nodes(body, budget).is_some_and(|n| self.inlined_nodes + n <= INLINE_BUDGET)
