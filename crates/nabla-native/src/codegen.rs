@@ -829,6 +829,9 @@ struct FnGen<'a, 'b, 'p> {
     /// Expression nodes inlined into this function so far (at most
     /// [`INLINE_BUDGET`]).
     inlined_nodes: usize,
+    /// The most inlined nodes this function may take in: [`INLINE_BUDGET`],
+    /// less while a direct application's body is inlined.
+    inline_cap: usize,
     /// Facts for bounds checks, about SSA values (each defined once, so a
     /// fact holds wherever its values are): the vectors each length was
     /// loaded from, and the vectors each loop counter is below the length
@@ -878,6 +881,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             span_arg: None,
             inlining: Vec::new(),
             inlined_nodes: 0,
+            inline_cap: INLINE_BUDGET,
             lengths: HashMap::new(),
             below: HashMap::new(),
             hoisted: HashMap::new(),
@@ -3036,9 +3040,24 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             let captures = g.captures_in(c[0], to, span)?;
             // A small body (a partial application, `fun x -> -(f x)`) is
             // inlined, its captures bound to the closure's slots for it.
-            if g.may_inline(to) {
-                return g.inline_recoded(to, captures, &xv, span);
+            // A direct application (a closure applied to a tuple calls a
+            // copy of its function for it, `small_vecs::Pass::apply`): its
+            // body is inlined, and the direct applications in it, but of
+            // what it calls only small leaves. Inlining the calls behind
+            // such closures too took saddle's compile 2–3× for 5 % fewer
+            // instructions.
+            let direct = !matches!(&closure.ty, Type::Fun(p, _) if **p == x.ty);
+            let cap = g.inline_cap;
+            if direct {
+                let own = body_nodes(&g.cg.prog.fun(to).body, INLINE_BUDGET);
+                g.inline_cap = INLINE_BUDGET.min(g.inlined_nodes + own.unwrap_or(INLINE_BUDGET));
             }
+            if g.may_inline(to) {
+                let r = g.inline_recoded(to, captures, &xv, span);
+                g.inline_cap = cap;
+                return r;
+            }
+            g.inline_cap = cap;
             let mut args = vec![g.ctx];
             for (_, vals) in captures {
                 args.extend(vals);
@@ -3470,7 +3489,8 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let body = &fun.body;
         is_small_leaf(body)
             || self.inlining.len() < DEPTH
-                && body_nodes(body, budget).is_some_and(|n| self.inlined_nodes + n <= INLINE_BUDGET)
+                && body_nodes(body, budget)
+                    .is_some_and(|n| self.inlined_nodes + n <= self.inline_cap)
     }
 
     fn vec_len(&mut self, v: ir::Value) -> ir::Value {

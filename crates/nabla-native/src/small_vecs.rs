@@ -33,6 +33,7 @@
 
 use crate::layout::width;
 use crate::marshal;
+use nabla_lang::core::flow::Flow;
 use nabla_lang::core::lower_typed::Entry;
 use nabla_lang::core::typed::{
     Expr, ExprKind, Fun, FunId, Global, GlobalId, Lit, Local, LocalInfo, Pat, Program,
@@ -160,16 +161,38 @@ fn nodes(e: &Expr) -> usize {
     n
 }
 
+/// How a copy of a function is called.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Use {
+    /// Directly, by [`ExprKind::Call`]: its result may be kept as tuples.
+    Call,
+    /// As a closure's code: its result is represented as its type says.
+    Closure,
+    /// Directly over the captures of a closure (of a copy with the same
+    /// captures), where the closure is applied to an argument kept as
+    /// tuples: its result is represented as its type says.
+    Direct,
+}
+
 /// One copy of a function: which, with what captures (after renaming),
-/// parameters of what shapes, and whether it is used as a value (then its
-/// result is represented as its type says).
+/// parameters of what shapes, called how.
 #[derive(Clone, PartialEq, Eq, Hash)]
 struct Key {
     fun: FunId,
     captures: Vec<Local>,
     params: Vec<Shape>,
-    value: bool,
+    called: Use,
 }
+
+/// For each function whose closures are applied to an argument kept as
+/// tuples: the function called instead (itself, or a recoding's target)
+/// and the argument's shape.
+type Directs = HashMap<FunId, Vec<(FunId, Shape)>>;
+
+/// How many times the pass runs at most: each run makes the direct copies
+/// the applications found by the runs before ask for (a direct copy's body
+/// may have such applications of its own).
+const MAX_RUNS: usize = 3;
 
 /// The locals in scope: their new ids and shapes.
 type Env = HashMap<Local, (Local, Shape)>;
@@ -208,6 +231,16 @@ struct Pass<'p> {
     /// (closure copy of `from`, original `to`) to the copy of `to` over the
     /// same captures.
     recoded: HashMap<(FunId, FunId), FunId>,
+    /// Which closures can reach which application (of the original program).
+    flow: &'p Flow,
+    /// The direct copies to make with every closure copy (found by the runs
+    /// before this one).
+    wanted: &'p Directs,
+    /// The direct copies the applications of this run ask for.
+    asked: Directs,
+    /// (closure copy of `from`, original `to`, argument shape) to the
+    /// direct copy of `to` over the same captures.
+    direct: HashMap<(FunId, FunId, Shape), FunId>,
 }
 
 /// The program with small vectors kept as tuples.
@@ -222,11 +255,6 @@ pub(crate) struct Rewritten {
 
 /// `src` with small vectors kept as tuples.
 pub(crate) fn rewrite(src: &Program, entry: Entry, max_vector_len: usize) -> Rewritten {
-    let unchanged = || Rewritten {
-        prog: src.clone(),
-        entry,
-        origins: (0..src.funs.len() as u32).map(FunId).collect(),
-    };
     let mut pairs = Vec::new();
     for body in src.funs.iter().map(|f| &f.body) {
         recode_pairs(body, &mut pairs);
@@ -235,7 +263,11 @@ pub(crate) fn rewrite(src: &Program, entry: Entry, max_vector_len: usize) -> Rew
         recode_pairs(body, &mut pairs);
     }
     if !pairs.iter().all(|&(from, to)| same_captures(src, from, to)) {
-        return unchanged();
+        return Rewritten {
+            prog: src.clone(),
+            entry,
+            origins: (0..src.funs.len() as u32).map(FunId).collect(),
+        };
     }
     let mut recode_targets: HashMap<FunId, Vec<FunId>> = HashMap::new();
     for (from, to) in pairs {
@@ -244,6 +276,39 @@ pub(crate) fn rewrite(src: &Program, entry: Entry, max_vector_len: usize) -> Rew
             targets.push(to);
         }
     }
+    let flow = Flow::solve(src);
+    let mut wanted = Directs::new();
+    let mut run = 1;
+    loop {
+        let (out, asked) =
+            rewrite_once(src, entry, max_vector_len, &recode_targets, &flow, &wanted);
+        let mut more = false;
+        for (from, calls) in asked {
+            let known = wanted.entry(from).or_default();
+            for call in calls {
+                if !known.contains(&call) {
+                    known.push(call);
+                    more = true;
+                }
+            }
+        }
+        if !more || run == MAX_RUNS {
+            return out;
+        }
+        run += 1;
+    }
+}
+
+/// One run of the pass, making the direct copies in `wanted`; also returns
+/// the direct copies its applications asked for.
+fn rewrite_once(
+    src: &Program,
+    entry: Entry,
+    max_vector_len: usize,
+    recode_targets: &HashMap<FunId, Vec<FunId>>,
+    flow: &Flow,
+    wanted: &Directs,
+) -> (Rewritten, Directs) {
     let mut p = Pass {
         src,
         locals: src.locals.clone(),
@@ -261,14 +326,18 @@ pub(crate) fn rewrite(src: &Program, entry: Entry, max_vector_len: usize) -> Rew
         },
         max_len: MAX_LEN.min(max_vector_len),
         max_copies: COPIES_PER_FUN * src.funs.len() + 16,
-        recode_targets,
+        recode_targets: recode_targets.clone(),
         closure_copies: HashMap::new(),
         recoded: HashMap::new(),
+        flow,
+        wanted,
+        asked: Directs::new(),
+        direct: HashMap::new(),
     };
     let entry = match entry {
         Entry::Fun(f) => {
             let params = vec![Shape::Any; src.fun(f).params.len()];
-            Entry::Fun(p.copy(f, &Env::new(), params, true))
+            Entry::Fun(p.copy(f, &Env::new(), params, Use::Closure))
         }
         g => g,
     };
@@ -283,16 +352,18 @@ pub(crate) fn rewrite(src: &Program, entry: Entry, max_vector_len: usize) -> Rew
         .map(|f| f.expect("every copy is finished"))
         .collect();
     p.fill_recodes(&mut funs, &mut globals);
+    let asked = std::mem::take(&mut p.asked);
     let prog = Program {
         locals: p.locals,
         funs,
         globals,
     };
-    Rewritten {
+    let out = Rewritten {
         prog,
         entry,
         origins: p.origins,
-    }
+    };
+    (out, asked)
 }
 
 impl Pass<'_> {
@@ -334,7 +405,7 @@ impl Pass<'_> {
 
     /// The copy of `f` for `params` (made if new), its captures renamed
     /// as in `env`.
-    fn copy(&mut self, f: FunId, env: &Env, params: Vec<Shape>, value: bool) -> FunId {
+    fn copy(&mut self, f: FunId, env: &Env, params: Vec<Shape>, called: Use) -> FunId {
         let src = self.src;
         let fun = src.fun(f);
         let outer: Vec<(Local, (Local, Shape))> = fun
@@ -346,7 +417,7 @@ impl Pass<'_> {
             fun: f,
             captures: outer.iter().map(|(_, (n, _))| *n).collect(),
             params: params.clone(),
-            value,
+            called,
         };
         if let Some(&id) = self.copies.get(&key) {
             return id;
@@ -357,7 +428,7 @@ impl Pass<'_> {
         self.rets.push(None);
         self.early.push(false);
         self.copies.insert(key.clone(), id);
-        if value {
+        if called == Use::Closure {
             self.closure_copies.entry(f).or_default().push(id);
         }
         let renamed: Vec<(Local, Shape)> = outer.iter().map(|(_, v)| v.clone()).collect();
@@ -369,7 +440,7 @@ impl Pass<'_> {
             .map(|((p, t), s)| (self.bind(p, s, &mut inner), repr_ty(t, s)))
             .collect();
         let (body, s) = self.expr(&fun.body, &mut inner);
-        let ret = if value
+        let ret = if called != Use::Call
             || self.early[id.0 as usize]
             || width(&repr_ty(&fun.ret, &s.repr())) > MAX_FLAT
         {
@@ -383,8 +454,9 @@ impl Pass<'_> {
             p.for_each_local(&mut |l| bound.push(l));
         }
         let body = self.with_remade(&bound, body);
-        if value {
+        if called == Use::Closure {
             self.recode_copies(f, id, &renamed);
+            self.direct_copies(f, id, &renamed);
         }
         // A captured tuple's vector is made where the tuple is bound.
         let mut captures = key.captures;
@@ -423,37 +495,70 @@ impl Pass<'_> {
                 .zip(renamed.to_vec())
                 .collect();
             let params = vec![Shape::Any; target.params.len()];
-            let copy = self.copy(to, &env, params, true);
+            let copy = self.copy(to, &env, params, Use::Closure);
             self.recoded.insert((id, to), copy);
         }
     }
 
-    /// Lists in each recoding (still naming original functions) the pairs
-    /// of copies: every closure copy of a `from` with its copy of `to`. A
-    /// pair's captures are made one list (a captured tuple's vector may be
-    /// needed by one copy only; it is bound wherever the tuple is).
-    fn fill_recodes(&self, funs: &mut [Fun], globals: &mut [Global]) {
-        let cases = |orig: &[(FunId, FunId)]| -> Vec<(FunId, FunId)> {
-            let mut out = Vec::new();
-            for &(from, to) in orig {
-                for &c in self.closure_copies.get(&from).into_iter().flatten() {
-                    out.push((c, self.recoded[&(c, to)]));
-                }
-            }
-            out
+    /// The direct copies wanted with closure copy `id` of `f`, over the
+    /// same captures (`renamed`, in the order of `f`'s). Past the budget of
+    /// copies none is made: the application calls the closure's code then
+    /// (`Pass::fill_recodes`).
+    fn direct_copies(&mut self, f: FunId, id: FunId, renamed: &[(Local, Shape)]) {
+        let Some(calls) = self.wanted.get(&f) else {
+            return;
         };
-        for body in funs
-            .iter_mut()
-            .map(|f| &mut f.body)
-            .chain(globals.iter_mut().map(|g| &mut g.body))
-        {
-            fill_cases(body, &cases);
+        for (to, shape) in calls {
+            if self.funs.len() >= self.max_copies {
+                return;
+            }
+            let env: Env = self
+                .src
+                .fun(*to)
+                .captures
+                .iter()
+                .copied()
+                .zip(renamed.to_vec())
+                .collect();
+            let copy = self.copy(*to, &env, vec![shape.clone()], Use::Direct);
+            self.direct.insert((id, *to, shape.clone()), copy);
         }
+    }
+
+    /// Lists in each recoding (still naming original functions) the pairs
+    /// of copies: every closure copy of a `from` with its copy of `to` — the
+    /// recoding's, or where the recoding is an application's made by
+    /// [`Pass::apply`], the direct copy for the argument's shape (or, past
+    /// the budget of copies, a wrapper that makes the argument a vector and
+    /// calls the closure's code). A pair's captures are made one list (a
+    /// captured tuple's vector may be needed by one copy only; it is bound
+    /// wherever the tuple is).
+    fn fill_recodes(&mut self, funs: &mut Vec<Fun>, globals: &mut [Global]) {
+        let mut wrappers = Vec::new();
+        for i in 0..funs.len() + globals.len() {
+            let slot = match funs.get_mut(i) {
+                Some(f) => &mut f.body,
+                None => &mut globals[i - funs.len()].body,
+            };
+            let mut body = std::mem::replace(slot, placeholder());
+            self.fill(&mut body, funs, &mut wrappers);
+            match funs.get_mut(i) {
+                Some(f) => f.body = body,
+                None => globals[i - funs.len()].body = body,
+            }
+        }
+        funs.extend(wrappers);
+        let pairs: Vec<(FunId, FunId)> = self
+            .recoded
+            .iter()
+            .map(|(&(from, _), &to)| (from, to))
+            .chain(self.direct.iter().map(|(&(from, _, _), &to)| (from, to)))
+            .collect();
         // Until no pair differs: a copy may be in several pairs.
         let mut changed = true;
         while changed {
             changed = false;
-            for (&(from, _), &to) in &self.recoded {
+            for &(from, to) in &pairs {
                 let (a, b) = (
                     &funs[from.0 as usize].captures,
                     &funs[to.0 as usize].captures,
@@ -469,6 +574,92 @@ impl Pass<'_> {
                 changed = true;
             }
         }
+    }
+
+    /// [`Pass::fill_recodes`] in `e`; new wrappers are added to `wrappers`
+    /// (their ids follow `funs`').
+    fn fill(&mut self, e: &mut Expr, funs: &[Fun], wrappers: &mut Vec<Fun>) {
+        match &mut e.kind {
+            ExprKind::Apply(f, x) => {
+                if let ExprKind::Recode { closure, cases } = &mut f.kind {
+                    *cases = self.cases(cases, Some(&x.ty), funs, wrappers);
+                    self.fill(closure, funs, wrappers);
+                    self.fill(x, funs, wrappers);
+                    return;
+                }
+            }
+            ExprKind::Recode { cases, .. } => *cases = self.cases(cases, None, funs, wrappers),
+            _ => {}
+        }
+        e.for_each_child_mut(|c| self.fill(c, funs, wrappers));
+    }
+
+    /// The pairs of copies of a recoding whose original pairs are `orig`,
+    /// applied to an argument of type `arg` if it is.
+    fn cases(
+        &mut self,
+        orig: &[(FunId, FunId)],
+        arg: Option<&Type>,
+        funs: &[Fun],
+        wrappers: &mut Vec<Fun>,
+    ) -> Vec<(FunId, FunId)> {
+        let mut out = Vec::new();
+        for &(from, to) in orig {
+            let param = &self.src.fun(to).params[0].1;
+            let shape = arg.map_or(Shape::Any, |a| shape_of(param, a));
+            let copies = self.closure_copies.get(&from).cloned().unwrap_or_default();
+            for c in copies {
+                let code = self.recoded.get(&(c, to)).copied();
+                if !shape.converted() {
+                    out.push((c, code.expect("a recoding's copy for every closure copy")));
+                    continue;
+                }
+                let key = (c, to, shape.clone());
+                let id = match self.direct.get(&key) {
+                    Some(&id) => id,
+                    None => {
+                        let id = self.wrapper(code.unwrap_or(c), &shape, param, funs, wrappers);
+                        self.direct.insert(key, id);
+                        id
+                    }
+                };
+                out.push((c, id));
+            }
+        }
+        out
+    }
+
+    /// A function over `code`'s captures that makes its argument (of shape
+    /// `shape` and type `ty`) a vector and calls `code` with it.
+    fn wrapper(
+        &mut self,
+        code: FunId,
+        shape: &Shape,
+        ty: &Type,
+        funs: &[Fun],
+        wrappers: &mut Vec<Fun>,
+    ) -> FunId {
+        let callee = &funs[code.0 as usize];
+        let span = callee.span;
+        let arg_ty = repr_ty(ty, shape);
+        let x = self.temp("x", arg_ty.clone());
+        let arg = self.rebuild(
+            mk(ExprKind::Local(x), arg_ty.clone(), span),
+            ty,
+            shape,
+            &Shape::Any,
+        );
+        let body = mk(ExprKind::Call(code, vec![arg]), callee.ret.clone(), span);
+        wrappers.push(Fun {
+            name: callee.name.clone(),
+            captures: callee.captures.clone(),
+            params: vec![(Pat::Local(x), arg_ty)],
+            ret: callee.ret.clone(),
+            body,
+            span,
+        });
+        self.origins.push(self.origins[code.0 as usize]);
+        FunId((funs.len() + wrappers.len() - 1) as u32)
     }
 
     /// Global `g`'s new body and shape (made on first use). A global of a
@@ -549,6 +740,13 @@ impl Pass<'_> {
         if let (ExprKind::Local(l), Shape::Len(_)) = (&e.kind, from) {
             return self.remade(*l, ty, span);
         }
+        self.rebuild(e, ty, from, to)
+    }
+
+    /// [`Pass::coerce`] of a value that is not a local's: the vectors made
+    /// again where it is used.
+    fn rebuild(&mut self, e: Expr, ty: &Type, from: &Shape, to: &Shape) -> Expr {
+        let span = e.span;
         let t = self.temp("_", e.ty.clone());
         let body = match (from, ty) {
             (Shape::Len(n), Type::Vec(elem)) => {
@@ -624,20 +822,17 @@ impl Pass<'_> {
                 for (((x, s), a), to) in xs.into_iter().zip(&ss).zip(args).zip(&shapes) {
                     argv.push(self.coerce(x, &a.ty, s, to));
                 }
-                let id = self.copy(*f, env, shapes, false);
+                let id = self.copy(*f, env, shapes, Use::Call);
                 let ret = self.ret_shape(id);
                 let ty = repr_ty(&e.ty, &ret);
                 (mk(ExprKind::Call(id, argv), ty, span), ret)
             }
             ExprKind::Closure(f) => {
                 let params = vec![Shape::Any; self.src.fun(*f).params.len()];
-                let id = self.copy(*f, env, params, true);
+                let id = self.copy(*f, env, params, Use::Closure);
                 (same(ExprKind::Closure(id)), Shape::Any)
             }
-            ExprKind::Apply(a, b) => {
-                let kind = ExprKind::Apply(plain_box(self, a, env), plain_box(self, b, env));
-                (same(kind), Shape::Any)
-            }
+            ExprKind::Apply(a, b) => self.apply(a, b, e, env),
             ExprKind::Let(p, v, body) => {
                 let (v2, s) = self.expr(v, env);
                 let p2 = self.bind(p, &s, env);
@@ -750,6 +945,71 @@ impl Pass<'_> {
         }
     }
 
+    /// `a b`. Where `b` is kept as tuples and every closure that can reach
+    /// `a` is known (by the flow analysis, or as a recoding's cases), the
+    /// application calls the copy of the closure's function for that
+    /// argument, chosen by the closure's code and run over the closure's
+    /// captures (an [`ExprKind::Recode`] applied, whose cases
+    /// [`Pass::fill_recodes`] lists): the argument is not made a vector.
+    /// Such a copy is made with every closure copy of the function, in the
+    /// runs after the one that found the application.
+    fn apply(&mut self, a: &Expr, b: &Expr, e: &Expr, env: &mut Env) -> (Expr, Shape) {
+        let span = e.span;
+        let (closure, pairs) = match &a.kind {
+            ExprKind::Recode { closure, cases } => (&**closure, cases.clone()),
+            _ => {
+                let src = self.src;
+                let fits = |g: &FunId| {
+                    let f = src.fun(*g);
+                    matches!(&f.params[..], [(_, t)] if *t == b.ty) && f.ret == e.ty
+                };
+                let pairs = self.flow.of(a).into_iter().filter(fits);
+                (a, pairs.map(|g| (g, g)).collect())
+            }
+        };
+        let c = self.plain(closure, env);
+        let (x, s) = self.expr(b, env);
+        let shape = s.repr();
+        if shape.converted() && !pairs.is_empty() {
+            let mut wanted = true;
+            for &(from, to) in &pairs {
+                let call = (to, shape.clone());
+                wanted &= self.wanted.get(&from).is_some_and(|w| w.contains(&call));
+                let asked = self.asked.entry(from).or_default();
+                if !asked.contains(&call) {
+                    asked.push(call);
+                }
+            }
+            if wanted {
+                let ty = Type::fun(repr_ty(&b.ty, &shape), e.ty.clone());
+                let cases = pairs;
+                let f = mk(
+                    ExprKind::Recode {
+                        closure: Box::new(c),
+                        cases,
+                    },
+                    ty,
+                    a.span,
+                );
+                let kind = ExprKind::Apply(Box::new(f), Box::new(x));
+                return (mk(kind, e.ty.clone(), span), Shape::Any);
+            }
+        }
+        let x = self.coerce(x, &b.ty, &s, &Shape::Any);
+        let f = match &a.kind {
+            ExprKind::Recode { cases, .. } => {
+                let kind = ExprKind::Recode {
+                    closure: Box::new(c),
+                    cases: cases.clone(),
+                };
+                mk(kind, a.ty.clone(), a.span)
+            }
+            _ => c,
+        };
+        let kind = ExprKind::Apply(Box::new(f), Box::new(x));
+        (mk(kind, e.ty.clone(), span), Shape::Any)
+    }
+
     fn prim(&mut self, p: Prim, args: &[Expr], e: &Expr, env: &mut Env) -> (Expr, Shape) {
         let span = e.span;
         match (p, args) {
@@ -808,7 +1068,7 @@ impl Pass<'_> {
                     let calls = (0..n)
                         .map(|k| {
                             let x = proj(t, &v2.ty, k, tuple_elem(&v2.ty, k), span);
-                            let id = self.copy(g, env, vec![Shape::Any], false);
+                            let id = self.copy(g, env, vec![Shape::Any], Use::Call);
                             mk(ExprKind::Call(id, vec![x]), b.clone(), span)
                         })
                         .collect();
@@ -836,7 +1096,7 @@ impl Pass<'_> {
                     // then indexes small vectors by a constant.
                     let calls = (0..k)
                         .map(|i| {
-                            let id = self.copy(g, env, vec![Shape::Int(i as i64)], false);
+                            let id = self.copy(g, env, vec![Shape::Int(i as i64)], Use::Call);
                             let arg = mk(ExprKind::Lit(Lit::Int(i as i64)), Type::Int, span);
                             mk(ExprKind::Call(id, vec![arg]), elem.clone(), span)
                         })
@@ -920,12 +1180,16 @@ impl Pass<'_> {
     }
 }
 
-/// Each recoding's cases in `e` replaced by `cases` of them.
-fn fill_cases(e: &mut Expr, cases: &impl Fn(&[(FunId, FunId)]) -> Vec<(FunId, FunId)>) {
-    if let ExprKind::Recode { cases: c, .. } = &mut e.kind {
-        *c = cases(c);
+/// The shape of a value of type `ty` represented as type `repr` (the
+/// inverse of [`repr_ty`]).
+fn shape_of(ty: &Type, repr: &Type) -> Shape {
+    match (ty, repr) {
+        (Type::Vec(_), Type::Tuple(ts)) => Shape::Len(ts.len()),
+        (Type::Tuple(ts), Type::Tuple(rs)) if ts.len() == rs.len() => {
+            Shape::tuple(ts.iter().zip(rs).map(|(t, r)| shape_of(t, r)).collect())
+        }
+        _ => Shape::Any,
     }
-    e.for_each_child_mut(|x| fill_cases(x, cases));
 }
 
 fn typed_if(c: Expr, a: Expr, b: Expr) -> Expr {
@@ -967,4 +1231,9 @@ fn after(first: Expr, body: Expr) -> Expr {
         ty,
         span,
     )
+}
+
+/// A body's stand-in while it is being filled in.
+fn placeholder() -> Expr {
+    mk(ExprKind::Lit(Lit::Unit), Type::Unit, Span::default())
 }

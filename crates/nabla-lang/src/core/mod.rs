@@ -9,6 +9,7 @@
 //! interpreter never looks a name up.
 
 pub mod desugar;
+pub mod flow;
 pub mod lower;
 pub mod lower_typed;
 pub mod named;
