@@ -821,6 +821,10 @@ impl Prim {
 /// the program binds `size` to).
 pub const PRIM_PREFIX: &str = "prim'";
 
+/// The `prim'fail` code native code raises where a vector it proved to have
+/// `b` elements has `a` (a compiler bug, reported as one).
+pub const FAIL_PROVED_LENGTH: i64 = 10;
+
 /// The message of the run-time error `prim'fail code a b` raises (the
 /// interpreter's and native code's, so both say the same).
 pub fn fail_message(code: i64, a: i64, b: i64) -> String {
@@ -835,6 +839,9 @@ pub fn fail_message(code: i64, a: i64, b: i64) -> String {
         7 => "`argmin` of an empty vector".into(),
         8 => "`maximum` of an empty vector".into(),
         9 => "`minimum` of an empty vector".into(),
+        FAIL_PROVED_LENGTH => {
+            format!("internal error: a vector of {a} elements where the compiler proved {b}")
+        }
         _ => format!("internal error: standard library error {code} ({a}, {b})"),
     }
 }

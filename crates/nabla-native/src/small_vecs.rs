@@ -162,7 +162,7 @@ fn nodes(e: &Expr) -> usize {
 }
 
 /// How a copy of a function is called.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 enum Use {
     /// Directly, by [`ExprKind::Call`]: its result may be kept as tuples.
     Call,
@@ -170,8 +170,9 @@ enum Use {
     Closure,
     /// Directly over the captures of a closure (of a copy with the same
     /// captures), where the closure is applied to an argument kept as
-    /// tuples: its result is represented as its type says.
-    Direct,
+    /// tuples: its result is represented as this shape says (the shape the
+    /// runs before found for it, [`Known::results`]).
+    Direct(Shape),
 }
 
 /// One copy of a function: which, with what captures (after renaming),
@@ -189,10 +190,45 @@ struct Key {
 /// and the argument's shape.
 type Directs = HashMap<FunId, Vec<(FunId, Shape)>>;
 
+/// The result shapes of the direct copies of a run: by function (original)
+/// and argument shape, what every copy's body gives (their meet).
+type Results = HashMap<(FunId, Shape), Shape>;
+
+/// What the runs of the pass before this one found.
+#[derive(Default)]
+struct Known {
+    /// The direct copies to make with every closure copy.
+    wanted: Directs,
+    /// The shapes their results are represented as.
+    results: Results,
+}
+
+impl Known {
+    /// The shape the direct copies of `to` for an argument of shape `arg`
+    /// give their result as.
+    fn result(&self, to: FunId, arg: &Shape) -> Shape {
+        let found = self.results.get(&(to, arg.clone()));
+        found.cloned().unwrap_or(Shape::Any)
+    }
+}
+
+/// True if a value represented as `from` can be represented as `to` by
+/// making vectors again ([`Pass::coerce`]).
+fn covers(from: &Shape, to: &Shape) -> bool {
+    match (from, to) {
+        (_, Shape::Any) => true,
+        (Shape::Tuple(fs), Shape::Tuple(ts)) => {
+            fs.len() == ts.len() && fs.iter().zip(ts).all(|(f, t)| covers(f, t))
+        }
+        _ => from == to,
+    }
+}
+
 /// How many times the pass runs at most: each run makes the direct copies
 /// the applications found by the runs before ask for (a direct copy's body
-/// may have such applications of its own).
-const MAX_RUNS: usize = 3;
+/// may have such applications of its own), with the result shapes found
+/// by the run before.
+const MAX_RUNS: usize = 4;
 
 /// The locals in scope: their new ids and shapes.
 type Env = HashMap<Local, (Local, Shape)>;
@@ -233,11 +269,13 @@ struct Pass<'p> {
     recoded: HashMap<(FunId, FunId), FunId>,
     /// Which closures can reach which application (of the original program).
     flow: &'p Flow,
-    /// The direct copies to make with every closure copy (found by the runs
-    /// before this one).
-    wanted: &'p Directs,
+    /// The direct copies to make with every closure copy, and their result
+    /// shapes (found by the runs before this one).
+    known: &'p Known,
     /// The direct copies the applications of this run ask for.
     asked: Directs,
+    /// The result shapes of the direct copies of this run.
+    results: Results,
     /// (closure copy of `from`, original `to`, argument shape) to the
     /// direct copy of `to` over the same captures.
     direct: HashMap<(FunId, FunId, Shape), FunId>,
@@ -277,17 +315,18 @@ pub(crate) fn rewrite(src: &Program, entry: Entry, max_vector_len: usize) -> Rew
         }
     }
     let flow = Flow::solve(src);
-    let mut wanted = Directs::new();
+    let mut known = Known::default();
     let mut run = 1;
     loop {
-        let (out, asked) =
-            rewrite_once(src, entry, max_vector_len, &recode_targets, &flow, &wanted);
-        let mut more = false;
+        let (out, asked, results) =
+            rewrite_once(src, entry, max_vector_len, &recode_targets, &flow, &known);
+        let mut more = results != known.results;
+        known.results = results;
         for (from, calls) in asked {
-            let known = wanted.entry(from).or_default();
+            let wanted = known.wanted.entry(from).or_default();
             for call in calls {
-                if !known.contains(&call) {
-                    known.push(call);
+                if !wanted.contains(&call) {
+                    wanted.push(call);
                     more = true;
                 }
             }
@@ -299,16 +338,17 @@ pub(crate) fn rewrite(src: &Program, entry: Entry, max_vector_len: usize) -> Rew
     }
 }
 
-/// One run of the pass, making the direct copies in `wanted`; also returns
-/// the direct copies its applications asked for.
+/// One run of the pass, making the direct copies `known` asks for; also
+/// returns the direct copies its applications asked for and the shapes of
+/// the results of those it made.
 fn rewrite_once(
     src: &Program,
     entry: Entry,
     max_vector_len: usize,
     recode_targets: &HashMap<FunId, Vec<FunId>>,
     flow: &Flow,
-    wanted: &Directs,
-) -> (Rewritten, Directs) {
+    known: &Known,
+) -> (Rewritten, Directs, Results) {
     let mut p = Pass {
         src,
         locals: src.locals.clone(),
@@ -330,8 +370,9 @@ fn rewrite_once(
         closure_copies: HashMap::new(),
         recoded: HashMap::new(),
         flow,
-        wanted,
+        known,
         asked: Directs::new(),
+        results: Results::new(),
         direct: HashMap::new(),
     };
     let entry = match entry {
@@ -353,6 +394,7 @@ fn rewrite_once(
         .collect();
     p.fill_recodes(&mut funs, &mut globals);
     let asked = std::mem::take(&mut p.asked);
+    let results = std::mem::take(&mut p.results);
     let prog = Program {
         locals: p.locals,
         funs,
@@ -363,7 +405,7 @@ fn rewrite_once(
         entry,
         origins: p.origins,
     };
-    (out, asked)
+    (out, asked, results)
 }
 
 impl Pass<'_> {
@@ -417,7 +459,7 @@ impl Pass<'_> {
             fun: f,
             captures: outer.iter().map(|(_, (n, _))| *n).collect(),
             params: params.clone(),
-            called,
+            called: called.clone(),
         };
         if let Some(&id) = self.copies.get(&key) {
             return id;
@@ -440,15 +482,33 @@ impl Pass<'_> {
             .map(|((p, t), s)| (self.bind(p, s, &mut inner), repr_ty(t, s)))
             .collect();
         let (body, s) = self.expr(&fun.body, &mut inner);
-        let ret = if called != Use::Call
-            || self.early[id.0 as usize]
-            || width(&repr_ty(&fun.ret, &s.repr())) > MAX_FLAT
-        {
-            Shape::Any
-        } else {
-            s.repr()
+        let natural =
+            if self.early[id.0 as usize] || width(&repr_ty(&fun.ret, &s.repr())) > MAX_FLAT {
+                Shape::Any
+            } else {
+                s.repr()
+            };
+        let ret = match &called {
+            Use::Call => natural.clone(),
+            Use::Closure => Shape::Any,
+            Use::Direct(r) => {
+                let key = (f, params[0].clone());
+                let met = match self.results.get(&key) {
+                    Some(before) => before.meet(&natural),
+                    None => natural.clone(),
+                };
+                self.results.insert(key, met);
+                r.clone()
+            }
         };
-        let body = self.coerce(body, &fun.ret, &s, &ret);
+        let body = if covers(&natural, &ret) {
+            self.coerce(body, &fun.ret, &s, &ret)
+        } else {
+            // A shape the run before found and this one did not (not seen:
+            // the runs make the same copies): read from the vector, checked.
+            let plain = self.coerce(body, &fun.ret, &s, &Shape::Any);
+            self.narrow(plain, &fun.ret, &ret)
+        };
         let mut bound = Vec::new();
         for (p, _) in &new_params {
             p.for_each_local(&mut |l| bound.push(l));
@@ -505,7 +565,7 @@ impl Pass<'_> {
     /// copies none is made: the application calls the closure's code then
     /// (`Pass::fill_recodes`).
     fn direct_copies(&mut self, f: FunId, id: FunId, renamed: &[(Local, Shape)]) {
-        let Some(calls) = self.wanted.get(&f) else {
+        let Some(calls) = self.known.wanted.get(&f) else {
             return;
         };
         for (to, shape) in calls {
@@ -520,7 +580,8 @@ impl Pass<'_> {
                 .copied()
                 .zip(renamed.to_vec())
                 .collect();
-            let copy = self.copy(*to, &env, vec![shape.clone()], Use::Direct);
+            let ret = self.known.result(*to, shape);
+            let copy = self.copy(*to, &env, vec![shape.clone()], Use::Direct(ret));
             self.direct.insert((id, *to, shape.clone()), copy);
         }
     }
@@ -618,7 +679,9 @@ impl Pass<'_> {
                 let id = match self.direct.get(&key) {
                     Some(&id) => id,
                     None => {
-                        let id = self.wrapper(code.unwrap_or(c), &shape, param, funs, wrappers);
+                        let ret = self.known.result(to, &shape);
+                        let code = code.unwrap_or(c);
+                        let id = self.wrapper(code, (param, &shape), &ret, funs, wrappers);
                         self.direct.insert(key, id);
                         id
                     }
@@ -629,13 +692,14 @@ impl Pass<'_> {
         out
     }
 
-    /// A function over `code`'s captures that makes its argument (of shape
-    /// `shape` and type `ty`) a vector and calls `code` with it.
+    /// A function over closure code `code`'s captures that makes its
+    /// argument (of type `arg.0` and shape `arg.1`) a vector, calls `code`
+    /// with it and gives its result as shape `ret` (as a direct copy would).
     fn wrapper(
         &mut self,
         code: FunId,
-        shape: &Shape,
-        ty: &Type,
+        (ty, shape): (&Type, &Shape),
+        ret: &Shape,
         funs: &[Fun],
         wrappers: &mut Vec<Fun>,
     ) -> FunId {
@@ -649,12 +713,14 @@ impl Pass<'_> {
             shape,
             &Shape::Any,
         );
-        let body = mk(ExprKind::Call(code, vec![arg]), callee.ret.clone(), span);
+        let (name, captures) = (callee.name.clone(), callee.captures.clone());
+        let call = mk(ExprKind::Call(code, vec![arg]), callee.ret.clone(), span);
+        let body = self.narrow(call, &callee.ret, ret);
         wrappers.push(Fun {
-            name: callee.name.clone(),
-            captures: callee.captures.clone(),
+            name,
+            captures,
             params: vec![(Pat::Local(x), arg_ty)],
-            ret: callee.ret.clone(),
+            ret: body.ty.clone(),
             body,
             span,
         });
@@ -776,6 +842,53 @@ impl Pass<'_> {
             ty,
             span,
         )
+    }
+
+    /// `e`, a value of type `ty` represented as its type says, represented
+    /// as `to`: a vector's elements read into a tuple after checking its
+    /// length (an internal error if it differs).
+    fn narrow(&mut self, e: Expr, ty: &Type, to: &Shape) -> Expr {
+        let span = e.span;
+        let int = |k: i64| mk(ExprKind::Lit(Lit::Int(k)), Type::Int, span);
+        match (to, ty) {
+            (Shape::Len(n), Type::Vec(elem)) => {
+                let v = self.temp("_", ty.clone());
+                let local = mk(ExprKind::Local(v), ty.clone(), span);
+                let items = (0..*n)
+                    .map(|k| {
+                        let args = vec![local.clone(), int(k as i64)];
+                        mk(ExprKind::Prim(Prim::Index, args), (**elem).clone(), span)
+                    })
+                    .collect();
+                let tuple = mk(ExprKind::Tuple(items), repr_ty(ty, to), span);
+                let size = mk(ExprKind::Prim(Prim::Size, vec![local]), Type::Int, span);
+                let n = int(*n as i64);
+                let same = mk(
+                    ExprKind::Prim(Prim::Eq, vec![size.clone(), n.clone()]),
+                    Type::Bool,
+                    span,
+                );
+                let code = int(nabla_lang::prim::FAIL_PROVED_LENGTH);
+                let fail = mk(
+                    ExprKind::Prim(Prim::Fail, vec![code, size, n]),
+                    Type::Int,
+                    span,
+                );
+                let failed = after(fail, tuple.clone());
+                let_(v, e, typed_if(same, tuple, failed))
+            }
+            (Shape::Tuple(ss), Type::Tuple(ts)) => {
+                let t = self.temp("_", ty.clone());
+                let parts = (0..ts.len())
+                    .map(|k| {
+                        let part = proj(t, ty, k, ts[k].clone(), span);
+                        self.narrow(part, &ts[k], &ss[k])
+                    })
+                    .collect();
+                let_(t, e, mk(ExprKind::Tuple(parts), repr_ty(ty, to), span))
+            }
+            _ => e,
+        }
     }
 
     /// `e` rewritten and represented as its type says.
@@ -974,14 +1087,22 @@ impl Pass<'_> {
             let mut wanted = true;
             for &(from, to) in &pairs {
                 let call = (to, shape.clone());
-                wanted &= self.wanted.get(&from).is_some_and(|w| w.contains(&call));
+                wanted &= self
+                    .known
+                    .wanted
+                    .get(&from)
+                    .is_some_and(|w| w.contains(&call));
                 let asked = self.asked.entry(from).or_default();
                 if !asked.contains(&call) {
                     asked.push(call);
                 }
             }
-            if wanted {
-                let ty = Type::fun(repr_ty(&b.ty, &shape), e.ty.clone());
+            // Every copy the application may call represents its result
+            // alike.
+            let ret = self.known.result(pairs[0].1, &shape);
+            let alike = pairs.iter().all(|p| self.known.result(p.1, &shape) == ret);
+            if wanted && alike {
+                let ty = Type::fun(repr_ty(&b.ty, &shape), repr_ty(&e.ty, &ret));
                 let cases = pairs;
                 let f = mk(
                     ExprKind::Recode {
@@ -992,7 +1113,7 @@ impl Pass<'_> {
                     a.span,
                 );
                 let kind = ExprKind::Apply(Box::new(f), Box::new(x));
-                return (mk(kind, e.ty.clone(), span), Shape::Any);
+                return (mk(kind, repr_ty(&e.ty, &ret), span), ret);
             }
         }
         let x = self.coerce(x, &b.ty, &s, &Shape::Any);
