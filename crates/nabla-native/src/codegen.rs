@@ -830,7 +830,7 @@ struct FnGen<'a, 'b, 'p> {
     /// [`INLINE_BUDGET`]).
     inlined_nodes: usize,
     /// The most inlined nodes this function may take in: [`INLINE_BUDGET`],
-    /// less while a direct application's body is inlined.
+    /// or, while a direct application's body is inlined, that body's nodes.
     inline_cap: usize,
     /// Facts for bounds checks, about SSA values (each defined once, so a
     /// fact holds wherever its values are): the vectors each length was
@@ -3478,19 +3478,16 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         if self.inlining.contains(&f) || self.current.is_some_and(|(me, _)| me == f) {
             return false;
         }
+        // A small leaf at any depth: it has no loop counters to spill.
+        let fun = self.cg.prog.fun(f);
+        let small = is_small_leaf(&fun.body)
+            || self.inlining.len() < DEPTH
+                && body_nodes(&fun.body, budget)
+                    .is_some_and(|n| self.inlined_nodes + n <= self.inline_cap);
         // A function whose locals are bound here — one this function is
         // nested in, whose locals it captures (a captured local keeps its
         // id) — is called: its body would rebind them.
-        let fun = self.cg.prog.fun(f);
-        if bound_locals(fun).any(|l| self.vars.contains_key(&l)) {
-            return false;
-        }
-        // A small leaf at any depth: it has no loop counters to spill.
-        let body = &fun.body;
-        is_small_leaf(body)
-            || self.inlining.len() < DEPTH
-                && body_nodes(body, budget)
-                    .is_some_and(|n| self.inlined_nodes + n <= self.inline_cap)
+        small && !bound_locals(fun).any(|l| self.vars.contains_key(&l))
     }
 
     fn vec_len(&mut self, v: ir::Value) -> ir::Value {

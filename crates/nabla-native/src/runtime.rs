@@ -782,7 +782,7 @@ pub(crate) struct Raised {
 }
 
 /// The run-time errors of native code: the interpreter's, with the same
-/// messages ([`ErrorKind::message`]).
+/// messages ([`Raised::message`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
 pub(crate) enum ErrorKind {

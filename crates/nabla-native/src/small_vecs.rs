@@ -12,9 +12,12 @@
 //! `go x' (build 2 …)` passes two reals. On such a tuple, `v[i]` is a
 //! projection (a constant index: an unrolled `build`'s element function is
 //! copied per index), `size` a constant, `sum` the additions in order, `map`
-//! and `build` the element function's calls in order. Anywhere else —
-//! the argument of a closure, an element of a vector, `trace`, a sum, one
-//! arm of an `if` whose other arm is a vector of unknown length — the vector
+//! and `build` the element function's calls in order. A closure applied
+//! to such a tuple, where every closure that can reach the application is
+//! known, calls a copy of its function for the tuple ([`Pass::apply`]).
+//! Anywhere else — the argument of another closure, an element of a vector,
+//! `trace`, a sum, one arm of an `if` whose other arm is a vector of
+//! unknown length — the vector
 //! is made again from its elements — for a local, once, where it is bound
 //! (one allocation, as when the vector was built there) — and the program
 //! means the same: the same evaluations in the same order and the same
