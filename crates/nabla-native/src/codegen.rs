@@ -28,6 +28,7 @@ use cranelift_codegen::isa::CallConv;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::JITModule;
 use cranelift_module::{FuncId, Linkage, Module};
+use nabla_lang::core::flow::Flow;
 use nabla_lang::core::lower_typed::{Entry, Unsupported};
 use nabla_lang::core::typed::{
     Expr, ExprKind, Fun, FunId, GlobalId, Lit, Local, Pat, Program, TapeOp,
@@ -142,6 +143,33 @@ pub(crate) struct Codegen<'p> {
     /// small vectors were made tuples, and their copies): inlined as loop
     /// bodies are, also where they are called directly.
     elements: HashSet<FunId>,
+    /// The functions whose closures may be run through their code
+    /// ([`applied_closures`]); any other closure's code is a stub.
+    applied: HashSet<FunId>,
+}
+
+/// The functions whose closures an application may run through their code:
+/// those that can reach an application that is not of a recoding (by the
+/// flow analysis). Any other closure is only applied by a recoding, whose
+/// switch on the closure's code calls a copy directly
+/// ([`FnGen::apply_recoded`]): its code is compared against, never run, and
+/// is generated as a stub (an internal error), so that the function it
+/// would call is not compiled for it (saddle's direct copies left the
+/// vector versions compiled for nothing).
+pub(crate) fn applied_closures(prog: &Program) -> HashSet<FunId> {
+    let flow = Flow::solve(prog);
+    let mut out = HashSet::new();
+    let mut work: Vec<&Expr> = prog.funs.iter().map(|f| &f.body).collect();
+    work.extend(prog.globals.iter().map(|g| &g.body));
+    while let Some(e) = work.pop() {
+        if let ExprKind::Apply(f, _) = &e.kind
+            && !matches!(f.kind, ExprKind::Recode { .. })
+        {
+            out.extend(flow.of(f));
+        }
+        e.for_each_child(|c| work.push(c));
+    }
+    out
 }
 
 /// The functions given to `map` in `prog`, and those a `fold`'s step calls
@@ -205,6 +233,7 @@ impl<'p> Codegen<'p> {
             dumps: dump.then(Vec::new),
             sizes: Vec::new(),
             elements,
+            applied: applied_closures(prog),
         }
     }
 
@@ -1853,6 +1882,14 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     /// Closure code: load the captures from the closure, call the function.
     fn closure_code(&mut self, f: FunId, params: &[ir::Value]) -> R<()> {
         let fun = self.cg.prog.fun(f);
+        if !self.cg.applied.contains(&f) {
+            // Never run ([`applied_closures`]); reaching it is a compiler
+            // bug, reported as such.
+            let always = self.b.ins().iconst(types::I8, 1);
+            self.fail_if(always, ErrorKind::Internal, fun.span, None)?;
+            self.b.ins().jump(self.unwind, &[]);
+            return Ok(());
+        }
         let env = params[1];
         let mut args = vec![self.ctx];
         let mut slot = 0;
