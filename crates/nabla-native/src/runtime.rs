@@ -231,10 +231,6 @@ struct Tape {
     seeds: Vec<(u32, f64)>,
     /// A pullback's replay of its function.
     replay: bool,
-    /// The output Deltas, for `TapeOp::Keep`.
-    outputs: Vec<OutputDelta>,
-    /// Set while this is a kept trace made current again (`TapeOp::Resume`).
-    resumed: Option<Resumed>,
 }
 
 /// An output's Delta `Scale coefficient (Var id)` (id −1: a constant).
@@ -242,12 +238,6 @@ struct Tape {
 struct OutputDelta {
     id: i64,
     coefficient: f64,
-}
-
-/// A resumed kept trace: the token it was kept under.
-#[derive(Clone, Copy)]
-struct Resumed {
-    token: i64,
 }
 
 /// The traces of one reverse-level position: a stack, whose ended traces
@@ -265,12 +255,31 @@ struct Traces {
 /// function again (`TapeOp::Keep`, `TapeOp::Resume`). One is kept at a
 /// time (a pullback applied after another `vjp` records again), so the
 /// memory kept is bounded and needs no owner in generated code.
+///
+/// A kept trace never goes back on level 1's stack of traces: a pullback
+/// seeds and sweeps it here, in its own adjoints, whatever level 1 is
+/// doing meanwhile (a pullback applied inside a `grad`), so applying it
+/// flushes nothing. Keeping swaps buffers with the level's trace position
+/// (no allocation): the position gets the buffer kept before, emptied, in
+/// which the next level begins — inline, parked as any ended level's.
 #[derive(Default)]
 struct Kept {
     /// The token of the kept trace (0: none).
     token: i64,
-    /// The trace, while it is not resumed, and its outputs.
-    trace: Option<(Trace, Vec<OutputDelta>)>,
+    /// Whether `trace` holds the kept trace (else it is a spare buffer).
+    held: bool,
+    trace: Trace,
+    /// The kept trace's output Deltas, in the order of the cotangent's reals.
+    outputs: Vec<OutputDelta>,
+    /// The outputs `TapeOp::Output` gave for the next `TapeOp::Keep`.
+    pending: Vec<OutputDelta>,
+    /// Set from `TapeOp::Resume` to the pullback's `TapeOp::End`: the
+    /// level-1 `SeedOutput`, `Sweep` and `End` between are the kept trace's.
+    resumed: bool,
+    /// The cotangents of the output Deltas, for the sweep.
+    seeds: Vec<(u32, f64)>,
+    /// The adjoints of the last sweep (its first are the inputs').
+    adjoints: Vec<f64>,
 }
 
 /// Ended traces a position keeps for reuse.
@@ -295,28 +304,21 @@ impl Traces {
         self.active += 1;
     }
 
-    /// A kept trace on top again (`TapeOp::Resume`).
-    fn resume(&mut self, kept: (Trace, Vec<OutputDelta>), token: i64) {
-        match self.all.get_mut(self.active) {
-            Some(t) => t.resume(kept, token),
-            None => {
-                let mut t = Tape::new(0, false);
-                t.resume(kept, token);
-                self.all.push(t);
-            }
+    /// Swaps the innermost active trace into `kept`, which holds it from
+    /// now on with the pending outputs; the position gets the buffer
+    /// `kept` had, emptied. (The caller ends the position's trace.)
+    fn keep(&mut self, kept: &mut Kept) {
+        let Some(t) = self.current() else { return };
+        std::mem::swap(&mut t.trace, &mut kept.trace);
+        t.trace.clear();
+        std::mem::swap(&mut kept.outputs, &mut kept.pending);
+        kept.pending.clear();
+        kept.held = true;
+        // The adjoints are charged with the trace (an adjoint per entry of
+        // its buffer): those of a bigger trace kept before are let go.
+        if kept.adjoints.capacity() > kept.trace.buffer_bytes() / size_of::<Staged>() {
+            kept.adjoints = Vec::new();
         }
-        self.active += 1;
-    }
-
-    /// Ends the innermost active trace, giving it and its outputs out rather
-    /// than recycling its buffer.
-    fn take(&mut self) -> Option<(Trace, Vec<OutputDelta>)> {
-        let t = self.current()?;
-        let taken = (std::mem::take(&mut t.trace), std::mem::take(&mut t.outputs));
-        t.resumed = None;
-        self.active -= 1;
-        self.all.truncate(self.active + KEPT_TRACES);
-        Some(taken)
     }
 
     /// Ends the innermost active trace; returns whether it was a replay. A
@@ -353,20 +355,9 @@ impl Tape {
             charged: 0,
             seeds: Vec::new(),
             replay: false,
-            outputs: Vec::new(),
-            resumed: None,
         };
         t.restart(width, replay);
         t
-    }
-
-    /// Makes this ended trace position hold `trace`, kept by
-    /// [`rt_tape_keep`], again, with its `outputs`.
-    fn resume(&mut self, (trace, outputs): (Trace, Vec<OutputDelta>), token: i64) {
-        self.reset(0, false);
-        std::mem::replace(&mut self.trace, trace).recycle();
-        self.outputs = outputs;
-        self.resumed = Some(Resumed { token });
     }
 
     /// Empties this ended trace (its buffers kept) for a new level. Only a
@@ -386,8 +377,6 @@ impl Tape {
     fn reset(&mut self, width: usize, replay: bool) {
         self.adjoints.clear();
         self.seeds.clear();
-        self.outputs.clear();
-        self.resumed = None;
         self.width = width;
         self.replay = replay;
         // The old records stay as garbage past `wide_len`: no need to clear.
@@ -1246,6 +1235,14 @@ pub(crate) extern "C" fn rt_tape_seed(ctx: *mut Ctx, slot: u64, id: i64, seed: f
 /// inputs' adjoints.
 pub(crate) extern "C" fn rt_tape_sweep(ctx: *mut Ctx, slot: u64) {
     let staged = slot as usize == STAGED_SLOT;
+    if staged {
+        // SAFETY: as in `tape`; `c` is not used after this block.
+        let c = unsafe { &mut *ctx };
+        if c.kept.resumed {
+            sweep_kept(c);
+            return;
+        }
+    }
     // A level generated code began inline: swept in place, or else adopted
     // (by `tape`, if not already) and lent back after the sweep.
     let lent = staged && {
@@ -1277,6 +1274,22 @@ pub(crate) extern "C" fn rt_tape_sweep(ctx: *mut Ctx, slot: u64) {
         }
         (c.staging.adjoints, c.staging.adjoints_len) = view;
     }
+}
+
+/// The sweep of the resumed kept trace ([`Kept`]) from its seeds, in its
+/// own adjoints, which become the view of the inputs' adjoints; level 1's
+/// traces are not touched.
+fn sweep_kept(c: &mut Ctx) {
+    let kept = &mut c.kept;
+    // Kept traces are of level 1, whose weights are plain.
+    if !kept
+        .trace
+        .backpropagate_plain(&kept.seeds, &mut kept.adjoints)
+    {
+        kept.adjoints.clear();
+    }
+    let inputs = kept.trace.inputs().min(kept.adjoints.len());
+    (c.staging.adjoints, c.staging.adjoints_len) = (kept.adjoints.as_ptr(), inputs as u64);
 }
 
 /// After the sweep of a level of level 1 that generated code began inline
@@ -1341,6 +1354,15 @@ fn sweep_lent(ctx: &mut Ctx) -> bool {
 
 /// `TapeOp::Adjoint`: input `id`'s adjoint after the last sweep.
 pub(crate) extern "C" fn rt_tape_adjoint(ctx: *mut Ctx, slot: u64, id: i64) -> f64 {
+    // SAFETY: as in `tape`; `kept` is not used after this block.
+    let kept = unsafe { &(*ctx).kept };
+    if slot as usize == STAGED_SLOT && kept.resumed {
+        let inputs = &kept.adjoints[..kept.trace.inputs().min(kept.adjoints.len())];
+        return usize::try_from(id)
+            .ok()
+            .and_then(|id| inputs.get(id).copied())
+            .unwrap_or(0.0);
+    }
     tape(ctx, slot)
         .and_then(|t| t.input_adjoints().get(usize::try_from(id).ok()?).copied())
         .unwrap_or(0.0)
@@ -1351,23 +1373,17 @@ pub(crate) extern "C" fn rt_tape_end(ctx: *mut Ctx, slot: u64) {
     // SAFETY: as in `tape`.
     let ctx = unsafe { &mut *ctx };
     let staged = slot as usize == STAGED_SLOT;
+    if staged && ctx.kept.resumed {
+        // A pullback's sweep of the kept trace: it stays kept.
+        ctx.kept.resumed = false;
+        return;
+    }
     if staged && ctx.staging.len > 0 {
         flush(ctx);
     }
     collect(ctx, slot as usize);
     if let Some(traces) = ctx.tapes.get_mut(slot as usize) {
-        if let Some(Resumed { token, .. }) = traces.current().and_then(|t| t.resumed) {
-            // A kept trace, resumed: kept again under its token, unless
-            // another has been kept since.
-            let taken = traces.take();
-            if ctx.kept.token == token && ctx.kept.trace.is_none() {
-                ctx.kept.trace = taken;
-            } else if let Some((trace, _)) = taken {
-                trace.recycle();
-            }
-        } else {
-            ctx.replaying -= u32::from(traces.end());
-        }
+        ctx.replaying -= u32::from(traces.end());
     }
     if staged {
         flush(ctx);
@@ -1377,16 +1393,19 @@ pub(crate) extern "C" fn rt_tape_end(ctx: *mut Ctx, slot: u64) {
 }
 
 /// `TapeOp::Output`: an output's Delta `Scale coefficient (Var id)` (id −1:
-/// a constant) on the slot's current trace, for [`rt_tape_keep`].
+/// a constant) on level 1's current trace, for the [`rt_tape_keep`] that
+/// follows; nothing at another level (which keeps nothing).
 pub(crate) extern "C" fn rt_tape_output(ctx: *mut Ctx, slot: u64, id: i64, coefficient: f64) {
-    if let Some(t) = tape(ctx, slot) {
-        t.outputs.push(OutputDelta { id, coefficient });
+    // SAFETY: as in `tape`.
+    let c = unsafe { &mut *ctx };
+    if slot as usize == STAGED_SLOT {
+        c.kept.pending.push(OutputDelta { id, coefficient });
     }
 }
 
-/// `TapeOp::Keep`: ends the current trace of level 1 and keeps it, with its
-/// outputs, under a new token (forgetting the one kept before); 0 at
-/// another level, where it only ends the trace.
+/// `TapeOp::Keep`: ends the current trace of level 1 and keeps it, with the
+/// outputs given since the last keep, under a new token (forgetting the one
+/// kept before); 0 at another level, where it only ends the trace.
 pub(crate) extern "C" fn rt_tape_keep(ctx: *mut Ctx, slot: u64) -> i64 {
     if slot as usize != STAGED_SLOT {
         rt_tape_end(ctx, slot);
@@ -1395,12 +1414,13 @@ pub(crate) extern "C" fn rt_tape_keep(ctx: *mut Ctx, slot: u64) -> i64 {
     // SAFETY: as in `tape`.
     let c = unsafe { &mut *ctx };
     flush(c);
-    let Some(taken) = c.tapes[STAGED_SLOT].take() else {
+    let traces = &mut c.tapes[STAGED_SLOT];
+    if traces.current().is_none() {
+        c.kept.pending.clear();
         return 0;
-    };
-    if let Some((old, _)) = c.kept.trace.replace(taken) {
-        old.recycle();
     }
+    traces.keep(&mut c.kept);
+    traces.end();
     // Unique in the process, not only in the run: a pullback kept in a
     // top-level value outlives its run, and must not name a trace of another.
     static TOKENS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(1);
@@ -1411,49 +1431,42 @@ pub(crate) extern "C" fn rt_tape_keep(ctx: *mut Ctx, slot: u64) -> i64 {
     c.kept.token
 }
 
-/// `TapeOp::Resume`: the trace kept under `token` made the current trace of
-/// level 1 again if it is still kept and has `outputs` outputs: 1; else 0,
-/// and nothing changes.
+/// `TapeOp::Resume`: the trace kept under `token`, if it is still kept and
+/// has `outputs` outputs, made ready for the pullback's `SeedOutput`s,
+/// `Sweep` and `End` (which are then its, not level 1's current trace's),
+/// its inputs' ids to be given again from 0: 1; else 0, and nothing changes.
 pub(crate) extern "C" fn rt_tape_resume(ctx: *mut Ctx, slot: u64, token: i64, outputs: i64) -> i64 {
     // SAFETY: as in `tape`.
     let c = unsafe { &mut *ctx };
     let kept = &mut c.kept;
     let matches = slot as usize == STAGED_SLOT
         && kept.token == token
-        && kept
-            .trace
-            .as_ref()
-            .is_some_and(|(_, outs)| outs.len() as i64 == outputs);
+        && kept.held
+        && kept.outputs.len() as i64 == outputs;
     if !matches {
         return 0;
     }
-    let Some(trace) = kept.trace.take() else {
-        return 0;
-    };
-    flush(c);
-    c.tapes[STAGED_SLOT].resume(trace, token);
-    let inputs = c.tapes[STAGED_SLOT]
-        .current()
-        .map_or(0, |t| t.trace.inputs() as i64);
+    kept.resumed = true;
+    kept.seeds.clear();
     c.again = InputsAgain {
         next: 0,
-        end: inputs,
+        end: kept.trace.inputs() as i64,
     };
-    flush(c);
-    publish(ctx, slot);
-    park(c, STAGED_SLOT);
     1
 }
 
 /// `TapeOp::SeedOutput`: cotangent `seed` for output `j` of the resumed
-/// trace: its Delta seeded with chain(coefficient, seed), as the
+/// kept trace: its Delta seeded with chain(coefficient, seed), as the
 /// interpreter's pullback seeds it.
 pub(crate) extern "C" fn rt_tape_seed_output(ctx: *mut Ctx, slot: u64, j: i64, seed: f64) {
-    if let Some(t) = tape(ctx, slot)
-        && let Some(&out) = usize::try_from(j).ok().and_then(|j| t.outputs.get(j))
+    // SAFETY: as in `tape`.
+    let kept = unsafe { &mut (*ctx).kept };
+    if slot as usize == STAGED_SLOT
+        && kept.resumed
+        && let Some(&out) = usize::try_from(j).ok().and_then(|j| kept.outputs.get(j))
         && let Ok(id) = u32::try_from(out.id)
     {
-        t.seeds.push((id, out.coefficient.chain(seed)));
+        kept.seeds.push((id, out.coefficient.chain(seed)));
     }
 }
 

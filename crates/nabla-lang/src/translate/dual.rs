@@ -566,6 +566,9 @@ enum Helper {
     /// above by `.2` (`Input`, or `InputAgain` on a resumed trace:
     /// [`Expander::seed_inputs`]).
     SeedInputs(Type, Level, TapeOp),
+    /// An element's adjoints on the resumed trace of reverse level 1
+    /// ([`Expander::adjoints_again`]).
+    AdjointsAgain(Type),
     /// `acc + x` on reals at level `.0`.
     AddReals(Level),
     /// `chain(p, d)` of a real `p` at level `.0` and `d` at `.1`
@@ -1018,6 +1021,11 @@ impl Expander<'_> {
                 span,
                 |s, x| s.seed_inputs(x, a, *l, *input, span),
             )?,
+            Helper::AdjointsAgain(a) => {
+                self.unary_helper(&h, ("adjoints", "x", a.clone()), a.clone(), span, |s, x| {
+                    s.adjoints_again(x, a, span)
+                })?
+            }
             Helper::AddReals(l) => {
                 let ty = dual_ty(&Type::Real, *l);
                 let (a, b) = (self.local("acc", ty.clone()), self.local("x", ty.clone()));
@@ -1499,6 +1507,50 @@ impl Expander<'_> {
             Type::Sum(a, b) if has_real(ty) => self.map_sum(x, (a, b), l, out, &mut |s, e, t| {
                 s.seed_inputs(e, t, l, input, span)
             }),
+            _ if !has_real(ty) => Ok(x),
+            _ => Err(unsupported(
+                "a gradient with respect to a value that holds a function",
+                span,
+            )),
+        }
+    }
+
+    /// The gradient of the point `x` (plain, of type `ty`) after the sweep
+    /// of the kept trace of reverse level 1, resumed: its real leaves in
+    /// order are the trace's inputs, its first Deltas, so leaf j's adjoint
+    /// is Delta j's (ids counted by `TapeOp::InputAgain`) — what
+    /// [`Expander::seed_inputs`] and then [`Expander::read_back`] would give,
+    /// in one walk, without making the seeded point. Int and Bool leaves
+    /// are carried through, as the gradient's are.
+    fn adjoints_again(&mut self, x: Expr, ty: &Type, span: Span) -> R<Expr> {
+        let slot = Level::PLAIN.above(Mode::Reverse).n;
+        match ty {
+            Type::Real => {
+                let id = tape(TapeOp::InputAgain, slot, Vec::new(), span);
+                Ok(tape(TapeOp::Adjoint, slot, vec![id], span))
+            }
+            Type::Tuple(ts) => self.with_temp(x, |s, x| {
+                let parts = ts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| s.adjoints_again(proj(x.clone(), i as u32), c, span))
+                    .collect::<R<Vec<_>>>()?;
+                Ok(mk(ExprKind::Tuple(parts), ty.clone(), span))
+            }),
+            Type::Vec(a) if has_real(a) => {
+                let f = self.helper(Helper::AdjointsAgain((**a).clone()), span)?;
+                Ok(prim(
+                    Prim::Map,
+                    vec![self.closure(f, span), x],
+                    ty.clone(),
+                    span,
+                ))
+            }
+            Type::Sum(a, b) if has_real(ty) => {
+                self.map_sum(x, (a, b), Level::PLAIN, ty.clone(), &mut |s, e, t| {
+                    s.adjoints_again(e, t, span)
+                })
+            }
             _ if !has_real(ty) => Ok(x),
             _ => Err(unsupported(
                 "a gradient with respect to a value that holds a function",
@@ -2653,16 +2705,15 @@ impl Expander<'_> {
                 let count = real_count(&ct, &y_ty, span);
                 let resume = tape(TapeOp::Resume, n.n, vec![token, count], span);
                 let resumed = prim(Prim::Eq, vec![resume, int_lit(1, span)], Type::Bool, span);
-                let again = s.seed_inputs(x.clone(), &x_ty, m, TapeOp::InputAgain, span)?;
-                let xs = s.local("x", again.ty.clone());
-                let xe = s.local_expr(xs, span);
                 let seeds = s.each_real(&ct, &y_ty, span, &mut |j, c| {
                     tape(TapeOp::SeedOutput, n.n, vec![j, c], span)
                 })?;
                 let sweep = tape(TapeOp::Sweep, n.n, Vec::new(), span);
-                let read = s.read_back(xe, &x_ty, n, span, |g| g)?;
-                let swept = then(seeds, then(sweep, read));
-                Ok(if_(resumed, bind(xs, again, swept), replay))
+                let gradient = s.adjoints_again(x.clone(), &x_ty, span)?;
+                let gv = s.local("g", gradient.ty.clone());
+                let end = tape(TapeOp::End, n.n, Vec::new(), span);
+                let read = bind(gv, gradient, then(end, s.local_expr(gv, span)));
+                Ok(if_(resumed, then(seeds, then(sweep, read)), replay))
             })
         })?;
         Ok((body, m))
