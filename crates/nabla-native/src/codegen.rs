@@ -146,6 +146,9 @@ pub(crate) struct Codegen<'p> {
     /// The functions whose closures may be run through their code
     /// ([`applied_closures`]); any other closure's code is a stub.
     applied: HashSet<FunId>,
+    /// Per function, the locals it binds ([`bound_locals`]): looked up at
+    /// every inlining, twice.
+    bound: Vec<Box<[Local]>>,
 }
 
 /// The functions whose closures an application may run through their code:
@@ -234,6 +237,7 @@ impl<'p> Codegen<'p> {
             sizes: Vec::new(),
             elements,
             applied: applied_closures(prog),
+            bound: prog.funs.iter().map(bound_locals).collect(),
         }
     }
 
@@ -595,7 +599,7 @@ fn is_small_leaf(body: &Expr) -> bool {
 
 /// The locals `fun` binds: its parameters' and its body's `let`s' and
 /// `match` arms' (not those of the functions it makes: those are theirs).
-fn bound_locals(fun: &Fun) -> impl Iterator<Item = Local> {
+fn bound_locals(fun: &Fun) -> Box<[Local]> {
     let mut out = Vec::new();
     for (p, _) in &fun.params {
         p.for_each_local(&mut |l| out.push(l));
@@ -612,7 +616,7 @@ fn bound_locals(fun: &Fun) -> impl Iterator<Item = Local> {
         }
         e.for_each_child(|c| work.push(c));
     }
-    out.into_iter()
+    out.into_boxed_slice()
 }
 
 /// True if `body` calls into the runtime for a real function (`exp`,
@@ -2753,7 +2757,10 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 self.trace(label, &x.ty, &vals)?;
                 vals
             }
-            ExprKind::Recode { closure, cases } => {
+            ExprKind::Recode { direct: true, .. } => {
+                return Err(internal("a direct recoding not applied", span));
+            }
+            ExprKind::Recode { closure, cases, .. } => {
                 let (c, owned) = self.borrowed(closure)?;
                 let v = self.recode(c[0], cases, span)?;
                 self.release(&closure.ty, &c, owned)?;
@@ -2777,12 +2784,18 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 Vec::new()
             }
             ExprKind::Apply(fe, x) => {
-                if let ExprKind::Recode { closure, cases } = &fe.kind {
+                if let ExprKind::Recode {
+                    closure,
+                    cases,
+                    direct,
+                } = &fe.kind
+                {
                     let Type::Fun(_, b) = &fe.ty else {
                         return Err(internal("applying a non-function", span));
                     };
                     let rets = layout::flat(b, span)?;
-                    return self.apply_recoded(closure, cases, x, &rets, span).map(Some);
+                    let recoded = (closure.as_ref(), cases.as_slice(), *direct);
+                    return self.apply_recoded(recoded, x, &rets, span).map(Some);
                 }
                 let (fv, owned) = self.borrowed(fe)?;
                 let xv = self.owned_value(x)?;
@@ -3065,8 +3078,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     /// then the argument.
     fn apply_recoded(
         &mut self,
-        closure: &Expr,
-        cases: &[(FunId, FunId)],
+        (closure, cases, direct): (&Expr, &[(FunId, FunId)], bool),
         x: &Expr,
         rets: &[ir::Type],
         span: Span,
@@ -3083,7 +3095,6 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             // what it calls only small leaves. Inlining the calls behind
             // such closures too took saddle's compile 2–3× for 5 % fewer
             // instructions.
-            let direct = !matches!(&closure.ty, Type::Fun(p, _) if **p == x.ty);
             let cap = g.inline_cap;
             if direct {
                 let own = body_nodes(&g.cg.prog.fun(to).body, INLINE_BUDGET);
@@ -3480,8 +3491,8 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         self.inlining.pop();
         // The body's locals go out of scope ([`Self::may_inline_within`]
         // made sure none was bound here before).
-        for l in bound_locals(fun) {
-            self.vars.remove(&l);
+        for l in &self.cg.bound[f.0 as usize] {
+            self.vars.remove(l);
         }
         r
     }
@@ -3524,7 +3535,10 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         // A function whose locals are bound here — one this function is
         // nested in, whose locals it captures (a captured local keeps its
         // id) — is called: its body would rebind them.
-        small && !bound_locals(fun).any(|l| self.vars.contains_key(&l))
+        small
+            && !self.cg.bound[f.0 as usize]
+                .iter()
+                .any(|l| self.vars.contains_key(l))
     }
 
     fn vec_len(&mut self, v: ir::Value) -> ir::Value {

@@ -39,7 +39,7 @@ use crate::marshal;
 use nabla_lang::core::flow::Flow;
 use nabla_lang::core::lower_typed::Entry;
 use nabla_lang::core::typed::{
-    Expr, ExprKind, Fun, FunId, Global, GlobalId, Lit, Local, LocalInfo, Pat, Program,
+    Expr, ExprKind, Fun, FunId, Global, GlobalId, Lit, Local, LocalInfo, Pat, Program, int_lit,
 };
 use nabla_lang::prim::Prim;
 use nabla_lang::syntax::span::Span;
@@ -598,18 +598,24 @@ impl Pass<'_> {
     /// captured tuple's vector may be needed by one copy only; it is bound
     /// wherever the tuple is).
     fn fill_recodes(&mut self, funs: &mut Vec<Fun>, globals: &mut [Global]) {
+        // The bodies are taken out while they are filled: a wrapper is made
+        // from its callee's signature in `funs`.
+        let mut bodies: Vec<Expr> = funs
+            .iter_mut()
+            .map(|f| &mut f.body)
+            .chain(globals.iter_mut().map(|g| &mut g.body))
+            .map(|body| std::mem::replace(body, placeholder()))
+            .collect();
         let mut wrappers = Vec::new();
-        for i in 0..funs.len() + globals.len() {
-            let slot = match funs.get_mut(i) {
-                Some(f) => &mut f.body,
-                None => &mut globals[i - funs.len()].body,
-            };
-            let mut body = std::mem::replace(slot, placeholder());
-            self.fill(&mut body, funs, &mut wrappers);
-            match funs.get_mut(i) {
-                Some(f) => f.body = body,
-                None => globals[i - funs.len()].body = body,
-            }
+        for body in &mut bodies {
+            self.fill(body, funs, &mut wrappers);
+        }
+        let slots = funs
+            .iter_mut()
+            .map(|f| &mut f.body)
+            .chain(globals.iter_mut().map(|g| &mut g.body));
+        for (slot, body) in slots.zip(bodies) {
+            *slot = body;
         }
         funs.extend(wrappers);
         let pairs: Vec<(FunId, FunId)> = self
@@ -645,7 +651,7 @@ impl Pass<'_> {
     fn fill(&mut self, e: &mut Expr, funs: &[Fun], wrappers: &mut Vec<Fun>) {
         match &mut e.kind {
             ExprKind::Apply(f, x) => {
-                if let ExprKind::Recode { closure, cases } = &mut f.kind {
+                if let ExprKind::Recode { closure, cases, .. } = &mut f.kind {
                     *cases = self.cases(cases, Some(&x.ty), funs, wrappers);
                     self.fill(closure, funs, wrappers);
                     self.fill(x, funs, wrappers);
@@ -710,12 +716,7 @@ impl Pass<'_> {
         let span = callee.span;
         let arg_ty = repr_ty(ty, shape);
         let x = self.temp("x", arg_ty.clone());
-        let arg = self.rebuild(
-            mk(ExprKind::Local(x), arg_ty.clone(), span),
-            ty,
-            shape,
-            &Shape::Any,
-        );
+        let arg = self.rebuild(local(x, &arg_ty, span), ty, shape, &Shape::Any);
         let (name, captures) = (callee.name.clone(), callee.captures.clone());
         let call = mk(ExprKind::Call(code, vec![arg]), callee.ret.clone(), span);
         let body = self.narrow(call, &callee.ret, ret);
@@ -763,7 +764,7 @@ impl Pass<'_> {
                 v
             }
         };
-        mk(ExprKind::Local(v), ty.clone(), span)
+        local(v, ty, span)
     }
 
     /// `body` in the scope of `bound` (new locals just bound): the vectors
@@ -852,26 +853,25 @@ impl Pass<'_> {
     /// length (an internal error if it differs).
     fn narrow(&mut self, e: Expr, ty: &Type, to: &Shape) -> Expr {
         let span = e.span;
-        let int = |k: i64| mk(ExprKind::Lit(Lit::Int(k)), Type::Int, span);
         match (to, ty) {
             (Shape::Len(n), Type::Vec(elem)) => {
                 let v = self.temp("_", ty.clone());
-                let local = mk(ExprKind::Local(v), ty.clone(), span);
+                let vector = local(v, ty, span);
                 let items = (0..*n)
                     .map(|k| {
-                        let args = vec![local.clone(), int(k as i64)];
+                        let args = vec![vector.clone(), int_lit(k as i64, span)];
                         mk(ExprKind::Prim(Prim::Index, args), (**elem).clone(), span)
                     })
                     .collect();
                 let tuple = mk(ExprKind::Tuple(items), repr_ty(ty, to), span);
-                let size = mk(ExprKind::Prim(Prim::Size, vec![local]), Type::Int, span);
-                let n = int(*n as i64);
+                let size = mk(ExprKind::Prim(Prim::Size, vec![vector]), Type::Int, span);
+                let n = int_lit(*n as i64, span);
                 let same = mk(
                     ExprKind::Prim(Prim::Eq, vec![size.clone(), n.clone()]),
                     Type::Bool,
                     span,
                 );
-                let code = int(nabla_lang::prim::FAIL_PROVED_LENGTH);
+                let code = int_lit(nabla_lang::prim::FAIL_PROVED_LENGTH, span);
                 let fail = mk(
                     ExprKind::Prim(Prim::Fail, vec![code, size, n]),
                     Type::Int,
@@ -908,7 +908,7 @@ impl Pass<'_> {
         match &e.kind {
             ExprKind::Local(l) => {
                 let (n, s) = env.get(l).cloned().unwrap_or((*l, Shape::Any));
-                (mk(ExprKind::Local(n), repr_ty(&e.ty, &s), span), s)
+                (local(n, &repr_ty(&e.ty, &s), span), s)
             }
             ExprKind::Lit(Lit::Int(k)) => (e.clone(), Shape::Int(*k)),
             ExprKind::Global(g) => {
@@ -1042,10 +1042,15 @@ impl Pass<'_> {
                 (same(kind), Shape::Any)
             }
             // The cases still name original functions (`Pass::fill_recodes`).
-            ExprKind::Recode { closure, cases } => {
+            ExprKind::Recode {
+                closure,
+                cases,
+                direct,
+            } => {
                 let kind = ExprKind::Recode {
                     closure: plain_box(self, closure, env),
                     cases: cases.clone(),
+                    direct: *direct,
                 };
                 (same(kind), Shape::Any)
             }
@@ -1072,7 +1077,7 @@ impl Pass<'_> {
     fn apply(&mut self, a: &Expr, b: &Expr, e: &Expr, env: &mut Env) -> (Expr, Shape) {
         let span = e.span;
         let (closure, pairs) = match &a.kind {
-            ExprKind::Recode { closure, cases } => (&**closure, cases.clone()),
+            ExprKind::Recode { closure, cases, .. } => (&**closure, cases.clone()),
             _ => {
                 let src = self.src;
                 let fits = |g: &FunId| {
@@ -1111,6 +1116,7 @@ impl Pass<'_> {
                     ExprKind::Recode {
                         closure: Box::new(c),
                         cases,
+                        direct: true,
                     },
                     ty,
                     a.span,
@@ -1121,10 +1127,11 @@ impl Pass<'_> {
         }
         let x = self.coerce(x, &b.ty, &s, &Shape::Any);
         let f = match &a.kind {
-            ExprKind::Recode { cases, .. } => {
+            ExprKind::Recode { cases, direct, .. } => {
                 let kind = ExprKind::Recode {
                     closure: Box::new(c),
                     cases: cases.clone(),
+                    direct: *direct,
                 };
                 mk(kind, a.ty.clone(), a.span)
             }
@@ -1140,7 +1147,7 @@ impl Pass<'_> {
             (Prim::Size, [v]) => {
                 let (v2, s) = self.expr(v, env);
                 if let Shape::Len(n) = s {
-                    let n_lit = mk(ExprKind::Lit(Lit::Int(n as i64)), Type::Int, span);
+                    let n_lit = int_lit(n as i64, span);
                     return (after(v2, n_lit), Shape::Int(n as i64));
                 }
                 (
@@ -1221,7 +1228,7 @@ impl Pass<'_> {
                     let calls = (0..k)
                         .map(|i| {
                             let id = self.copy(g, env, vec![Shape::Int(i as i64)], Use::Call);
-                            let arg = mk(ExprKind::Lit(Lit::Int(i as i64)), Type::Int, span);
+                            let arg = int_lit(i as i64, span);
                             mk(ExprKind::Call(id, vec![arg]), elem.clone(), span)
                         })
                         .collect();
@@ -1255,8 +1262,6 @@ impl Pass<'_> {
         let t = self.temp("_", tv.clone());
         let j = self.temp("_", Type::Int);
         let elem = e.ty.clone();
-        let local = |l: Local, ty: &Type| mk(ExprKind::Local(l), ty.clone(), span);
-        let int = |k: i64| mk(ExprKind::Lit(Lit::Int(k)), Type::Int, span);
         // Out of range: the interpreter's error, from the vector made again.
         let fail = || {
             let items = (0..n)
@@ -1268,7 +1273,7 @@ impl Pass<'_> {
                 span,
             );
             mk(
-                ExprKind::Prim(Prim::Index, vec![vector, local(j, &Type::Int)]),
+                ExprKind::Prim(Prim::Index, vec![vector, local(j, &Type::Int, span)]),
                 elem.clone(),
                 span,
             )
@@ -1283,7 +1288,10 @@ impl Pass<'_> {
                 let mut pick = proj(t, &tv, n - 1, elem.clone(), span);
                 for k in (0..n - 1).rev() {
                     let is_k = mk(
-                        ExprKind::Prim(Prim::Eq, vec![local(j, &Type::Int), int(k as i64)]),
+                        ExprKind::Prim(
+                            Prim::Eq,
+                            vec![local(j, &Type::Int, span), int_lit(k as i64, span)],
+                        ),
                         Type::Bool,
                         span,
                     );
@@ -1296,8 +1304,9 @@ impl Pass<'_> {
                 }
                 let lt =
                     |a: Expr, b: Expr| mk(ExprKind::Prim(Prim::Lt, vec![a, b]), Type::Bool, span);
-                let below_n = typed_if(lt(local(j, &Type::Int), int(n as i64)), pick, fail());
-                typed_if(lt(local(j, &Type::Int), int(0)), fail(), below_n)
+                let index = || local(j, &Type::Int, span);
+                let below_n = typed_if(lt(index(), int_lit(n as i64, span)), pick, fail());
+                typed_if(lt(index(), int_lit(0, span)), fail(), below_n)
             }
         };
         let_(t, v, let_(j, i, body))
@@ -1320,10 +1329,18 @@ fn typed_if(c: Expr, a: Expr, b: Expr) -> Expr {
     nabla_lang::core::typed::if_(c, a, b)
 }
 
+/// Local `l`, of type `ty`.
+fn local(l: Local, ty: &Type, span: Span) -> Expr {
+    mk(ExprKind::Local(l), ty.clone(), span)
+}
+
 /// Component `k` (of type `ty`) of the tuple in local `t` (of type `tuple`).
 fn proj(t: Local, tuple: &Type, k: usize, ty: Type, span: Span) -> Expr {
-    let local = mk(ExprKind::Local(t), tuple.clone(), span);
-    mk(ExprKind::Proj(Box::new(local), k as u32), ty, span)
+    mk(
+        ExprKind::Proj(Box::new(local(t, tuple, span)), k as u32),
+        ty,
+        span,
+    )
 }
 
 fn tuple_elem(t: &Type, k: usize) -> Type {

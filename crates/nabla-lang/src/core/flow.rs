@@ -106,7 +106,7 @@ impl Flow {
             ExprKind::Local(l) => self.locals.get(l).cloned().unwrap_or_default(),
             ExprKind::Global(g) => self.globals.get(g).cloned().unwrap_or_default(),
             ExprKind::Closure(g) => BTreeSet::from([*g]),
-            ExprKind::Recode { closure, cases } => {
+            ExprKind::Recode { closure, cases, .. } => {
                 self.walk(prog, closure);
                 cases.iter().map(|c| c.1).collect()
             }

@@ -198,6 +198,12 @@ pub enum ExprKind {
         closure: Box<Expr>,
         /// (code it may have, code to give it instead).
         cases: Vec<(FunId, FunId)>,
+        /// The recoding is applied to an argument in another representation
+        /// than the closures' parameter (the native back end's small vectors
+        /// kept as tuples): each `to` is then a *direct copy* of `from`'s
+        /// function taking that representation, called, never made a
+        /// closure. Only ever the function of an `Apply`.
+        direct: bool,
     },
     /// An operation on the Delta trace of reverse level `slot` (made by
     /// compiled differentiation; see [`TapeOp`] for the operands and the

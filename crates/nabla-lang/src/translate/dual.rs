@@ -891,6 +891,7 @@ impl Expander<'_> {
             ExprKind::Recode {
                 closure: Box::new(f),
                 cases: Vec::new(),
+                direct: false,
             },
             dual_ty(ty, to),
             span,
@@ -935,7 +936,7 @@ impl Expander<'_> {
         let mut listed = 0;
         let mut stack = vec![e];
         while let Some(e) = stack.pop() {
-            if let ExprKind::Recode { closure, cases } = &mut e.kind {
+            if let ExprKind::Recode { closure, cases, .. } = &mut e.kind {
                 cases.clear();
                 for g in flow.of(closure) {
                     if self.closure(g, e.span).ty != closure.ty {
