@@ -63,6 +63,17 @@ const MAX_FLAT: usize = 100;
 /// program; beyond it, calls pass vectors as vectors.
 const COPIES_PER_FUN: usize = 4;
 
+/// Whether direct copies are made within the budget: always, but tests
+/// turn them off in a last run to send every direct application through
+/// the wrapper made past the budget ([`Pass::wrapper`]), which real
+/// programs rarely reach.
+fn direct_copies_allowed() -> bool {
+    #[cfg(test)]
+    return tests::DIRECT_COPIES.get();
+    #[cfg(not(test))]
+    true
+}
+
 /// What is known at compile time about a value's representation.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Shape {
@@ -335,6 +346,16 @@ pub(crate) fn rewrite(src: &Program, entry: Entry, max_vector_len: usize) -> Rew
             }
         }
         if !more || run == MAX_RUNS {
+            #[cfg(test)]
+            if tests::WRAP_AT_THE_END.get() {
+                // One more run with what the runs found, but wrappers for
+                // every direct application.
+                tests::DIRECT_COPIES.set(false);
+                let (out, ..) =
+                    rewrite_once(src, entry, max_vector_len, &recode_targets, &flow, &known);
+                tests::DIRECT_COPIES.set(true);
+                return out;
+            }
             return out;
         }
         run += 1;
@@ -572,7 +593,7 @@ impl Pass<'_> {
             return;
         };
         for (to, shape) in calls {
-            if self.funs.len() >= self.max_copies {
+            if self.funs.len() >= self.max_copies || !direct_copies_allowed() {
                 return;
             }
             let env: Env = self
@@ -720,6 +741,8 @@ impl Pass<'_> {
         let (name, captures) = (callee.name.clone(), callee.captures.clone());
         let call = mk(ExprKind::Call(code, vec![arg]), callee.ret.clone(), span);
         let body = self.narrow(call, &callee.ret, ret);
+        #[cfg(test)]
+        tests::WRAPPERS.set(tests::WRAPPERS.get() + 1);
         wrappers.push(Fun {
             name,
             captures,
@@ -855,6 +878,8 @@ impl Pass<'_> {
         let span = e.span;
         match (to, ty) {
             (Shape::Len(n), Type::Vec(elem)) => {
+                #[cfg(test)]
+                tests::NARROWED.set(tests::NARROWED.get() + 1);
                 let v = self.temp("_", ty.clone());
                 let vector = local(v, ty, span);
                 let items = (0..*n)
@@ -1377,4 +1402,89 @@ fn after(first: Expr, body: Expr) -> Expr {
 /// A body's stand-in while it is being filled in.
 fn placeholder() -> Expr {
     mk(ExprKind::Lit(Lit::Unit), Type::Unit, Span::default())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Native, Options};
+    use nabla_lang::driver::Session;
+    use nabla_lang::eval::Limits;
+    use nabla_lang::pretty::print_value;
+    use std::cell::Cell;
+
+    thread_local! {
+        /// Whether [`super::rewrite`] ends with a run that makes wrappers
+        /// instead of direct copies, knowing the result shapes the runs
+        /// before found.
+        pub(super) static WRAP_AT_THE_END: Cell<bool> = const { Cell::new(false) };
+        /// [`super::direct_copies_allowed`].
+        pub(super) static DIRECT_COPIES: Cell<bool> = const { Cell::new(true) };
+        /// Wrappers made on this thread ([`super::Pass::wrapper`]).
+        pub(super) static WRAPPERS: Cell<usize> = const { Cell::new(0) };
+        /// Vectors read back into tuples ([`super::Pass::narrow`]).
+        pub(super) static NARROWED: Cell<usize> = const { Cell::new(0) };
+    }
+
+    /// `main`'s value or error message, by the interpreter and by native code.
+    fn both(name: &str, text: &str) -> (String, String) {
+        let mut s = Session::new();
+        if let Err(ds) = s.load(name, text) {
+            panic!("{name} does not check: {}", s.render(&ds));
+        }
+        let interp = match s.prepare_main().and_then(|m| m.evaluate()) {
+            Ok(v) => print_value(&v),
+            Err(ds) => s.render(&ds),
+        };
+        let Ok((prog, entry)) = s.typed_program("main") else {
+            panic!("native code does not run {name}");
+        };
+        let options = Options {
+            limits: Limits::default(),
+            keep_ir: false,
+        };
+        let Ok(compiled) = Native::compile_main(&prog, entry, &options) else {
+            panic!("{name} does not compile");
+        };
+        let native = match compiled.run() {
+            Ok(v) => print_value(&v),
+            Err(e) => s.render(&[e.into()]),
+        };
+        (interp, native)
+    }
+
+    /// Every direct application through its wrapper: the closure's code
+    /// called on the vector made again, a result the direct copies gave as
+    /// a tuple read back after its length is checked. Values and errors as
+    /// the interpreter's.
+    #[test]
+    fn direct_applications_past_the_copy_budget_agree_with_the_interpreter() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+        let read = |path: &str| std::fs::read_to_string(format!("{root}/{path}")).expect(path);
+        let nested = read("bench/nabla/nested.nabla");
+        let mut programs: Vec<(String, String)> = [
+            "tests/lang/vectors/closures_applied_to_small_vectors.nabla",
+            "tests/lang/runtime/error_in_closure_applied_to_small_vector.nabla",
+        ]
+        .iter()
+        .map(|p| (p.to_string(), read(p)))
+        .collect();
+        for main in ["saddle_ff", "saddle_rr", "particle_fr", "particle_rf"] {
+            programs.push((main.into(), format!("{nested}\ndef main = {main} ()\n")));
+        }
+        // (The small programs first: a wrong gradient can keep the
+        // optimisers of the nested ones from ever converging.)
+        WRAP_AT_THE_END.set(true);
+        WRAPPERS.set(0);
+        NARROWED.set(0);
+        for (name, text) in &programs {
+            let (interp, native) = both(name, text);
+            assert_eq!(native, interp, "{name}");
+        }
+        WRAP_AT_THE_END.set(false);
+        assert!(
+            WRAPPERS.get() > 0,
+            "no direct application went through a wrapper"
+        );
+        assert!(NARROWED.get() > 0, "no wrapper read a result back");
+    }
 }
