@@ -1087,7 +1087,7 @@ fn adopt_lent_level_1(ctx: &mut Ctx) {
 
 /// Parks the trace past the active ones of `slot`, if there is one (ended,
 /// kept for reuse), restarted for a level of its width, after the runtime
-/// began, ended, kept or resumed a trace of the slot. Level 1 parks only
+/// began, ended or kept a trace of the slot. Level 1 parks only
 /// while it has no active trace, and only a buffer it keeps in place.
 fn park(ctx: &mut Ctx, slot: usize) {
     if slot == STAGED_SLOT {

@@ -1,6 +1,6 @@
 //! Records are tuples once the program has checked.
 //!
-//! A record type is the set of its fields ([`Type::Record`] keeps them in
+//! A record type is the set of its fields ([`crate::types::Type::Record`] keeps them in
 //! name order), so `{ w = v, b = 0.0 }` and `{ b = 0.0, w = v }` have the
 //! same type and the same layout: the tuple of the fields in name order, or
 //! the field itself for a record of one field. [`erase_records`] rewrites a

@@ -284,8 +284,8 @@ pub enum TapeOp {
     AdjGet,
     /// `()`: component `[id, j, value]` of a Delta's adjoint set.
     AdjSet,
-    /// `()`: ends the slot's current trace (a resumed one goes back to
-    /// where `Keep` put it).
+    /// `()`: ends the slot's current trace; after `Resume`, ends the
+    /// pullback's use of the kept trace instead, which stays kept.
     End,
     /// `()`: output `[id, coefficient]` (a Delta `Scale coefficient (Var
     /// id)`, id −1 for a constant output) of the current plain trace, in the
@@ -296,10 +296,11 @@ pub enum TapeOp {
     /// result is a token naming it. One trace is kept at a time; keeping
     /// another forgets it.
     Keep,
-    /// `Int` (1 or 0): makes the trace kept under token `[token, n]` the
-    /// slot's current trace again if it is still kept and has `n` outputs
-    /// (else does nothing and gives 0). `InputAgain` then gives the
-    /// inputs' ids again, in order, and `End` keeps it again.
+    /// `Int` (1 or 0): if the trace kept under token `[token, n]` is still
+    /// kept and has `n` outputs, the slot's `SeedOutput`, `Sweep`, `Adjoint`
+    /// and `End` that follow are that trace's, not the current trace's
+    /// (else nothing changes, and it gives 0). `InputAgain` then gives the
+    /// inputs' ids again, in order.
     Resume,
     /// `()`: cotangent `[j, seed]` for the resumed trace's `j`-th output
     /// (its Delta seeded with chain(coefficient, seed)).

@@ -100,7 +100,7 @@ pub(crate) enum Binder {
 }
 
 /// One use of a [`Binder`]: the types its numeric type variables were
-/// instantiated to, in the order of [`Checked::numeric_generics`] (none for
+/// instantiated to, in the order of [`Checker::generics_of`] (none for
 /// a recursive use from inside its own definition, which is monomorphic).
 #[derive(Clone, Debug)]
 pub(crate) struct Use {
@@ -941,7 +941,7 @@ impl Checker {
 
     /// The type scheme of `t`, the type of `binder` if given. Numeric type
     /// variables are generalised only for a binder, when specialising
-    /// ([`Checker::numeric_generics`]).
+    /// ([`Checker::generics_of`]).
     fn generalize(&mut self, t: &Type, binder: Option<Binder>) -> Scheme {
         let t = self.zonk(t);
         let mut generics = Vec::new();
