@@ -264,10 +264,8 @@ struct Traces {
 /// which the next level begins — inline, parked as any ended level's.
 #[derive(Default)]
 struct Kept {
-    /// The token of the kept trace (0: none).
+    /// The token of the kept trace (0: none, `trace` is then a spare buffer).
     token: i64,
-    /// Whether `trace` holds the kept trace (else it is a spare buffer).
-    held: bool,
     trace: Trace,
     /// The kept trace's output Deltas, in the order of the cotangent's reals.
     outputs: Vec<OutputDelta>,
@@ -313,7 +311,6 @@ impl Traces {
         t.trace.clear();
         std::mem::swap(&mut kept.outputs, &mut kept.pending);
         kept.pending.clear();
-        kept.held = true;
         // The adjoints are charged with the trace (an adjoint per entry of
         // its buffer): those of a bigger trace kept before are let go.
         if kept.adjoints.capacity() > kept.trace.buffer_bytes() / size_of::<Staged>() {
@@ -1440,8 +1437,8 @@ pub(crate) extern "C" fn rt_tape_resume(ctx: *mut Ctx, slot: u64, token: i64, ou
     let c = unsafe { &mut *ctx };
     let kept = &mut c.kept;
     let matches = slot as usize == STAGED_SLOT
+        && token != 0
         && kept.token == token
-        && kept.held
         && kept.outputs.len() as i64 == outputs;
     if !matches {
         return 0;
