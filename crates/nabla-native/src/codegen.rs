@@ -884,6 +884,14 @@ struct FnGen<'a, 'b, 'p> {
     /// while it runs; reloading the fields at every access took three
     /// loads of the context per word.
     sweep_view: Option<(u8, [(usize, ir::Value); 6])>,
+    /// The runtime's real functions (pure) called so far in the block being
+    /// filled, `(block, [(symbol, arguments, result)])`: a value defined
+    /// earlier in the same block is usable anywhere after it, so a second
+    /// call with the same arguments reuses the first's result. Reverse mode
+    /// computes `sin θ` and `cos θ` for their values and again as each
+    /// other's partials (BA's `rotate`): half the calls, and the spills
+    /// around them, go.
+    math_calls: (Option<ir::Block>, Vec<(&'static str, Vals, ir::Value)>),
 }
 
 impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
@@ -920,6 +928,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             hoisted: HashMap::new(),
             known_len: HashMap::new(),
             sweep_view: None,
+            math_calls: (None, Vec::new()),
         };
         match job {
             Job::Fun(f) => g.fun(*f, &params)?,
@@ -3740,17 +3749,35 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 self.b.ins().select(second, y, x)
             }
             _ => {
-                let Some((name, n)) = math_symbol(p).filter(|&(_, n)| n == vals.len()) else {
+                let Some((name, _)) = math_symbol(p).filter(|&(_, n)| n == vals.len()) else {
                     return Err(Unsupported {
                         what: format!("the primitive `{}` in native code", p.info().name),
                         span,
                     });
                 };
-                let id = self.cg.import(name, &vec![types::F64; n], &[types::F64])?;
-                return Ok(self.call(id, &vals));
+                return Ok(vec![self.math_call(name, &vals)?]);
             }
         };
         Ok(vec![v])
+    }
+
+    /// The runtime's real function `name` (pure) at `args`: a call, unless
+    /// one with the same arguments was made earlier in the current block
+    /// ([`FnGen::math_calls`]).
+    fn math_call(&mut self, name: &'static str, args: &[ir::Value]) -> R<ir::Value> {
+        let block = self.b.current_block();
+        let (seen_in, seen) = &mut self.math_calls;
+        if *seen_in != block {
+            *seen_in = block;
+            seen.clear();
+        }
+        if let Some(&(_, _, r)) = seen.iter().find(|(n, a, _)| *n == name && a[..] == *args) {
+            return Ok(r);
+        }
+        let id = self.cg.import(name, &vec![types::F64; args.len()], &[types::F64])?;
+        let r = self.call(id, args)[0];
+        self.math_calls.1.push((name, args.to_vec(), r));
+        Ok(r)
     }
 
     /// Int `+ - * / %` with the interpreter's overflow and division errors.
