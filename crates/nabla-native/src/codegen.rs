@@ -998,6 +998,9 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     /// the slot first. Wide weights and adjoint components are 64-bit words
     /// (an `f64` by its bits).
     fn tape(&mut self, op: TapeOp, slot: u8, args: &[Expr], ty: &Type, span: Span) -> R<Vals> {
+        if let (TapeOp::Inputs | TapeOp::Adjoints | TapeOp::AdjointsAgain, [v]) = (op, args) {
+            return self.tape_vector(op, slot, v, ty, span);
+        }
         let mut operands = Vec::new();
         for a in args {
             operands.extend(self.owned_value(a)?);
@@ -1096,6 +1099,43 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         self.tape_call(op, slot, operands, span)
     }
 
+    /// A trace operation on a vector of the outermost reverse level
+    /// (`Inputs`, `Adjoints`, `AdjointsAgain`): the result vector made here
+    /// and filled by one runtime call (`runtime::rt_tape_inputs` …) that
+    /// goes over the elements, as tight as the operation on one real
+    /// inline, without its checks of the buffer's room and the adjoints'
+    /// view per element (a vector's inputs took 33 instructions each in a
+    /// `map` of `Input`, its adjoints 18–22).
+    fn tape_vector(&mut self, op: TapeOp, slot: u8, v: &Expr, ty: &Type, span: Span) -> R<Vals> {
+        let Type::Vec(elem) = ty else {
+            return Err(internal("a vector trace operation of another type", span));
+        };
+        if usize::from(slot) != runtime::STAGED_SLOT {
+            return Err(internal(
+                "a vector trace operation above the outermost level",
+                span,
+            ));
+        }
+        let name = match op {
+            TapeOp::Inputs => "rt_tape_inputs",
+            TapeOp::Adjoints => "rt_tape_adjoints",
+            _ => "rt_tape_adjoints_again",
+        };
+        let (src, owned) = self.borrowed(v)?;
+        let n = self.vec_len(src[0]);
+        let dst = self.alloc_vec(elem, n, span)?;
+        let f = self.cg.import(name, &[PTR, types::I32, PTR, PTR], &[])?;
+        let s = self.cg.span_index(span);
+        let s = self.b.ins().iconst(types::I32, s);
+        self.call(f, &[self.ctx, s, src[0], dst]);
+        if op == TapeOp::Inputs {
+            // Making room for the inputs' Deltas can go over the budget.
+            self.check_failed();
+        }
+        self.release(&v.ty, &src, owned)?;
+        Ok(vec![dst])
+    }
+
     /// A trace operation by a call of its runtime function
     /// (`runtime::rt_tape_*`), with the context and the slot first.
     fn tape_call(&mut self, op: TapeOp, slot: u8, operands: Vec<ir::Value>, span: Span) -> R<Vals> {
@@ -1108,6 +1148,9 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             TapeOp::Len => ("rt_tape_len", vec![], &[types::I64]),
             TapeOp::Push
             | TapeOp::Input
+            | TapeOp::Inputs
+            | TapeOp::Adjoints
+            | TapeOp::AdjointsAgain
             | TapeOp::InputAgain
             | TapeOp::PushWide
             | TapeOp::Combine
@@ -3774,7 +3817,9 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         if let Some(&(_, _, r)) = seen.iter().find(|(n, a, _)| *n == name && a[..] == *args) {
             return Ok(r);
         }
-        let id = self.cg.import(name, &vec![types::F64; args.len()], &[types::F64])?;
+        let id = self
+            .cg
+            .import(name, &vec![types::F64; args.len()], &[types::F64])?;
         let r = self.call(id, args)[0];
         self.math_calls.1.push((name, args.to_vec(), r));
         Ok(r)

@@ -1365,6 +1365,113 @@ pub(crate) extern "C" fn rt_tape_adjoint(ctx: *mut Ctx, slot: u64, id: i64) -> f
         .unwrap_or(0.0)
 }
 
+/// The reals of the vector `v` (`[count, length, reals…]`) and a pointer to
+/// its first slot.
+///
+/// # Safety
+/// `v` is a live vector.
+unsafe fn vec_slots(v: *const u64) -> (usize, *const u64) {
+    // SAFETY: the caller's guarantee: word 1 is the length, the slots follow.
+    unsafe { (*v.add(1) as usize, v.add(2)) }
+}
+
+/// `TapeOp::Inputs`: each real of `src` (a vector of reals) a fresh input
+/// Delta of level 1's trace, in order, written to `dst` (a new vector of as
+/// many level-1 reals `(primal, id, 1.0)`) — the inline `Input` (a
+/// staged record with no parents) for a whole vector. Making room can go
+/// over the memory budget: then it stops, with the error raised.
+pub(crate) extern "C" fn rt_tape_inputs(ctx: *mut Ctx, span: u32, src: *const u64, dst: *mut u64) {
+    // SAFETY: generated code passes its context, a live vector of reals
+    // `src` and a new vector `dst` of as many elements of three slots.
+    let (n, reals) = unsafe { vec_slots(src) };
+    let out = unsafe { dst.add(2) };
+    for k in 0..n {
+        // SAFETY: as in `rt_error`; no other reference to the context is
+        // live across the flush, which takes the pointer.
+        if unsafe { (*ctx).staging.len >= (*ctx).staging.cap } {
+            rt_tape_flush(ctx, span);
+            if unsafe { (*ctx).failed } != 0 {
+                return;
+            }
+        }
+        // SAFETY: as above.
+        let s = unsafe { &mut (*ctx).staging };
+        let none = nabla_lang::ad::trace::NO_PARENT;
+        // SAFETY: `len < cap`: inside the capacity the runtime lent; `k <
+        // n`, within both vectors.
+        unsafe {
+            s.ptr.add(s.len as usize).write(Staged {
+                parents: [none; 2],
+                weights: [0.0; 2],
+            });
+            let x = out.add(3 * k);
+            x.write(*reals.add(k));
+            x.add(1).write(s.base + s.len);
+            x.add(2).write(1f64.to_bits());
+        }
+        s.len += 1;
+    }
+}
+
+/// Input `id`'s adjoint after the last sweep: in the view the sweep
+/// published, or asked of [`rt_tape_adjoint`] — `FnGen::staged_adjoint`.
+fn staged_adjoint(ctx: *mut Ctx, id: i64) -> f64 {
+    // SAFETY: as in `rt_error`; the reference ends before the call.
+    let s = unsafe { &(*ctx).staging };
+    if (id as u64) < s.adjoints_len {
+        // SAFETY: inside the view the runtime published.
+        return unsafe { *s.adjoints.add(id as usize) };
+    }
+    rt_tape_adjoint(ctx, STAGED_SLOT as u64, id)
+}
+
+/// `TapeOp::Adjoints`: the adjoint of each level-1 real `(primal, id,
+/// coefficient)` of `src`, in order, written to `dst` (a new vector of as
+/// many reals).
+pub(crate) extern "C" fn rt_tape_adjoints(
+    ctx: *mut Ctx,
+    _span: u32,
+    src: *const u64,
+    dst: *mut u64,
+) {
+    // SAFETY: generated code passes its context, a live vector of level-1
+    // reals (three slots each) and a new vector of as many reals.
+    let (n, reals) = unsafe { vec_slots(src) };
+    for k in 0..n {
+        // SAFETY: `k < n`, within both vectors.
+        unsafe {
+            let id = *reals.add(3 * k + 1) as i64;
+            dst.add(2 + k).write(staged_adjoint(ctx, id).to_bits());
+        }
+    }
+}
+
+/// `TapeOp::AdjointsAgain`: on the resumed trace, the adjoint of the next
+/// input again (`TapeOp::InputAgain`) for each element of `src`, written
+/// to `dst` (a new vector of as many reals).
+pub(crate) extern "C" fn rt_tape_adjoints_again(
+    ctx: *mut Ctx,
+    _span: u32,
+    src: *const u64,
+    dst: *mut u64,
+) {
+    // SAFETY: generated code passes its context, a live vector and a new
+    // vector of as many reals.
+    let (n, _) = unsafe { vec_slots(src) };
+    for k in 0..n {
+        // SAFETY: as in `rt_error`; the reference ends before the read.
+        let again = unsafe { &mut (*ctx).again };
+        let id = if again.next < again.end {
+            again.next += 1;
+            again.next - 1
+        } else {
+            -1
+        };
+        // SAFETY: `k < n`, within `dst`.
+        unsafe { dst.add(2 + k).write(staged_adjoint(ctx, id).to_bits()) };
+    }
+}
+
 /// `TapeOp::End`: drops the slot's current trace (its buffer kept for the next).
 pub(crate) extern "C" fn rt_tape_end(ctx: *mut Ctx, slot: u64) {
     // SAFETY: as in `tape`.
@@ -1799,6 +1906,12 @@ pub(crate) fn symbols() -> Vec<(&'static str, *const u8)> {
         ("rt_tape_adj_reserve", rt_tape_adj_reserve as *const u8),
         ("rt_tape_adjoint", rt_tape_adjoint as *const u8),
         ("rt_tape_end", rt_tape_end as *const u8),
+        ("rt_tape_inputs", rt_tape_inputs as *const u8),
+        ("rt_tape_adjoints", rt_tape_adjoints as *const u8),
+        (
+            "rt_tape_adjoints_again",
+            rt_tape_adjoints_again as *const u8,
+        ),
         ("rt_tape_output", rt_tape_output as *const u8),
         ("rt_tape_keep", rt_tape_keep as *const u8),
         ("rt_tape_resume", rt_tape_resume as *const u8),

@@ -247,6 +247,11 @@ pub enum TapeOp {
     /// `Int`: on a resumed trace (`Resume`), the id of its next input
     /// again, in order.
     InputAgain,
+    /// `Vec` of reals of the outermost (plain) reverse level: `Input` for
+    /// each real of the vector of reals `[v]`, in order, coefficient 1 —
+    /// one operation for a vector, where a `map` of `Input` costs a loop
+    /// of generated code that checks the buffer's room for every element.
+    Inputs,
     /// `Int`: the Delta `w₀ · Var p₀ + w₁ · Var p₁` of operands `[p₀, w₀,
     /// p₁, w₁]` (ids `Int`, weights `Real`); a term whose id is −1 is left
     /// out, and with both left out the result is −1.
@@ -270,6 +275,12 @@ pub enum TapeOp {
     Sweep,
     /// `Real`: the adjoint of input `[id]` after the last sweep.
     Adjoint,
+    /// `Vec Real`: `Adjoint` of each real of `[v]`, a vector of reals of
+    /// the outermost (plain) reverse level, in order.
+    Adjoints,
+    /// `Vec Real`: on a resumed trace, `Adjoint` of `InputAgain` once for
+    /// each element of the vector `[v]` (whose elements are not read).
+    AdjointsAgain,
     /// `Int`: the number of Deltas on the trace.
     Len,
     /// `Int`: parent `[id, k]` (k = 0, 1) of a Delta, −1 if it has none.

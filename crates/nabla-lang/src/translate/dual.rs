@@ -362,6 +362,11 @@ fn tape(op: TapeOp, slot: u8, args: Vec<Expr>, span: Span) -> Expr {
         | TapeOp::Keep
         | TapeOp::Resume => Type::Int,
         TapeOp::Adjoint => Type::Real,
+        TapeOp::Adjoints | TapeOp::AdjointsAgain => Type::Vec(Box::new(Type::Real)),
+        TapeOp::Inputs => Type::Vec(Box::new(dual_ty(
+            &Type::Real,
+            Level::PLAIN.above(Mode::Reverse),
+        ))),
         TapeOp::Combine => Type::Tuple(vec![Type::Int, Type::Real]),
         // A component: its type is the caller's ([`tape_word`]).
         TapeOp::Weight | TapeOp::AdjGet => Type::Real,
@@ -1501,6 +1506,11 @@ impl Expander<'_> {
                     .collect::<R<Vec<_>>>()?;
                 Ok(mk(ExprKind::Tuple(parts), out, span))
             }),
+            // A vector of reals of the outermost reverse level's point (the
+            // parameters of `grad`, BA's and GMM's): in one operation.
+            Type::Vec(a) if **a == Type::Real && l == Level::PLAIN && input == TapeOp::Input => {
+                Ok(tape(TapeOp::Inputs, l.n + 1, vec![x], span))
+            }
             Type::Vec(a) if has_real(a) => {
                 let f = self.helper(Helper::SeedInputs((**a).clone(), l, input), span)?;
                 Ok(prim(Prim::Map, vec![self.closure(f, span), x], out, span))
@@ -1538,6 +1548,9 @@ impl Expander<'_> {
                     .collect::<R<Vec<_>>>()?;
                 Ok(mk(ExprKind::Tuple(parts), ty.clone(), span))
             }),
+            Type::Vec(a) if **a == Type::Real => {
+                Ok(tape(TapeOp::AdjointsAgain, slot, vec![x], span))
+            }
             Type::Vec(a) if has_real(a) => {
                 let f = self.helper(Helper::AdjointsAgain((**a).clone()), span)?;
                 Ok(prim(
@@ -1740,6 +1753,13 @@ impl Expander<'_> {
                     .collect::<R<Vec<_>>>()?;
                 Ok(mk(ExprKind::Tuple(parts), dual_ty(ty, l.below()), span))
             }),
+            Type::Vec(a)
+                if **a == Type::Real
+                    && matches!(part, Part::Adjoint)
+                    && l.below() == Level::PLAIN =>
+            {
+                Ok(tape(TapeOp::Adjoints, l.n, vec![y], span))
+            }
             Type::Vec(a) => {
                 let f = self.helper(Helper::Split((**a).clone(), l, part), span)?;
                 Ok(prim(
