@@ -1378,50 +1378,67 @@ unsafe fn vec_slots(v: *const u64) -> (usize, *const u64) {
 /// `TapeOp::Inputs`: each real of `src` (a vector of reals) a fresh input
 /// Delta of level 1's trace, in order, written to `dst` (a new vector of as
 /// many level-1 reals `(primal, id, 1.0)`) — the inline `Input` (a
-/// staged record with no parents) for a whole vector. Making room can go
-/// over the memory budget: then it stops, with the error raised.
+/// staged record with no parents) for a whole vector, as many at a time as
+/// the lent capacity holds. Making room can go over the memory budget:
+/// then it stops, with the error raised.
 pub(crate) extern "C" fn rt_tape_inputs(ctx: *mut Ctx, span: u32, src: *const u64, dst: *mut u64) {
     // SAFETY: generated code passes its context, a live vector of reals
     // `src` and a new vector `dst` of as many elements of three slots.
     let (n, reals) = unsafe { vec_slots(src) };
     let out = unsafe { dst.add(2) };
-    for k in 0..n {
-        // SAFETY: as in `rt_error`; no other reference to the context is
-        // live across the flush, which takes the pointer.
+    let none = nabla_lang::ad::trace::NO_PARENT;
+    let mut k = 0;
+    while k < n {
+        // SAFETY: as in `rt_error`; no reference to the context is live
+        // across the flush, which takes the pointer.
         if unsafe { (*ctx).staging.len >= (*ctx).staging.cap } {
             rt_tape_flush(ctx, span);
             if unsafe { (*ctx).failed } != 0 {
                 return;
             }
         }
-        // SAFETY: as above.
+        // SAFETY: as above; the reference ends before the next flush.
         let s = unsafe { &mut (*ctx).staging };
-        let none = nabla_lang::ad::trace::NO_PARENT;
-        // SAFETY: `len < cap`: inside the capacity the runtime lent; `k <
-        // n`, within both vectors.
-        unsafe {
-            s.ptr.add(s.len as usize).write(Staged {
-                parents: [none; 2],
-                weights: [0.0; 2],
-            });
-            let x = out.add(3 * k);
-            x.write(*reals.add(k));
-            x.add(1).write(s.base + s.len);
-            x.add(2).write(1f64.to_bits());
+        let m = (n - k).min((s.cap - s.len) as usize);
+        // Copied out: the writes below could alias the context's fields.
+        let (records, len, base) = (s.ptr, s.len as usize, s.base);
+        s.len += m as u64;
+        for j in 0..m {
+            // SAFETY: `len + j < cap`: inside the capacity the runtime
+            // lent; `k + j < n`, within both vectors.
+            unsafe {
+                records.add(len + j).write(Staged {
+                    parents: [none; 2],
+                    weights: [0.0; 2],
+                });
+                let x = out.add(3 * (k + j));
+                x.write(*reals.add(k + j));
+                x.add(1).write(base + (len + j) as u64);
+                x.add(2).write(1f64.to_bits());
+            }
         }
-        s.len += 1;
+        k += m;
     }
 }
 
-/// Input `id`'s adjoint after the last sweep: in the view the sweep
-/// published, or asked of [`rt_tape_adjoint`] — `FnGen::staged_adjoint`.
-fn staged_adjoint(ctx: *mut Ctx, id: i64) -> f64 {
-    // SAFETY: as in `rt_error`; the reference ends before the call.
+/// The view of the inputs' adjoints the last sweep published (empty if
+/// none): what `FnGen::staged_adjoint` reads inline.
+fn adjoint_view<'a>(ctx: *mut Ctx) -> &'a [f64] {
+    // SAFETY: as in `rt_error`; the view stays valid (and unchanged) until
+    // the next flush or sweep, which no caller makes while holding it.
     let s = unsafe { &(*ctx).staging };
-    if (id as u64) < s.adjoints_len {
-        // SAFETY: inside the view the runtime published.
-        return unsafe { *s.adjoints.add(id as usize) };
+    if s.adjoints.is_null() {
+        return &[];
     }
+    // SAFETY: `adjoints_len` reals at `adjoints`, published by the sweep.
+    unsafe { std::slice::from_raw_parts(s.adjoints, s.adjoints_len as usize) }
+}
+
+/// Input `id`'s adjoint where the view does not hold it (a constant's −1,
+/// or no view published): asked of [`rt_tape_adjoint`].
+#[cold]
+#[inline(never)]
+fn adjoint_outside_view(ctx: *mut Ctx, id: i64) -> f64 {
     rt_tape_adjoint(ctx, STAGED_SLOT as u64, id)
 }
 
@@ -1437,11 +1454,16 @@ pub(crate) extern "C" fn rt_tape_adjoints(
     // SAFETY: generated code passes its context, a live vector of level-1
     // reals (three slots each) and a new vector of as many reals.
     let (n, reals) = unsafe { vec_slots(src) };
+    let view = adjoint_view(ctx);
     for k in 0..n {
-        // SAFETY: `k < n`, within both vectors.
+        // SAFETY: `k < n`: within both vectors.
         unsafe {
             let id = *reals.add(3 * k + 1) as i64;
-            dst.add(2 + k).write(staged_adjoint(ctx, id).to_bits());
+            let a = match view.get(id as usize) {
+                Some(&a) => a,
+                None => adjoint_outside_view(ctx, id),
+            };
+            dst.add(2 + k).write(a.to_bits());
         }
     }
 }
@@ -1458,17 +1480,28 @@ pub(crate) extern "C" fn rt_tape_adjoints_again(
     // SAFETY: generated code passes its context, a live vector and a new
     // vector of as many reals.
     let (n, _) = unsafe { vec_slots(src) };
-    for k in 0..n {
-        // SAFETY: as in `rt_error`; the reference ends before the read.
-        let again = unsafe { &mut (*ctx).again };
-        let id = if again.next < again.end {
-            again.next += 1;
-            again.next - 1
-        } else {
-            -1
-        };
-        // SAFETY: `k < n`, within `dst`.
-        unsafe { dst.add(2 + k).write(staged_adjoint(ctx, id).to_bits()) };
+    // SAFETY: as in `rt_error`; the reference ends here.
+    let again = unsafe { &mut (*ctx).again };
+    let first = again.next;
+    // The next `given` inputs, then −1 (past the trace's inputs).
+    let given = (again.end - first).clamp(0, n as i64);
+    again.next += given;
+    let view = adjoint_view(ctx);
+    // SAFETY: `dst` has room for `n` reals.
+    let out = unsafe { std::slice::from_raw_parts_mut(dst.add(2).cast::<f64>(), n) };
+    let inputs = first as usize..(first + given) as usize;
+    match view.get(inputs) {
+        // The inputs' adjoints side by side in the view (as a sweep leaves
+        // them): copied.
+        Some(adjoints) => out[..given as usize].copy_from_slice(adjoints),
+        None => {
+            for (k, a) in out[..given as usize].iter_mut().enumerate() {
+                *a = adjoint_outside_view(ctx, first + k as i64);
+            }
+        }
+    }
+    for a in &mut out[given as usize..] {
+        *a = adjoint_outside_view(ctx, -1);
     }
 }
 
