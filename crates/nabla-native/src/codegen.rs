@@ -998,7 +998,11 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     /// the slot first. Wide weights and adjoint components are 64-bit words
     /// (an `f64` by its bits).
     fn tape(&mut self, op: TapeOp, slot: u8, args: &[Expr], ty: &Type, span: Span) -> R<Vals> {
-        if let (TapeOp::Inputs | TapeOp::Adjoints | TapeOp::AdjointsAgain, [v]) = (op, args) {
+        if let (
+            TapeOp::Inputs | TapeOp::Adjoints | TapeOp::AdjointsAgain | TapeOp::SeedOutputs,
+            [v],
+        ) = (op, args)
+        {
             return self.tape_vector(op, slot, v, ty, span);
         }
         let mut operands = Vec::new();
@@ -1100,15 +1104,18 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     }
 
     /// A trace operation on a vector of the outermost reverse level
-    /// (`Inputs`, `Adjoints`, `AdjointsAgain`): the result vector made here
-    /// and filled by one runtime call (`runtime::rt_tape_inputs` …) that
-    /// goes over the elements, as tight as the operation on one real
-    /// inline, without its checks of the buffer's room and the adjoints'
-    /// view per element (a vector's inputs took 33 instructions each in a
-    /// `map` of `Input`, its adjoints 18–22).
+    /// (`Inputs`, `Adjoints`, `AdjointsAgain`, `SeedOutputs`): the result
+    /// vector (if any) made here and filled by one runtime call
+    /// (`runtime::rt_tape_inputs` …) that goes over the elements, as tight
+    /// as the operation on one real inline, without its checks of the
+    /// buffer's room and the adjoints' view per element (a vector's inputs
+    /// took 33 instructions each in a `map` of `Input`, its adjoints
+    /// 18–22), or as one call where there was one per real (`SeedOutput`).
     fn tape_vector(&mut self, op: TapeOp, slot: u8, v: &Expr, ty: &Type, span: Span) -> R<Vals> {
-        let Type::Vec(elem) = ty else {
-            return Err(internal("a vector trace operation of another type", span));
+        let elem = match ty {
+            Type::Vec(elem) => Some(&**elem),
+            Type::Unit => None,
+            _ => return Err(internal("a vector trace operation of another type", span)),
         };
         if usize::from(slot) != runtime::STAGED_SLOT {
             return Err(internal(
@@ -1119,21 +1126,28 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let name = match op {
             TapeOp::Inputs => "rt_tape_inputs",
             TapeOp::Adjoints => "rt_tape_adjoints",
-            _ => "rt_tape_adjoints_again",
+            TapeOp::AdjointsAgain => "rt_tape_adjoints_again",
+            _ => "rt_tape_seed_outputs",
         };
         let (src, owned) = self.borrowed(v)?;
-        let n = self.vec_len(src[0]);
-        let dst = self.alloc_vec(elem, n, span)?;
+        let dst = match elem {
+            Some(elem) => {
+                let n = self.vec_len(src[0]);
+                Some(self.alloc_vec(elem, n, span)?)
+            }
+            None => None,
+        };
         let f = self.cg.import(name, &[PTR, types::I32, PTR, PTR], &[])?;
         let s = self.cg.span_index(span);
         let s = self.b.ins().iconst(types::I32, s);
-        self.call(f, &[self.ctx, s, src[0], dst]);
+        let none = self.b.ins().iconst(PTR, 0);
+        self.call(f, &[self.ctx, s, src[0], dst.unwrap_or(none)]);
         if op == TapeOp::Inputs {
             // Making room for the inputs' Deltas can go over the budget.
             self.check_failed();
         }
         self.release(&v.ty, &src, owned)?;
-        Ok(vec![dst])
+        Ok(dst.into_iter().collect())
     }
 
     /// A trace operation by a call of its runtime function
@@ -1149,6 +1163,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             TapeOp::Push
             | TapeOp::Input
             | TapeOp::Inputs
+            | TapeOp::SeedOutputs
             | TapeOp::Adjoints
             | TapeOp::AdjointsAgain
             | TapeOp::InputAgain

@@ -275,7 +275,7 @@ fn is_matrix(elem: &Type) -> bool {
 ///
 /// # Safety
 /// `v` is null or a live vector of reals, which outlives the slice.
-unsafe fn reals_of<'a>(v: *const u64) -> &'a [f64] {
+pub(crate) unsafe fn reals_of<'a>(v: *const u64) -> &'a [f64] {
     if v.is_null() {
         return &[];
     }

@@ -272,12 +272,26 @@ struct Kept {
     /// The outputs `TapeOp::Output` gave for the next `TapeOp::Keep`.
     pending: Vec<OutputDelta>,
     /// Set from `TapeOp::Resume` to the pullback's `TapeOp::End`: the
-    /// level-1 `SeedOutput`, `Sweep` and `End` between are the kept trace's.
+    /// level-1 `SeedOutput(s)`, `Sweep` and `End` between are the kept
+    /// trace's.
     resumed: bool,
     /// The cotangents of the output Deltas, for the sweep.
     seeds: Vec<(u32, f64)>,
     /// The adjoints of the last sweep (its first are the inputs').
     adjoints: Vec<f64>,
+}
+
+impl Kept {
+    /// The cotangent `seed` for output `j` of the resumed trace: its Delta
+    /// seeded with chain(coefficient, seed) (nothing for a constant output,
+    /// or past the outputs).
+    fn seed_output(&mut self, j: usize, seed: f64) {
+        if let Some(&out) = self.outputs.get(j)
+            && let Ok(id) = u32::try_from(out.id)
+        {
+            self.seeds.push((id, out.coefficient.chain(seed)));
+        }
+    }
 }
 
 /// Ended traces a position keeps for reuse.
@@ -1600,10 +1614,26 @@ pub(crate) extern "C" fn rt_tape_seed_output(ctx: *mut Ctx, slot: u64, j: i64, s
     let kept = unsafe { &mut (*ctx).kept };
     if slot as usize == STAGED_SLOT
         && kept.resumed
-        && let Some(&out) = usize::try_from(j).ok().and_then(|j| kept.outputs.get(j))
-        && let Ok(id) = u32::try_from(out.id)
+        && let Ok(j) = usize::try_from(j)
     {
-        kept.seeds.push((id, out.coefficient.chain(seed)));
+        kept.seed_output(j, seed);
+    }
+}
+
+/// `TapeOp::SeedOutputs`: `SeedOutput` of each real of the cotangent `src`
+/// (a vector of reals), the `j`-th for output `j`.
+pub(crate) extern "C" fn rt_tape_seed_outputs(
+    ctx: *mut Ctx,
+    _span: u32,
+    src: *const u64,
+    _none: *mut u64,
+) {
+    // SAFETY: as in `tape`; generated code passes a live vector of reals.
+    let (kept, seeds) = unsafe { (&mut (*ctx).kept, crate::marshal::reals_of(src)) };
+    if kept.resumed {
+        for (j, &seed) in seeds.iter().enumerate() {
+            kept.seed_output(j, seed);
+        }
     }
 }
 
@@ -1945,6 +1975,7 @@ pub(crate) fn symbols() -> Vec<(&'static str, *const u8)> {
             "rt_tape_adjoints_again",
             rt_tape_adjoints_again as *const u8,
         ),
+        ("rt_tape_seed_outputs", rt_tape_seed_outputs as *const u8),
         ("rt_tape_output", rt_tape_output as *const u8),
         ("rt_tape_keep", rt_tape_keep as *const u8),
         ("rt_tape_resume", rt_tape_resume as *const u8),

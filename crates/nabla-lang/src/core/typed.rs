@@ -316,6 +316,9 @@ pub enum TapeOp {
     /// `()`: cotangent `[j, seed]` for the resumed trace's `j`-th output
     /// (its Delta seeded with chain(coefficient, seed)).
     SeedOutput,
+    /// `()`: `SeedOutput` of each real of the vector of reals `[v]`, the
+    /// `j`-th for output `j`.
+    SeedOutputs,
 }
 
 /// A program in typed form: what is reachable from its entry.

@@ -377,7 +377,8 @@ fn tape(op: TapeOp, slot: u8, args: Vec<Expr>, span: Span) -> Expr {
         | TapeOp::AdjSet
         | TapeOp::End
         | TapeOp::Output
-        | TapeOp::SeedOutput => Type::Unit,
+        | TapeOp::SeedOutput
+        | TapeOp::SeedOutputs => Type::Unit,
     };
     mk(ExprKind::Tape { op, slot, args }, ty, span)
 }
@@ -2726,9 +2727,13 @@ impl Expander<'_> {
                 let count = real_count(&ct, &y_ty, span);
                 let resume = tape(TapeOp::Resume, n.n, vec![token, count], span);
                 let resumed = prim(Prim::Eq, vec![resume, int_lit(1, span)], Type::Bool, span);
-                let seeds = s.each_real(&ct, &y_ty, span, &mut |j, c| {
-                    tape(TapeOp::SeedOutput, n.n, vec![j, c], span)
-                })?;
+                let seeds = if y_ty == Type::Vec(Box::new(Type::Real)) {
+                    tape(TapeOp::SeedOutputs, n.n, vec![ct.clone()], span)
+                } else {
+                    s.each_real(&ct, &y_ty, span, &mut |j, c| {
+                        tape(TapeOp::SeedOutput, n.n, vec![j, c], span)
+                    })?
+                };
                 let sweep = tape(TapeOp::Sweep, n.n, Vec::new(), span);
                 let gradient = s.adjoints_again(x.clone(), &x_ty, span)?;
                 let gv = s.local("g", gradient.ty.clone());
