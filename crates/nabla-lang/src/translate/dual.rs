@@ -24,7 +24,7 @@
 //! and the library's `Dual`, a term whose tangent is exactly zero is skipped
 //! and partials are multiplied with the chain rule's product (`chainMul`), so
 //! native and interpreted derivatives agree bit for bit. The partials come
-//! from the library's derivative table, evaluated on [`Sym`], a symbolic
+//! from the library's derivative table, evaluated on `Sym`, a symbolic
 //! number, and then emitted one level down (so the table's formulas are
 //! themselves differentiated at the enclosing levels): no rule is restated.
 //!

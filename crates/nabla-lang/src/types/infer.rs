@@ -323,7 +323,7 @@ const TYPE_WORK_BUDGET: u64 = 5_000_000;
 /// type variables (`def sq x = x * x` is `sq : n -> n` for `n` Int or Real)
 /// and records the type each use instantiates them to; its errors are the
 /// program's. If some definition or `let` function is used at several
-/// numeric types, [`super::specialise`] makes a copy of it for each (the
+/// numeric types, `types::specialise` makes a copy of it for each (the
 /// copies are in [`Typing::specialised`]). The second check, in which numeric
 /// variables are not generalised, types that program: every definition is
 /// used at one numeric type, so every operator and literal gets one type.
@@ -367,7 +367,7 @@ pub fn check_program_with(
 #[derive(Clone, Debug)]
 pub struct Monomorphic {
     /// The definitions: the program's, then copies of those used at several
-    /// types (named `name'Type…`, see [`super::specialise`]).
+    /// types (named `name'Type…`, see `types::specialise`).
     pub defs: Vec<Def>,
     /// The type of each definition.
     pub def_types: Vec<Type>,
