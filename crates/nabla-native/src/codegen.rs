@@ -1140,8 +1140,11 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let f = self.cg.import(name, &[PTR, types::I32, PTR, PTR], &[])?;
         let s = self.cg.span_index(span);
         let s = self.b.ins().iconst(types::I32, s);
-        let none = self.b.ins().iconst(PTR, 0);
-        self.call(f, &[self.ctx, s, src[0], dst.unwrap_or(none)]);
+        let out = match dst {
+            Some(v) => v,
+            None => self.b.ins().iconst(PTR, 0),
+        };
+        self.call(f, &[self.ctx, s, src[0], out]);
         if op == TapeOp::Inputs {
             // Making room for the inputs' Deltas can go over the budget.
             self.check_failed();
