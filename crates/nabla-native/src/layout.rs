@@ -29,6 +29,60 @@ pub(crate) const CLO_CODE: i32 = 16;
 /// Offset of a closure's first captured slot.
 pub(crate) const CLO_ENV: i64 = 24;
 
+/// The length of the live vector `v`.
+///
+/// # Safety
+/// `v` is a live vector.
+pub(crate) unsafe fn vector_len(v: *const u64) -> usize {
+    // SAFETY: the caller's guarantee: `[count, length, slots…]`.
+    unsafe { *v.add(VEC_LEN as usize / 8) as usize }
+}
+
+/// The slots of the live vector `v` whose elements are `width` slots wide.
+///
+/// # Safety
+/// `v` is a live vector of such elements, which outlives the slice.
+pub(crate) unsafe fn vector_slots<'a>(v: *const u64, width: usize) -> &'a [u64] {
+    // SAFETY: the caller's guarantee: `[count, length, slots…]`.
+    unsafe { std::slice::from_raw_parts(v.add(VEC_DATA as usize / 8), vector_len(v) * width) }
+}
+
+/// The slots of the new vector `v` (its length set, its elements `width`
+/// slots wide) to fill.
+///
+/// # Safety
+/// As for [`vector_slots`], and nothing else reads or writes `v` meanwhile.
+pub(crate) unsafe fn vector_slots_mut<'a>(v: *mut u64, width: usize) -> &'a mut [u64] {
+    // SAFETY: as above.
+    unsafe { std::slice::from_raw_parts_mut(v.add(VEC_DATA as usize / 8), vector_len(v) * width) }
+}
+
+/// The reals of the vector of reals `v` (none for null), each slot holding
+/// a real's bits.
+///
+/// # Safety
+/// `v` is null or a live vector of reals, which outlives the slice.
+pub(crate) unsafe fn vector_reals<'a>(v: *const u64) -> &'a [f64] {
+    if v.is_null() {
+        return &[];
+    }
+    // SAFETY: the caller's guarantee; an f64 has a slot's size and alignment.
+    let slots = unsafe { vector_slots(v, 1) };
+    // SAFETY: as above.
+    unsafe { std::slice::from_raw_parts(slots.as_ptr().cast::<f64>(), slots.len()) }
+}
+
+/// The reals of the new vector of reals `v` to fill.
+///
+/// # Safety
+/// As for [`vector_slots_mut`].
+pub(crate) unsafe fn vector_reals_mut<'a>(v: *mut u64) -> &'a mut [f64] {
+    // SAFETY: the caller's guarantee; an f64 has a slot's size and alignment.
+    let slots = unsafe { vector_slots_mut(v, 1) };
+    // SAFETY: as above.
+    unsafe { std::slice::from_raw_parts_mut(slots.as_mut_ptr().cast::<f64>(), slots.len()) }
+}
+
 /// Appends the machine types of `ty`'s flattening to `out`.
 pub(crate) fn flatten(
     ty: &Type,

@@ -246,12 +246,13 @@ pub(crate) unsafe fn read_value(ty: &Type, slots: &[u64], at: &mut usize) -> Val
         }
         Type::Vec(elem) => {
             let p = next() as *const u64;
-            // SAFETY: a live vector: `[count, length, slots…]`, length
-            // elements of `width(elem)` slots each.
-            let len = unsafe { *p.add(1) } as usize;
-            let w = layout::width(elem);
-            // SAFETY: as above.
-            let data = unsafe { std::slice::from_raw_parts(p.add(2), len * w) };
+            // SAFETY: a live vector of elements of `width(elem)` slots each.
+            let (len, data) = unsafe {
+                (
+                    layout::vector_len(p),
+                    layout::vector_slots(p, layout::width(elem)),
+                )
+            };
             if **elem == Type::Real {
                 return Value::reals(data.iter().map(|&b| f64::from_bits(b)).collect());
             }
@@ -269,19 +270,6 @@ pub(crate) unsafe fn read_value(ty: &Type, slots: &[u64], at: &mut usize) -> Val
 /// True if `elem` is `Vec Real`: a vector of it is a matrix.
 fn is_matrix(elem: &Type) -> bool {
     matches!(elem, Type::Vec(inner) if **inner == Type::Real)
-}
-
-/// The reals of the vector of reals `v` (null: none).
-///
-/// # Safety
-/// `v` is null or a live vector of reals, which outlives the slice.
-pub(crate) unsafe fn reals_of<'a>(v: *const u64) -> &'a [f64] {
-    if v.is_null() {
-        return &[];
-    }
-    // SAFETY: the caller's guarantee: `[count, length, reals…]`, each real
-    // a slot holding its bits.
-    unsafe { std::slice::from_raw_parts(v.add(2).cast::<f64>(), *v.add(1) as usize) }
 }
 
 /// True if a value of `ty` is made of reals, tuples and vectors only.
@@ -313,26 +301,29 @@ pub(crate) unsafe fn read_reals(ty: &Type, slots: &[u64], at: &mut usize, out: &
             if p.is_null() {
                 return;
             }
-            // SAFETY: a live vector `[count, length, slots…]`.
-            let len = unsafe { *p.add(1) } as usize;
             if is_matrix(elem) {
                 // A matrix (a Jacobian's rows): each row copied, without
                 // walking its type again per row.
-                // SAFETY: `len` vectors of reals, each live.
-                let rows = unsafe { std::slice::from_raw_parts(p.add(2), len) };
+                // SAFETY: a live vector of live vectors of reals.
+                let rows = unsafe { layout::vector_slots(p, 1) };
                 for &row in rows {
                     // SAFETY: as above.
-                    unsafe { out.extend_from_slice(reals_of(row as *const u64)) };
+                    unsafe { out.extend_from_slice(layout::vector_reals(row as *const u64)) };
                 }
                 return;
             }
             if **elem == Type::Real {
                 // SAFETY: a live vector of reals.
-                out.extend_from_slice(unsafe { reals_of(p) });
+                out.extend_from_slice(unsafe { layout::vector_reals(p) });
                 return;
             }
-            // SAFETY: `len` elements of `width(elem)` slots each.
-            let data = unsafe { std::slice::from_raw_parts(p.add(2), len * layout::width(elem)) };
+            // SAFETY: a live vector of elements of `width(elem)` slots each.
+            let (len, data) = unsafe {
+                (
+                    layout::vector_len(p),
+                    layout::vector_slots(p, layout::width(elem)),
+                )
+            };
             let mut k = 0;
             for _ in 0..len {
                 // SAFETY: each element is a value of `elem`.
