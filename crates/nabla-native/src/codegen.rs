@@ -526,6 +526,15 @@ impl<'p> Codegen<'p> {
     }
 }
 
+/// A staged Delta's two weights ([`FnGen::write_staged`]).
+#[derive(Clone, Copy)]
+enum Weights {
+    /// Each in its own register.
+    Scalars(ir::Value, ir::Value),
+    /// Side by side in one vector (`F64X2`, weight 0 in lane 0).
+    Lanes(ir::Value),
+}
+
 /// A buffer generated code appends trace records to inline.
 #[derive(Clone, Copy)]
 enum Buffer {
@@ -892,6 +901,11 @@ struct FnGen<'a, 'b, 'p> {
     /// other's partials (BA's `rotate`): half the calls, and the spills
     /// around them, go.
     math_calls: (Option<ir::Block>, Vec<(&'static str, Vals, ir::Value)>),
+    /// The operands `(∂, c)` of each `chain(∂, c)` made so far: a Delta's
+    /// two weights are formed again side by side in one vector register
+    /// ([`FnGen::weights_in_lanes`]), and the two scalar forms, then unused,
+    /// are dropped by the optimiser.
+    chains: HashMap<ir::Value, (ir::Value, ir::Value)>,
 }
 
 impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
@@ -929,6 +943,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             known_len: HashMap::new(),
             sweep_view: None,
             math_calls: (None, Vec::new()),
+            chains: HashMap::new(),
         };
         match job {
             Job::Fun(f) => g.fun(*f, &params)?,
@@ -1436,7 +1451,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         &mut self,
         len: ir::Value,
         (p0, p1): (ir::Value, ir::Value),
-        (w0, w1): (ir::Value, ir::Value),
+        weights: Weights,
     ) -> ir::Value {
         let base = self.ctx_word(Ctx::STAGING_BASE);
         let ptr = self.b.ins().load(PTR, flags(), self.ctx, Ctx::STAGING_PTR);
@@ -1445,8 +1460,19 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let at = self.b.ins().iadd(ptr, offset);
         self.b.ins().store(flags(), p0, at, 0);
         self.b.ins().store(flags(), p1, at, 4);
-        self.b.ins().store(flags(), w0, at, 8);
-        self.b.ins().store(flags(), w1, at, 16);
+        match weights {
+            Weights::Scalars(w0, w1) => {
+                self.b.ins().store(flags(), w0, at, 8);
+                self.b.ins().store(flags(), w1, at, 16);
+            }
+            Weights::Lanes(both) => {
+                // Not `aligned`: a record is 8-byte aligned, the vector 16.
+                let lanes = MemFlagsData::new()
+                    .with_notrap()
+                    .with_endianness(ir::Endianness::Little);
+                self.b.ins().store(lanes, both, at, 8);
+            }
+        }
         let next = self.b.ins().iadd_imm_s(len, 1);
         self.b
             .ins()
@@ -1470,20 +1496,20 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         w1: ir::Value,
         span: Span,
     ) -> R<ir::Value> {
-        let write = Self::staged_writer((p0, w0), (p1, w1));
+        let write = Self::staged_writer((p0, p1), Weights::Scalars(w0, w1));
         self.append_delta((p0, p1), Buffer::Staging, write, span)
     }
 
     /// Writes the plain Delta `w₀ · Var p0 + w₁ · Var p1` (ids as `Int`s)
     /// at a given count of staged Deltas; gives its id.
     fn staged_writer(
-        (p0, w0): (ir::Value, ir::Value),
-        (p1, w1): (ir::Value, ir::Value),
+        (p0, p1): (ir::Value, ir::Value),
+        weights: Weights,
     ) -> impl FnOnce(&mut Self, ir::Value) -> ir::Value {
         move |g: &mut Self, len| {
             let p0 = g.b.ins().ireduce(types::I32, p0);
             let p1 = g.b.ins().ireduce(types::I32, p1);
-            g.write_staged(len, (p0, p1), (w0, w1))
+            g.write_staged(len, (p0, p1), weights)
         }
     }
 
@@ -1499,28 +1525,48 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         span: Span,
     ) -> R<Vals> {
         // Ids are −1 or non-negative: both are variables when their bits'
-        // disjunction is non-negative.
+        // disjunction is non-negative. Two branches, not one on the
+        // conjunction (which x64 forms in flags and bytes: 9 instructions
+        // to the branches' 5).
+        let lanes = self.weights_in_lanes(w0, w1);
         let either = self.b.ins().bor(p0, p1);
         let variables = self
             .b
             .ins()
             .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, either, 0);
-        let differ = self.b.ins().icmp(IntCC::NotEqual, p0, p1);
-        let fast = self.b.ins().band(variables, differ);
+        let test_differ = self.b.create_block();
         let push = self.b.create_block();
         let other = self.b.create_block();
         let done = self.b.create_block();
         self.b.append_block_param(done, types::I64);
         self.b.append_block_param(done, types::F64);
-        self.b.ins().brif(fast, push, &[], other, &[]);
+        self.b.ins().brif(variables, test_differ, &[], other, &[]);
+        self.b.switch_to_block(test_differ);
+        let differ = self.b.ins().icmp(IntCC::NotEqual, p0, p1);
+        self.b.ins().brif(differ, push, &[], other, &[]);
 
         self.b.switch_to_block(push);
-        let write = Self::staged_writer((p0, w0), (p1, w1));
+        let write = match lanes {
+            Some(both) => Self::staged_writer((p0, p1), Weights::Lanes(both)),
+            None => Self::staged_writer((p0, p1), Weights::Scalars(w0, w1)),
+        };
         let id = self.append_record(Buffer::Staging, write, span)?;
         let one = self.b.ins().f64const(1.0);
         self.b.ins().jump(done, &[id.into(), one.into()]);
 
         self.b.switch_to_block(other);
+        let (w0, w1, a0, a1) = match lanes {
+            // The scalar weights, and an alone coefficient that is its
+            // weight, from the lanes.
+            Some(both) => {
+                let v0 = self.b.ins().extractlane(both, 0);
+                let v1 = self.b.ins().extractlane(both, 1);
+                let a0 = if a0 == w0 { v0 } else { a0 };
+                let a1 = if a1 == w1 { v1 } else { a1 };
+                (v0, v1, a0, a1)
+            }
+            None => (w0, w1, a0, a1),
+        };
         let sum = self.b.ins().fadd(w0, w1);
         let second_constant = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, p1, 0);
         let alone_id = self.b.ins().select(second_constant, p0, p1);
@@ -1540,7 +1586,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let write = |g: &mut Self, len| {
             let none = g.b.ins().iconst(types::I32, -1);
             let zero = g.b.ins().f64const(0.0);
-            g.write_staged(len, (none, none), (zero, zero))
+            g.write_staged(len, (none, none), Weights::Scalars(zero, zero))
         };
         self.append_record(Buffer::Staging, write, span)
     }
@@ -3780,25 +3826,18 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             // strips the operand to its primal before it gets here).
             (Prim::StopGradient, _, &[x]) => x,
             // `nabla::Number::chain`: an exact zero on either side gives 0.
-            // Branch- and flag-free in a vector register: the product with
-            // its bits masked by `p ≠ 0 ∧ d ≠ 0` (+0 is all zero bits; a NaN
-            // is ≠ 0, so it stays in the product, as in `chain`). Lane 0 is
-            // the result; the operands are splat (one instruction each,
-            // where putting them in a zeroed vector takes two: GMM, BA,
-            // saddle −2 %, particle FF −4 %, LSTM −3 % instructions).
+            // Branch- and flag-free in a vector register
+            // ([`FnGen::chain_lanes`]). Lane 0 is the result; the operands
+            // are splat (one instruction each, where putting them in a
+            // zeroed vector takes two: GMM, BA, saddle −2 %, particle FF
+            // −4 %, LSTM −3 % instructions).
             (Prim::Chain, _, &[p, d]) => {
-                let zero = ins.f64const(0.0);
-                let zeros = self.b.ins().splat(types::F64X2, zero);
                 let pv = self.b.ins().splat(types::F64X2, p);
                 let dv = self.b.ins().splat(types::F64X2, d);
-                let p_nonzero = self.b.ins().fcmp(FloatCC::NotEqual, pv, zeros);
-                let d_nonzero = self.b.ins().fcmp(FloatCC::NotEqual, dv, zeros);
-                let both = self.b.ins().band(p_nonzero, d_nonzero);
-                let product = self.b.ins().fmul(pv, dv);
-                let lanes = MemFlagsData::new().with_endianness(ir::Endianness::Little);
-                let mask = self.b.ins().bitcast(types::F64X2, lanes, both);
-                let masked = self.b.ins().band(product, mask);
-                self.b.ins().extractlane(masked, 0)
+                let masked = self.chain_lanes(pv, dv);
+                let w = self.b.ins().extractlane(masked, 0);
+                self.chains.insert(w, (p, d));
+                w
             }
             (Prim::Min | Prim::Max, _, &[x, y]) => {
                 let sel = match p.info().real {
@@ -3820,6 +3859,33 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             }
         };
         Ok(vec![v])
+    }
+
+    /// `nabla::Number::chain` lane by lane: the products `p · d` with their
+    /// bits masked by `p ≠ 0 ∧ d ≠ 0` (+0 is all zero bits; a NaN is ≠ 0,
+    /// so it stays in the product, as in `chain`).
+    fn chain_lanes(&mut self, p: ir::Value, d: ir::Value) -> ir::Value {
+        let zero = self.b.ins().f64const(0.0);
+        let zeros = self.b.ins().splat(types::F64X2, zero);
+        let p_nonzero = self.b.ins().fcmp(FloatCC::NotEqual, p, zeros);
+        let d_nonzero = self.b.ins().fcmp(FloatCC::NotEqual, d, zeros);
+        let both = self.b.ins().band(p_nonzero, d_nonzero);
+        let product = self.b.ins().fmul(p, d);
+        let lanes = MemFlagsData::new().with_endianness(ir::Endianness::Little);
+        let mask = self.b.ins().bitcast(types::F64X2, lanes, both);
+        self.b.ins().band(product, mask)
+    }
+
+    /// The weights `(w0, w1)` of a Delta side by side in one vector (lane
+    /// 0, lane 1), where both are `chain`s made here ([`FnGen::chains`]):
+    /// one product and mask for the two, and one store.
+    fn weights_in_lanes(&mut self, w0: ir::Value, w1: ir::Value) -> Option<ir::Value> {
+        let (&(p0, d0), &(p1, d1)) = (self.chains.get(&w0)?, self.chains.get(&w1)?);
+        let p = self.b.ins().splat(types::F64X2, p0);
+        let p = self.b.ins().insertlane(p, p1, 1);
+        let d = self.b.ins().splat(types::F64X2, d0);
+        let d = self.b.ins().insertlane(d, d1, 1);
+        Some(self.chain_lanes(p, d))
     }
 
     /// The runtime's real function `name` (pure) at `args`: a call, unless
