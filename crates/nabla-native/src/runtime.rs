@@ -278,9 +278,32 @@ struct Kept {
     resumed: bool,
     /// The cotangents of the output Deltas, for the sweep.
     seeds: Vec<(u32, f64)>,
+    /// The cotangent's reals given since `Resume` (for [`Kept::basis_row`]),
+    /// and whether they were given in order, one per output.
+    cotangent: Vec<f64>,
+    cotangent_in_order: bool,
     /// The adjoints of the last sweep (its first are the inputs').
     adjoints: Vec<f64>,
+    /// The Jacobian's rows of the trace kept under `rows_of` (0: none):
+    /// row j, the inputs' adjoints for the basis cotangent eⱼ, at
+    /// `j · inputs` ([`Kept::sweep_rows`]).
+    rows: Vec<f64>,
+    rows_of: i64,
+    /// The row the last sweep published as the inputs' adjoints (`None`:
+    /// its own `adjoints`).
+    published: Option<usize>,
+    /// A spare buffer for a sweep in lanes.
+    lanes: Vec<f64>,
 }
+
+/// The most outputs a kept trace's rows are swept for together: one lane
+/// each (a lane adds an adjoint per entry, so more would trade more memory
+/// for the passes saved).
+const ROW_LANES: usize = 4;
+
+/// The most bytes a sweep of the rows in lanes may take (its adjoints, one
+/// per entry and lane); a bigger trace sweeps a row per application.
+const ROW_LANES_BYTES: usize = 8 << 20;
 
 impl Kept {
     /// The cotangent `seed` for output `j` of the resumed trace: its Delta
@@ -291,6 +314,86 @@ impl Kept {
             && let Ok(id) = u32::try_from(out.id)
         {
             self.seeds.push((id, out.coefficient.chain(seed)));
+        }
+        self.cotangent_in_order &= self.cotangent.len() == j;
+        self.cotangent.push(seed);
+    }
+
+    /// `Some(j)` if the cotangent given since `Resume` is the basis
+    /// cotangent eⱼ (1 at output j, +0 at the others, bit for bit) of a
+    /// trace of 2 to [`ROW_LANES`] outputs: the pattern of a Jacobian by
+    /// rows, a pullback applied to each basis cotangent in turn.
+    fn basis_row(&self) -> Option<usize> {
+        let ct = &self.cotangent;
+        if !self.cotangent_in_order
+            || ct.len() != self.outputs.len()
+            || !(2..=ROW_LANES).contains(&ct.len())
+        {
+            return None;
+        }
+        let j = ct.iter().position(|x| x.to_bits() == 1.0f64.to_bits())?;
+        let others_zero = ct
+            .iter()
+            .enumerate()
+            .all(|(k, x)| k == j || x.to_bits() == 0.0f64.to_bits());
+        others_zero.then_some(j)
+    }
+
+    /// Sweeps the kept trace for every basis cotangent at once, one lane
+    /// each, and keeps the inputs' adjoints as its rows: each row is, bit
+    /// for bit, what a sweep seeded with that cotangent gives
+    /// ([`trace::seed_and_sweep_plain_lanes`]), so a pullback applied to
+    /// each basis cotangent in turn — BA's blocks, `jacobian` of a
+    /// function of few outputs — sweeps the trace once, not once per row.
+    /// False, with nothing done, if the lanes would take more than
+    /// [`ROW_LANES_BYTES`] or a weight is not plain.
+    fn sweep_rows(&mut self) -> bool {
+        match self.outputs.len() {
+            2 => self.sweep_rows_in::<2>(),
+            3 => self.sweep_rows_in::<3>(),
+            4 => self.sweep_rows_in::<4>(),
+            _ => false,
+        }
+    }
+
+    fn sweep_rows_in<const L: usize>(&mut self) -> bool {
+        if self.trace.len() * L * size_of::<f64>() > ROW_LANES_BYTES {
+            return false;
+        }
+        // Output k seeds lane j with chain(coefficient, δₖⱼ), in output
+        // order, as the one-lane pullback seeds each basis cotangent.
+        let seeds = self.outputs.iter().enumerate().filter_map(|(k, out)| {
+            let id = u32::try_from(out.id).ok()?;
+            let lane = |j: usize| out.coefficient.chain(if j == k { 1.0 } else { 0.0 });
+            Some((id, std::array::from_fn(lane)))
+        });
+        if !self
+            .trace
+            .backpropagate_plain_lanes::<L>(seeds, &mut self.lanes)
+        {
+            return false;
+        }
+        let inputs = self.trace.inputs().min(self.trace.len());
+        let (lanes, _) = self.lanes.as_chunks::<L>();
+        let lanes = &lanes[..inputs];
+        self.rows.resize(inputs * L, 0.0);
+        for (j, row) in self.rows.chunks_exact_mut(inputs.max(1)).enumerate() {
+            for (a, lane) in row.iter_mut().zip(lanes) {
+                *a = lane[j];
+            }
+        }
+        self.rows_of = self.token;
+        true
+    }
+
+    /// The inputs' adjoints the last sweep published.
+    fn input_adjoints(&self) -> &[f64] {
+        match self.published {
+            Some(j) => {
+                let inputs = self.rows.len() / self.outputs.len().max(1);
+                &self.rows[j * inputs..(j + 1) * inputs]
+            }
+            None => &self.adjoints[..self.trace.inputs().min(self.adjoints.len())],
         }
     }
 }
@@ -1293,15 +1396,22 @@ pub(crate) extern "C" fn rt_tape_sweep(ctx: *mut Ctx, slot: u64) {
 /// traces are not touched.
 fn sweep_kept(c: &mut Ctx) {
     let kept = &mut c.kept;
-    // Kept traces are of level 1, whose weights are plain.
-    if !kept
-        .trace
-        .backpropagate_plain(&kept.seeds, &mut kept.adjoints)
-    {
-        kept.adjoints.clear();
-    }
-    let inputs = kept.trace.inputs().min(kept.adjoints.len());
-    (c.staging.adjoints, c.staging.adjoints_len) = (kept.adjoints.as_ptr(), inputs as u64);
+    kept.published = match kept.basis_row() {
+        // A row of the Jacobian: swept with the others the first time.
+        Some(j) if kept.rows_of == kept.token || kept.sweep_rows() => Some(j),
+        _ => {
+            // Kept traces are of level 1, whose weights are plain.
+            if !kept
+                .trace
+                .backpropagate_plain(&kept.seeds, &mut kept.adjoints)
+            {
+                kept.adjoints.clear();
+            }
+            None
+        }
+    };
+    let inputs = kept.input_adjoints();
+    (c.staging.adjoints, c.staging.adjoints_len) = (inputs.as_ptr(), inputs.len() as u64);
 }
 
 /// After the sweep of a level of level 1 that generated code began inline
@@ -1369,7 +1479,7 @@ pub(crate) extern "C" fn rt_tape_adjoint(ctx: *mut Ctx, slot: u64, id: i64) -> f
     // SAFETY: as in `tape`; `kept` is not used after this block.
     let kept = unsafe { &(*ctx).kept };
     if slot as usize == STAGED_SLOT && kept.resumed {
-        let inputs = &kept.adjoints[..kept.trace.inputs().min(kept.adjoints.len())];
+        let inputs = kept.input_adjoints();
         return usize::try_from(id)
             .ok()
             .and_then(|id| inputs.get(id).copied())
@@ -1591,6 +1701,9 @@ pub(crate) extern "C" fn rt_tape_resume(ctx: *mut Ctx, slot: u64, token: i64, ou
     }
     kept.resumed = true;
     kept.seeds.clear();
+    kept.cotangent.clear();
+    kept.cotangent_in_order = true;
+    kept.published = None;
     c.again = InputsAgain {
         next: 0,
         end: kept.trace.inputs() as i64,

@@ -281,6 +281,25 @@ impl Trace {
         true
     }
 
+    /// [`Trace::backpropagate_plain`] for `L` cotangents at once
+    /// ([`seed_and_sweep_plain_lanes`]): `adjoint` is made `L` adjoints per
+    /// entry, entry by entry (each lane exactly the one-lane sweep's).
+    /// Returns false, doing nothing, if a weight is not plain.
+    pub fn backpropagate_plain_lanes<const L: usize>(
+        &self,
+        seeds: impl IntoIterator<Item = (u32, [f64; L])>,
+        adjoint: &mut Vec<f64>,
+    ) -> bool {
+        if !self.tagged_weights.is_empty() {
+            return false;
+        }
+        adjoint.clear();
+        adjoint.resize(self.entries.len() * L, 0.0);
+        let (lanes, _) = adjoint.as_chunks_mut::<L>();
+        seed_and_sweep_plain_lanes(&self.entries, seeds, lanes);
+        true
+    }
+
     /// The plain sweep from `seeds`, then `then` of the inputs' adjoints;
     /// `None` if a weight is not plain.
     fn sweep_plain_then<T>(
@@ -396,6 +415,46 @@ pub fn seed_and_sweep_plain(
     }
 }
 
+/// [`seed_and_sweep_plain`] for `L` cotangents at once, lane by lane:
+/// `adjoint` holds `L` adjoints per entry (all zero), `seeds` gives, in
+/// order, an id and its `L` cotangents. Every lane ends exactly as the
+/// one-lane sweep from that lane's seeds would (a NaN's bits aside, which
+/// Rust leaves unspecified): where a lane's adjoint is zero it adds
+/// `-0.0`, which changes no value (signed zeros and NaNs included), in
+/// place of skipping; an entry is skipped when every lane's adjoint is
+/// zero. One pass over the entries serves the `L` rows of a
+/// Jacobian (a pullback applied to each basis cotangent).
+pub fn seed_and_sweep_plain_lanes<const L: usize>(
+    entries: &[Entry],
+    seeds: impl IntoIterator<Item = (u32, [f64; L])>,
+    adjoint: &mut [[f64; L]],
+) {
+    for (id, ct) in seeds {
+        if let Some(a) = adjoint.get_mut(id as usize) {
+            for (a, ct) in a.iter_mut().zip(ct) {
+                *a += ct;
+            }
+        }
+    }
+    for id in (0..entries.len().min(adjoint.len())).rev() {
+        let a = adjoint[id];
+        if a.iter().all(|&a| a == 0.0) {
+            continue;
+        }
+        let e = entries[id];
+        for k in 0..2 {
+            let w = e.weights[k];
+            if let Some(p) = adjoint.get_mut(e.parents[k] as usize)
+                && w != 0.0
+            {
+                for (p, a) in p.iter_mut().zip(a) {
+                    *p += if a != 0.0 { w * a } else { -0.0 };
+                }
+            }
+        }
+    }
+}
+
 /// The number of inputs of a trace of plain `entries`: the entries without
 /// parents at its start (a Delta with no term is never recorded otherwise).
 #[inline]
@@ -404,4 +463,72 @@ pub fn leading_inputs(entries: &[Entry]) -> usize {
         .iter()
         .take_while(|e| e.parents == [NO_PARENT; 2])
         .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Weights and cotangents that test the sweep's zero rules: signed
+    /// zeros, infinities, NaN, and ordinary values.
+    fn real() -> impl Strategy<Value = f64> {
+        prop_oneof![
+            Just(0.0),
+            Just(-0.0),
+            Just(1.0),
+            Just(f64::INFINITY),
+            Just(f64::NAN),
+            -3.0..3.0f64,
+        ]
+    }
+
+    /// A trace of `n` entries after `inputs` inputs, each parent before its
+    /// entry or absent (or, now and then, past the end: ignored).
+    fn trace() -> impl Strategy<Value = Vec<Entry>> {
+        (1usize..6, 0usize..40).prop_flat_map(|(inputs, n)| {
+            let entry = |id: usize| {
+                let parent = prop_oneof![
+                    8 => (0..id as u32).boxed(),
+                    1 => Just(NO_PARENT).boxed(),
+                    1 => Just(u32::MAX - 1).boxed(),
+                ];
+                (parent.clone(), real(), parent, real()).prop_map(|(p0, w0, p1, w1)| Entry {
+                    parents: [p0, p1],
+                    weights: [w0, w1],
+                })
+            };
+            let rest: Vec<_> = (inputs..inputs + n).map(entry).collect();
+            rest.prop_map(move |rest| {
+                let mut all = vec![Entry::default(); inputs];
+                for e in &mut all {
+                    e.parents = [NO_PARENT; 2];
+                }
+                all.extend(rest);
+                all
+            })
+        })
+    }
+
+    proptest! {
+        /// Each lane of the sweep of three cotangents at once is, to the
+        /// bit, the one-lane sweep from that lane's seeds (a NaN for a NaN:
+        /// Rust leaves the bits of an operation's NaN unspecified).
+        #[test]
+        fn lanes_sweep_as_one_lane_each(
+            entries in trace(),
+            seeds in proptest::collection::vec((0u32..50, [real(), real(), real()]), 0..5),
+        ) {
+            let mut lanes = vec![[0.0; 3]; entries.len()];
+            seed_and_sweep_plain_lanes(&entries, seeds.iter().copied(), &mut lanes);
+            for lane in 0..3 {
+                let mut one = vec![0.0; entries.len()];
+                seed_and_sweep_plain(&entries, seeds.iter().map(|&(id, ct)| (id, ct[lane])), &mut one);
+                for (id, (a, b)) in one.iter().zip(&lanes).enumerate() {
+                    let same = a.to_bits() == b[lane].to_bits() || (a.is_nan() && b[lane].is_nan());
+                    prop_assert!(same, "entry {} lane {}: {} against {}", id, lane, a, b[lane]);
+                }
+            }
+        }
+    }
 }
