@@ -208,7 +208,7 @@ type M3 = [[f64; 3]; 3];
 
 /// One observation's residuals and 2×15 Jacobian block, derived by hand (no AD).
 ///
-/// Chain: X_cam = R(r)(X − C); p = X_cam[0:2]/X_cam[2]; p_d = p·L(‖p‖²);
+/// Chain: X_cam = R(r)(X − C); p = X_cam\[0:2\]/X_cam\[2\]; p_d = p·L(‖p‖²);
 /// e = w·(f·p_d + (u0, v0) − feature). With θ = ‖r‖, v = r/θ, ∂θ/∂r_k = v_k and
 /// ∂v/∂r_k = (e_k − v v_k)/θ, differentiating Rodrigues' formula term by term gives
 /// ∂X_cam/∂r_k; ∂X_cam/∂X = R, ∂X_cam/∂C = −R.

@@ -220,7 +220,7 @@ pub fn gradient_nabla(data: &GmmInput) -> (f64, Vec<f64>) {
 /// ∂/∂α_k = Σ_i r_ik − n·softmax(α)_k;
 /// ∂/∂μ_k = −Σ_i r_ik Q_kᵀ y;
 /// ∂/∂q_kj = Σ_i r_ik (1 − y_j e^{q_kj} z_j) + γ² e^{2q_kj} − m;
-/// ∂/∂L_k[row][col] = −Σ_i r_ik y_row z_col + γ² L_k[row][col].
+/// ∂/∂L_k\[row\]\[col\] = −Σ_i r_ik y_row z_col + γ² L_k\[row\]\[col\].
 ///
 /// Two passes: the first computes every main_ik and so r_ik; the second runs
 /// component by component over all points, recomputing z and y, so that one

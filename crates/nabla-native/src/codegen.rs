@@ -1546,10 +1546,8 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         self.b.ins().brif(differ, push, &[], other, &[]);
 
         self.b.switch_to_block(push);
-        let write = match lanes {
-            Some(both) => Self::staged_writer((p0, p1), Weights::Lanes(both)),
-            None => Self::staged_writer((p0, p1), Weights::Scalars(w0, w1)),
-        };
+        let weights = lanes.map_or(Weights::Scalars(w0, w1), Weights::Lanes);
+        let write = Self::staged_writer((p0, p1), weights);
         let id = self.append_record(Buffer::Staging, write, span)?;
         let one = self.b.ins().f64const(1.0);
         self.b.ins().jump(done, &[id.into(), one.into()]);

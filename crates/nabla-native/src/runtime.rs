@@ -292,7 +292,7 @@ struct Kept {
     /// The row the last sweep published as the inputs' adjoints (`None`:
     /// its own `adjoints`).
     published: Option<usize>,
-    /// A spare buffer for a sweep in lanes.
+    /// A spare buffer for a sweep in lanes (at most [`ROW_LANES_BYTES`]).
     lanes: Vec<f64>,
 }
 

@@ -296,7 +296,7 @@ pub enum Unary {
     /// The identity with derivative 0 at every level: JAX's
     /// `stop_gradient`, for consumers that name primitives by this table
     /// (the nabla language). Rust code calls
-    /// [`Scalar::stop_gradient`](crate::Scalar::stop_gradient), which is the
+    /// [`Scalar::stop_gradient`], which is the
     /// same function without an entry in the reverse trace.
     StopGradient,
     /// The error function erf x = 2/√π ∫₀ˣ e^(−t²) dt (computed by the `libm`

@@ -561,20 +561,65 @@ enum Part {
     Adjoint,
 }
 
+/// A walk over the real leaves of a value ([`Expander::walk_reals`]),
+/// rebuilding it with each real replaced: the walks share what they do
+/// to tuples, vectors, sums and parts without reals, and differ in the
+/// leaves (and a vector of reals that one trace operation takes whole).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum RealsWalk {
+    /// From level `.0` to `.1` ([`Expander::lift`]).
+    Lift(Level, Level),
+    /// A part of a value at level `.0`, one level down ([`Expander::split`]).
+    Split(Level, Part),
+    /// A value at level `.0` seeded as inputs of the reverse level above by
+    /// `.1` (`Input`, or `InputAgain` on a resumed trace:
+    /// [`Expander::seed_inputs`]).
+    SeedInputs(Level, TapeOp),
+    /// A plain point's adjoints on the resumed trace of reverse level 1
+    /// ([`Expander::adjoints_again`]).
+    AdjointsAgain,
+}
+
+impl RealsWalk {
+    /// The levels of the value walked and of the value made.
+    fn levels(self) -> (Level, Level) {
+        match self {
+            RealsWalk::Lift(from, to) => (from, to),
+            RealsWalk::Split(l, _) => (l, l.below()),
+            RealsWalk::SeedInputs(l, _) => (l, l.above(Mode::Reverse)),
+            RealsWalk::AdjointsAgain => (Level::PLAIN, Level::PLAIN),
+        }
+    }
+
+    /// The name and parameter of a helper function that walks an element.
+    fn helper_name(self) -> (&'static str, &'static str) {
+        match self {
+            RealsWalk::Lift(..) => ("lift", "x"),
+            RealsWalk::Split(..) => ("split", "y"),
+            RealsWalk::SeedInputs(..) => ("seed", "x"),
+            RealsWalk::AdjointsAgain => ("adjoints", "x"),
+        }
+    }
+
+    /// What a value holding a function cannot be here.
+    fn function_error(self) -> &'static str {
+        match self {
+            RealsWalk::Lift(..) => {
+                "a function value made inside `diff`/`jvp` returned from a function"
+            }
+            RealsWalk::Split(..) => "`jvp` of a function whose result holds a function",
+            RealsWalk::SeedInputs(..) | RealsWalk::AdjointsAgain => {
+                "a gradient with respect to a value that holds a function"
+            }
+        }
+    }
+}
+
 /// Small functions the pass generates, by what they do.
 #[derive(Clone, PartialEq, Eq, Hash)]
 enum Helper {
-    /// Moves an element of type `Type` from level `.1` to `.2` ([`Expander::lift`]).
-    Lift(Type, Level, Level),
-    /// A part of an element at level `.1` ([`Expander::split`]).
-    Split(Type, Level, Part),
-    /// An element at level `.1` seeded as inputs of reverse level `.1`
-    /// above by `.2` (`Input`, or `InputAgain` on a resumed trace:
-    /// [`Expander::seed_inputs`]).
-    SeedInputs(Type, Level, TapeOp),
-    /// An element's adjoints on the resumed trace of reverse level 1
-    /// ([`Expander::adjoints_again`]).
-    AdjointsAgain(Type),
+    /// An element of type `Type` walked by `.1` ([`Expander::walk_reals`]).
+    Walk(Type, RealsWalk),
     /// `acc + x` on reals at level `.0`.
     AddReals(Level),
     /// `chain(p, d)` of a real `p` at level `.0` and `d` at `.1`
@@ -823,69 +868,103 @@ impl Expander<'_> {
     /// it is lower (exact where that is done: nothing perturbs the levels
     /// above `to` there).
     fn lift(&mut self, e: Expr, from: Level, to: Level, ty: &Type) -> R<Expr> {
-        if from == to || !has_real(ty) {
-            return Ok(e);
-        }
         let span = e.span;
+        self.walk_reals(e, ty, RealsWalk::Lift(from, to), span)
+    }
+
+    /// The value `x` (original type `ty`) walked by `walk`: each real leaf
+    /// replaced ([`Expander::real_leaf`]), a vector of reals that one trace
+    /// operation takes whole given to it, a tuple rebuilt part by part, a
+    /// vector mapped by a helper that walks an element, a sum by a `case`,
+    /// a function lifted by recoding it; parts without reals stay as they
+    /// are.
+    fn walk_reals(&mut self, x: Expr, ty: &Type, walk: RealsWalk, span: Span) -> R<Expr> {
+        let (from, to) = walk.levels();
+        if !has_real(ty) || matches!(walk, RealsWalk::Lift(a, b) if a == b) {
+            return Ok(x);
+        }
+        let out = dual_ty(ty, to);
         match ty {
-            Type::Real if from < to => Ok((from.n..to.n).fold(e, |e, k| {
+            Type::Real => self.real_leaf(x, walk, span),
+            Type::Tuple(ts) => self.with_temp(x, |s, x| {
+                let parts = ts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| s.walk_reals(proj(x.clone(), i as u32), c, walk, span))
+                    .collect::<R<Vec<_>>>()?;
+                Ok(mk(ExprKind::Tuple(parts), out, span))
+            }),
+            Type::Vec(a) => {
+                if **a == Type::Real
+                    && let Some((op, slot)) = Self::vector_of_reals(walk)
+                {
+                    return Ok(tape(op, slot, vec![x], span));
+                }
+                let f = self.helper(Helper::Walk((**a).clone(), walk), span)?;
+                Ok(prim(Prim::Map, vec![self.closure(f, span), x], out, span))
+            }
+            Type::Sum(a, b) => self.map_sum(x, (a, b), from, out, &mut |s, e, t| {
+                s.walk_reals(e, t, walk, span)
+            }),
+            Type::Fun(..) if from < to && matches!(walk, RealsWalk::Lift(..)) => {
+                Ok(self.recode(x, ty, to))
+            }
+            _ => Err(unsupported(walk.function_error(), span)),
+        }
+    }
+
+    /// The trace operation, and its slot, that takes a whole vector of
+    /// reals for `walk`, if one does: the outermost reverse level's
+    /// `Inputs`, `AdjointsAgain` and `Adjoints` (the parameters of `grad`,
+    /// BA's and GMM's: one runtime call, not a loop of generated code that
+    /// checks the buffer's room for every element).
+    fn vector_of_reals(walk: RealsWalk) -> Option<(TapeOp, u8)> {
+        match walk {
+            RealsWalk::SeedInputs(l, TapeOp::Input) if l == Level::PLAIN => {
+                Some((TapeOp::Inputs, l.n + 1))
+            }
+            RealsWalk::AdjointsAgain => {
+                Some((TapeOp::AdjointsAgain, Level::PLAIN.above(Mode::Reverse).n))
+            }
+            RealsWalk::Split(l, Part::Adjoint) if l.below() == Level::PLAIN => {
+                Some((TapeOp::Adjoints, l.n))
+            }
+            _ => None,
+        }
+    }
+
+    /// A real `x` walked by `walk` ([`Expander::walk_reals`]).
+    fn real_leaf(&mut self, x: Expr, walk: RealsWalk, span: Span) -> R<Expr> {
+        match walk {
+            RealsWalk::Lift(from, to) if from < to => Ok((from.n..to.n).fold(x, |e, k| {
                 let below = to.prefix(k);
                 match to.prefix(k + 1).mode() {
                     Mode::Forward => pair(e, zero_at(below, span)),
                     Mode::Reverse => constant_of_level(e, below, span),
                 }
             })),
-            Type::Real => Ok((to.n..from.n).fold(e, |e, _| proj(e, 0))),
-            Type::Tuple(ts) => self.with_temp(e, |x, t| {
-                let parts = ts
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| x.lift(proj(t.clone(), i as u32), from, to, c))
-                    .collect::<R<Vec<_>>>()?;
-                Ok(mk(ExprKind::Tuple(parts), dual_ty(ty, to), span))
-            }),
-            Type::Vec(a) => {
-                let f = self.helper(Helper::Lift((**a).clone(), from, to), span)?;
-                Ok(prim(
-                    Prim::Map,
-                    vec![self.closure(f, span), e],
-                    dual_ty(ty, to),
-                    span,
-                ))
+            RealsWalk::Lift(from, to) => Ok((to.n..from.n).fold(x, |e, _| proj(e, 0))),
+            RealsWalk::Split(l, part) => self.split_real(x, l, part, span),
+            RealsWalk::SeedInputs(l, input) if l != Level::PLAIN && input == TapeOp::Input => {
+                // Above other levels: a wide Delta with no terms, appended
+                // inline (its zero weights give the record's stride).
+                let mut zeros = Vec::new();
+                for _ in 0..2 {
+                    components(&zero_at(l, span), l, &mut zeros);
+                }
+                let id = tape(input, l.n + 1, zeros, span);
+                Ok(reverse_real(x, id, constant_at(1.0, l, span)))
             }
-            Type::Sum(a, b) => {
-                let (l, r) = (
-                    self.local("_", dual_ty(a, from)),
-                    self.local("_", dual_ty(b, from)),
-                );
-                let out = dual_ty(ty, to);
-                let le = self.local_expr(l, span);
-                let re = self.local_expr(r, span);
-                let left = mk(
-                    ExprKind::Inl(Box::new(self.lift(le, from, to, a)?)),
-                    out.clone(),
-                    span,
-                );
-                let right = mk(
-                    ExprKind::Inr(Box::new(self.lift(re, from, to, b)?)),
-                    out.clone(),
-                    span,
-                );
-                Ok(mk(
-                    ExprKind::Case {
-                        scrutinee: Box::new(e),
-                        left: (Pat::Local(l), Box::new(left)),
-                        right: (Pat::Local(r), Box::new(right)),
-                    },
-                    out,
-                    span,
-                ))
-            }
-            Type::Fun(..) if from < to => Ok(self.recode(e, ty, to)),
-            _ => Err(unsupported(
-                "a function value made inside `diff`/`jvp` returned from a function",
-                span,
+            RealsWalk::SeedInputs(l, input) => Ok(reverse_real(
+                x,
+                tape(input, l.n + 1, Vec::new(), span),
+                constant_at(1.0, l, span),
             )),
+            RealsWalk::AdjointsAgain => {
+                let slot = Level::PLAIN.above(Mode::Reverse).n;
+                let id = tape(TapeOp::InputAgain, slot, Vec::new(), span);
+                Ok(tape(TapeOp::Adjoint, slot, vec![id], span))
+            }
         }
     }
 
@@ -1007,31 +1086,16 @@ impl Expander<'_> {
             return Ok(f);
         }
         let f = match &h {
-            Helper::Lift(a, from, to) => self.unary_helper(
-                &h,
-                ("lift", "x", dual_ty(a, *from)),
-                dual_ty(a, *to),
-                span,
-                |s, x| s.lift(x, *from, *to, a),
-            )?,
-            Helper::Split(a, l, part) => self.unary_helper(
-                &h,
-                ("split", "y", dual_ty(a, *l)),
-                dual_ty(a, l.below()),
-                span,
-                |s, x| s.split(x, a, *l, *part),
-            )?,
-            Helper::SeedInputs(a, l, input) => self.unary_helper(
-                &h,
-                ("seed", "x", dual_ty(a, *l)),
-                dual_ty(a, l.above(Mode::Reverse)),
-                span,
-                |s, x| s.seed_inputs(x, a, *l, *input, span),
-            )?,
-            Helper::AdjointsAgain(a) => {
-                self.unary_helper(&h, ("adjoints", "x", a.clone()), a.clone(), span, |s, x| {
-                    s.adjoints_again(x, a, span)
-                })?
+            Helper::Walk(a, walk) => {
+                let (from, to) = walk.levels();
+                let (name, param) = walk.helper_name();
+                self.unary_helper(
+                    &h,
+                    (name, param, dual_ty(a, from)),
+                    dual_ty(a, to),
+                    span,
+                    |s, x| s.walk_reals(x, a, *walk, span),
+                )?
             }
             Helper::AddReals(l) => {
                 let ty = dual_ty(&Type::Real, *l);
@@ -1482,49 +1546,7 @@ impl Expander<'_> {
     /// `l`, of original type `ty`) with a fresh input Delta, in the
     /// interpreter's order (left to right, depth first: ids 0, 1, …).
     fn seed_inputs(&mut self, x: Expr, ty: &Type, l: Level, input: TapeOp, span: Span) -> R<Expr> {
-        let out = dual_ty(ty, l.above(Mode::Reverse));
-        match ty {
-            Type::Real if l != Level::PLAIN && input == TapeOp::Input => {
-                // Above other levels: a wide Delta with no terms, appended
-                // inline (its zero weights give the record's stride).
-                let mut zeros = Vec::new();
-                for _ in 0..2 {
-                    components(&zero_at(l, span), l, &mut zeros);
-                }
-                let id = tape(input, l.n + 1, zeros, span);
-                Ok(reverse_real(x, id, constant_at(1.0, l, span)))
-            }
-            Type::Real => Ok(reverse_real(
-                x,
-                tape(input, l.n + 1, Vec::new(), span),
-                constant_at(1.0, l, span),
-            )),
-            Type::Tuple(ts) => self.with_temp(x, |s, x| {
-                let parts = ts
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| s.seed_inputs(proj(x.clone(), i as u32), c, l, input, span))
-                    .collect::<R<Vec<_>>>()?;
-                Ok(mk(ExprKind::Tuple(parts), out, span))
-            }),
-            // A vector of reals of the outermost reverse level's point (the
-            // parameters of `grad`, BA's and GMM's): in one operation.
-            Type::Vec(a) if **a == Type::Real && l == Level::PLAIN && input == TapeOp::Input => {
-                Ok(tape(TapeOp::Inputs, l.n + 1, vec![x], span))
-            }
-            Type::Vec(a) if has_real(a) => {
-                let f = self.helper(Helper::SeedInputs((**a).clone(), l, input), span)?;
-                Ok(prim(Prim::Map, vec![self.closure(f, span), x], out, span))
-            }
-            Type::Sum(a, b) if has_real(ty) => self.map_sum(x, (a, b), l, out, &mut |s, e, t| {
-                s.seed_inputs(e, t, l, input, span)
-            }),
-            _ if !has_real(ty) => Ok(x),
-            _ => Err(unsupported(
-                "a gradient with respect to a value that holds a function",
-                span,
-            )),
-        }
+        self.walk_reals(x, ty, RealsWalk::SeedInputs(l, input), span)
     }
 
     /// The gradient of the point `x` (plain, of type `ty`) after the sweep
@@ -1535,43 +1557,7 @@ impl Expander<'_> {
     /// in one walk, without making the seeded point. Int and Bool leaves
     /// are carried through, as the gradient's are.
     fn adjoints_again(&mut self, x: Expr, ty: &Type, span: Span) -> R<Expr> {
-        let slot = Level::PLAIN.above(Mode::Reverse).n;
-        match ty {
-            Type::Real => {
-                let id = tape(TapeOp::InputAgain, slot, Vec::new(), span);
-                Ok(tape(TapeOp::Adjoint, slot, vec![id], span))
-            }
-            Type::Tuple(ts) => self.with_temp(x, |s, x| {
-                let parts = ts
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| s.adjoints_again(proj(x.clone(), i as u32), c, span))
-                    .collect::<R<Vec<_>>>()?;
-                Ok(mk(ExprKind::Tuple(parts), ty.clone(), span))
-            }),
-            Type::Vec(a) if **a == Type::Real => {
-                Ok(tape(TapeOp::AdjointsAgain, slot, vec![x], span))
-            }
-            Type::Vec(a) if has_real(a) => {
-                let f = self.helper(Helper::AdjointsAgain((**a).clone()), span)?;
-                Ok(prim(
-                    Prim::Map,
-                    vec![self.closure(f, span), x],
-                    ty.clone(),
-                    span,
-                ))
-            }
-            Type::Sum(a, b) if has_real(ty) => {
-                self.map_sum(x, (a, b), Level::PLAIN, ty.clone(), &mut |s, e, t| {
-                    s.adjoints_again(e, t, span)
-                })
-            }
-            _ if !has_real(ty) => Ok(x),
-            _ => Err(unsupported(
-                "a gradient with respect to a value that holds a function",
-                span,
-            )),
-        }
+        self.walk_reals(x, ty, RealsWalk::AdjointsAgain, span)
     }
 
     /// `build (size a) (fun i -> body i)`: elements of type `elem` made by
@@ -1712,74 +1698,44 @@ impl Expander<'_> {
     /// primal, tangent or adjoint. Int and Bool leaves are carried unchanged.
     fn split(&mut self, y: Expr, ty: &Type, l: Level, part: Part) -> R<Expr> {
         let span = y.span;
-        match ty {
-            Type::Real => Ok(match part {
-                Part::Primal => proj(y, 0),
-                // A zero tangent is given out as the interpreter's constant
-                // 0 (its `Num::forward` drops a zero tangent): here it may be
-                // −0 or, above a level, a zero real with a primal of −0
-                // (from a product that underflows).
-                Part::Tangent if l.below() == Level::PLAIN => prim(
-                    Prim::Add,
-                    vec![proj(y, 1), real_lit(0.0, span)],
-                    Type::Real,
-                    span,
-                ),
-                Part::Tangent => {
-                    let below = l.below();
-                    return self.with_temp(proj(y, 1), |s, t| {
-                        let zero = s.is_zero(t.clone(), below)?;
-                        Ok(select(zero, zero_at(below, span), t))
-                    });
-                }
-                Part::Adjoint if l.below() == Level::PLAIN => {
-                    tape(TapeOp::Adjoint, l.n, vec![proj(y, 1)], span)
-                }
-                Part::Adjoint => {
-                    return self.with_temp(proj(y, 1), |_, id| {
-                        let mut j = 0;
-                        Ok(assemble(l.below(), &mut |ty| {
-                            j += 1;
-                            let at = vec![id.clone(), int_lit(j - 1, span)];
-                            tape_word(TapeOp::AdjGet, l.n, at, ty, span)
-                        }))
-                    });
-                }
-            }),
-            Type::Tuple(ts) => self.with_temp(y, |s, y| {
-                let parts = ts
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| s.split(proj(y.clone(), i as u32), c, l, part))
-                    .collect::<R<Vec<_>>>()?;
-                Ok(mk(ExprKind::Tuple(parts), dual_ty(ty, l.below()), span))
-            }),
-            Type::Vec(a)
-                if **a == Type::Real
-                    && matches!(part, Part::Adjoint)
-                    && l.below() == Level::PLAIN =>
-            {
-                Ok(tape(TapeOp::Adjoints, l.n, vec![y], span))
-            }
-            Type::Vec(a) => {
-                let f = self.helper(Helper::Split((**a).clone(), l, part), span)?;
-                Ok(prim(
-                    Prim::Map,
-                    vec![self.closure(f, span), y],
-                    dual_ty(ty, l.below()),
-                    span,
-                ))
-            }
-            Type::Sum(a, b) => {
-                let out = dual_ty(ty, l.below());
-                self.map_sum(y, (a, b), l, out, &mut |s, e, t| s.split(e, t, l, part))
-            }
-            _ if !has_real(ty) => Ok(y),
-            _ => Err(unsupported(
-                "`jvp` of a function whose result holds a function",
+        self.walk_reals(y, ty, RealsWalk::Split(l, part), span)
+    }
+
+    /// A part of the real `y` at level `l` ([`Expander::split`]).
+    fn split_real(&mut self, y: Expr, l: Level, part: Part, span: Span) -> R<Expr> {
+        Ok(match part {
+            Part::Primal => proj(y, 0),
+            // A zero tangent is given out as the interpreter's constant
+            // 0 (its `Num::forward` drops a zero tangent): here it may be
+            // −0 or, above a level, a zero real with a primal of −0
+            // (from a product that underflows).
+            Part::Tangent if l.below() == Level::PLAIN => prim(
+                Prim::Add,
+                vec![proj(y, 1), real_lit(0.0, span)],
+                Type::Real,
                 span,
-            )),
-        }
+            ),
+            Part::Tangent => {
+                let below = l.below();
+                return self.with_temp(proj(y, 1), |s, t| {
+                    let zero = s.is_zero(t.clone(), below)?;
+                    Ok(select(zero, zero_at(below, span), t))
+                });
+            }
+            Part::Adjoint if l.below() == Level::PLAIN => {
+                tape(TapeOp::Adjoint, l.n, vec![proj(y, 1)], span)
+            }
+            Part::Adjoint => {
+                return self.with_temp(proj(y, 1), |_, id| {
+                    let mut j = 0;
+                    Ok(assemble(l.below(), &mut |ty| {
+                        j += 1;
+                        let at = vec![id.clone(), int_lit(j - 1, span)];
+                        tape_word(TapeOp::AdjGet, l.n, at, ty, span)
+                    }))
+                });
+            }
+        })
     }
 
     /// The real at level `l` stripped to its plain primal.
