@@ -578,6 +578,9 @@ enum RealsWalk {
     /// A plain point's adjoints on the resumed trace of reverse level 1
     /// ([`Expander::adjoints_again`]).
     AdjointsAgain,
+    /// A value at reverse level `.0` with each real's primal 0 and a fresh
+    /// Delta (`Expander::zero_primal`, custom rules).
+    ZeroPrimal(Level),
 }
 
 impl RealsWalk {
@@ -588,6 +591,7 @@ impl RealsWalk {
             RealsWalk::Split(l, _) => (l, l.below()),
             RealsWalk::SeedInputs(l, _) => (l, l.above(Mode::Reverse)),
             RealsWalk::AdjointsAgain => (Level::PLAIN, Level::PLAIN),
+            RealsWalk::ZeroPrimal(l) => (l, l),
         }
     }
 
@@ -598,19 +602,22 @@ impl RealsWalk {
             RealsWalk::Split(..) => ("split", "y"),
             RealsWalk::SeedInputs(..) => ("seed", "x"),
             RealsWalk::AdjointsAgain => ("adjoints", "x"),
+            RealsWalk::ZeroPrimal(_) => ("zero_primal", "x"),
         }
     }
 
-    /// What a value holding a function cannot be here.
-    fn function_error(self) -> &'static str {
+    /// What a value holding a function cannot be here (`None`: the
+    /// function is kept as it is).
+    fn function_error(self) -> Option<&'static str> {
         match self {
             RealsWalk::Lift(..) => {
-                "a function value made inside `diff`/`jvp` returned from a function"
+                Some("a function value made inside `diff`/`jvp` returned from a function")
             }
-            RealsWalk::Split(..) => "`jvp` of a function whose result holds a function",
+            RealsWalk::Split(..) => Some("`jvp` of a function whose result holds a function"),
             RealsWalk::SeedInputs(..) | RealsWalk::AdjointsAgain => {
-                "a gradient with respect to a value that holds a function"
+                Some("a gradient with respect to a value that holds a function")
             }
+            RealsWalk::ZeroPrimal(_) => None,
         }
     }
 }
@@ -638,9 +645,6 @@ enum Helper {
     /// `acc || any_perturbed x` for an element `x` at level `.1`
     /// (`Expander::any_perturbed`, custom rules).
     AnyPerturbed(Type, Level),
-    /// An element at reverse level `.1` with its primals 0
-    /// (`Expander::zero_primal`, custom rules).
-    ZeroPrimal(Type, Level),
 }
 
 struct Expander<'p> {
@@ -909,7 +913,10 @@ impl Expander<'_> {
             Type::Fun(..) if from < to && matches!(walk, RealsWalk::Lift(..)) => {
                 Ok(self.recode(x, ty, to))
             }
-            _ => Err(unsupported(walk.function_error(), span)),
+            _ => match walk.function_error() {
+                Some(what) => Err(unsupported(what, span)),
+                None => Ok(x),
+            },
         }
     }
 
@@ -965,6 +972,19 @@ impl Expander<'_> {
                 let id = tape(TapeOp::InputAgain, slot, Vec::new(), span);
                 Ok(tape(TapeOp::Adjoint, slot, vec![id], span))
             }
+            RealsWalk::ZeroPrimal(l) => self.with_temp(x, |s, x| {
+                let below = l.below();
+                let terms = [
+                    (proj(x.clone(), 1), proj(x, 2)),
+                    (int_lit(-1, span), zero_at(below, span)),
+                ];
+                let fresh = s.record(terms, l, span);
+                Ok(reverse_real(
+                    zero_at(below, span),
+                    fresh,
+                    constant_at(1.0, below, span),
+                ))
+            }),
         }
     }
 
@@ -1201,13 +1221,7 @@ impl Expander<'_> {
                 self.prog.funs[f.0 as usize].body = body;
                 f
             }
-            Helper::ZeroPrimal(a, l) => self.unary_helper(
-                &h,
-                ("zero_primal", "x", dual_ty(a, *l)),
-                dual_ty(a, *l),
-                span,
-                |s, x| s.zero_primal(x, a, *l, span),
-            )?,
+
             Helper::Sweep(n) => {
                 let i = self.local("i", Type::Int);
                 let f = self.new_fun(

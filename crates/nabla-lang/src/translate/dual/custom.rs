@@ -18,8 +18,8 @@
 //! its answer).
 
 use super::{
-    Ctx, Expander, Helper, Level, Mode, Part, R, bool_lit, constant_at, dual_ty, has_real, mk,
-    prim, proj, reverse_real, unsupported, zero_at,
+    Ctx, Expander, Helper, Level, Mode, Part, R, RealsWalk, bool_lit, dual_ty, has_real, mk, prim,
+    proj, unsupported,
 };
 use crate::core::typed::{Expr, ExprKind, FunId, Local, Pat, Span, if_, int_lit};
 use crate::prim::{Prim, Role};
@@ -186,37 +186,6 @@ impl Expander<'_> {
     /// fresh = c · Var id` (nothing for id −1): the tangent a reverse level
     /// gives a custom tangent map, as the interpreter gives it.
     pub(super) fn zero_primal(&mut self, x: Expr, ty: &Type, l: Level, span: Span) -> R<Expr> {
-        let out = dual_ty(ty, l);
-        match ty {
-            Type::Real => self.with_temp(x, |s, x| {
-                let below = l.below();
-                let terms = [
-                    (proj(x.clone(), 1), proj(x, 2)),
-                    (int_lit(-1, span), zero_at(below, span)),
-                ];
-                let fresh = s.record(terms, l, span);
-                Ok(reverse_real(
-                    zero_at(below, span),
-                    fresh,
-                    constant_at(1.0, below, span),
-                ))
-            }),
-            Type::Tuple(ts) => self.with_temp(x, |s, x| {
-                let parts = ts
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| s.zero_primal(proj(x.clone(), i as u32), c, l, span))
-                    .collect::<R<Vec<_>>>()?;
-                Ok(mk(ExprKind::Tuple(parts), out, span))
-            }),
-            Type::Vec(a) if has_real(a) => {
-                let f = self.helper(Helper::ZeroPrimal((**a).clone(), l), span)?;
-                Ok(prim(Prim::Map, vec![self.closure(f, span), x], out, span))
-            }
-            Type::Sum(a, b) if has_real(ty) => self.map_sum(x, (a, b), l, out, &mut |s, e, t| {
-                s.zero_primal(e, t, l, span)
-            }),
-            _ => Ok(x),
-        }
+        self.walk_reals(x, ty, RealsWalk::ZeroPrimal(l), span)
     }
 }
