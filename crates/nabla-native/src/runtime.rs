@@ -276,12 +276,10 @@ struct Kept {
     /// level-1 `SeedOutput(s)`, `Sweep` and `End` between are the kept
     /// trace's.
     resumed: bool,
-    /// The cotangents of the output Deltas, for the sweep.
-    seeds: Vec<(u32, f64)>,
-    /// The cotangent's reals given since `Resume` (for [`Kept::basis_row`]),
-    /// and whether they were given in order, one per output.
-    cotangent: Vec<f64>,
-    cotangent_in_order: bool,
+    /// The cotangent's reals given since `Resume`, `(output, real)`: they
+    /// seed the outputs' Deltas ([`Kept::seeds`]), or name a row
+    /// ([`Kept::basis_row`]).
+    cotangent: Vec<(usize, f64)>,
     /// The adjoints of the last sweep (its first are the inputs').
     adjoints: Vec<f64>,
     /// The Jacobian's rows of the trace kept under `rows_of` (0: none):
@@ -306,17 +304,19 @@ const ROW_LANES: usize = 4;
 const ROW_LANES_BYTES: usize = 8 << 20;
 
 impl Kept {
-    /// The cotangent `seed` for output `j` of the resumed trace: its Delta
-    /// seeded with chain(coefficient, seed) (nothing for a constant output,
-    /// or past the outputs).
+    /// The cotangent `seed` for output `j` of the resumed trace.
     fn seed_output(&mut self, j: usize, seed: f64) {
-        if let Some(&out) = self.outputs.get(j)
-            && let Ok(id) = u32::try_from(out.id)
-        {
-            self.seeds.push((id, out.coefficient.chain(seed)));
-        }
-        self.cotangent_in_order &= self.cotangent.len() == j;
-        self.cotangent.push(seed);
+        self.cotangent.push((j, seed));
+    }
+
+    /// The seeds of the sweep from the cotangent: each output's Delta
+    /// seeded with chain(coefficient, seed), in the order given (nothing
+    /// for a constant output, or past the outputs).
+    fn seeds(&self) -> impl Iterator<Item = (u32, f64)> + '_ {
+        self.cotangent.iter().filter_map(|&(j, seed)| {
+            let out = self.outputs.get(j)?;
+            Some((u32::try_from(out.id).ok()?, out.coefficient.chain(seed)))
+        })
     }
 
     /// `Some(j)` if the cotangent given since `Resume` is the basis
@@ -325,17 +325,14 @@ impl Kept {
     /// rows, a pullback applied to each basis cotangent in turn.
     fn basis_row(&self) -> Option<usize> {
         let ct = &self.cotangent;
-        if !self.cotangent_in_order
-            || ct.len() != self.outputs.len()
-            || !(2..=ROW_LANES).contains(&ct.len())
-        {
+        let in_order = ct.iter().enumerate().all(|(k, &(j, _))| j == k);
+        if !in_order || ct.len() != self.outputs.len() || !(2..=ROW_LANES).contains(&ct.len()) {
             return None;
         }
-        let j = ct.iter().position(|x| x.to_bits() == 1.0f64.to_bits())?;
+        let j = ct.iter().position(|x| x.1.to_bits() == 1.0f64.to_bits())?;
         let others_zero = ct
             .iter()
-            .enumerate()
-            .all(|(k, x)| k == j || x.to_bits() == 0.0f64.to_bits());
+            .all(|&(k, x)| k == j || x.to_bits() == 0.0f64.to_bits());
         others_zero.then_some(j)
     }
 
@@ -1370,7 +1367,10 @@ pub(crate) extern "C" fn rt_tape_sweep(ctx: *mut Ctx, slot: u64) {
     };
     let Some(t) = tape(ctx, slot) else { return };
     // A plain level has only plain weights.
-    if !t.trace.backpropagate_plain(&t.seeds, &mut t.adjoints) {
+    if !t
+        .trace
+        .backpropagate_plain(t.seeds.iter().copied(), &mut t.adjoints)
+    {
         t.adjoints.clear();
     }
     t.seeds.clear();
@@ -1401,12 +1401,11 @@ fn sweep_kept(c: &mut Ctx) {
         Some(j) if kept.rows_of == kept.token || kept.sweep_rows() => Some(j),
         _ => {
             // Kept traces are of level 1, whose weights are plain.
-            if !kept
-                .trace
-                .backpropagate_plain(&kept.seeds, &mut kept.adjoints)
-            {
-                kept.adjoints.clear();
+            let mut adjoints = std::mem::take(&mut kept.adjoints);
+            if !kept.trace.backpropagate_plain(kept.seeds(), &mut adjoints) {
+                adjoints.clear();
             }
+            kept.adjoints = adjoints;
             None
         }
     };
@@ -1700,9 +1699,7 @@ pub(crate) extern "C" fn rt_tape_resume(ctx: *mut Ctx, slot: u64, token: i64, ou
         return 0;
     }
     kept.resumed = true;
-    kept.seeds.clear();
     kept.cotangent.clear();
-    kept.cotangent_in_order = true;
     kept.published = None;
     c.again = InputsAgain {
         next: 0,

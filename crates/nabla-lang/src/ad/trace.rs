@@ -271,13 +271,17 @@ impl Trace {
     /// `f64`, on `f64` alone, in the caller's buffer `adjoint` (made every
     /// entry's adjoint; the inputs' are its first [`Trace::inputs`]).
     /// Returns false, doing nothing, if a weight is not plain.
-    pub fn backpropagate_plain(&self, seeds: &[(u32, f64)], adjoint: &mut Vec<f64>) -> bool {
+    pub fn backpropagate_plain(
+        &self,
+        seeds: impl IntoIterator<Item = (u32, f64)>,
+        adjoint: &mut Vec<f64>,
+    ) -> bool {
         if !self.tagged_weights.is_empty() {
             return false;
         }
         adjoint.clear();
         adjoint.resize(self.entries.len(), 0.0);
-        seed_and_sweep_plain(&self.entries, seeds.iter().copied(), adjoint);
+        seed_and_sweep_plain(&self.entries, seeds, adjoint);
         true
     }
 

@@ -606,6 +606,26 @@ impl RealsWalk {
         }
     }
 
+    /// The trace operation, and its slot, that takes a whole vector of
+    /// reals in this walk, if one does: the outermost reverse level's
+    /// `Inputs`, `AdjointsAgain` and `Adjoints` (the parameters of `grad`,
+    /// BA's and GMM's: one runtime call, not a loop of generated code that
+    /// checks the buffer's room for every element).
+    fn vector_of_reals(self) -> Option<(TapeOp, u8)> {
+        match self {
+            RealsWalk::SeedInputs(l, TapeOp::Input) if l == Level::PLAIN => {
+                Some((TapeOp::Inputs, l.n + 1))
+            }
+            RealsWalk::AdjointsAgain => {
+                Some((TapeOp::AdjointsAgain, Level::PLAIN.above(Mode::Reverse).n))
+            }
+            RealsWalk::Split(l, Part::Adjoint) if l.below() == Level::PLAIN => {
+                Some((TapeOp::Adjoints, l.n))
+            }
+            _ => None,
+        }
+    }
+
     /// What a value holding a function cannot be here (`None`: the
     /// function is kept as it is).
     fn function_error(self) -> Option<&'static str> {
@@ -900,7 +920,7 @@ impl Expander<'_> {
             }),
             Type::Vec(a) => {
                 if **a == Type::Real
-                    && let Some((op, slot)) = Self::vector_of_reals(walk)
+                    && let Some((op, slot)) = walk.vector_of_reals()
                 {
                     return Ok(tape(op, slot, vec![x], span));
                 }
@@ -917,26 +937,6 @@ impl Expander<'_> {
                 Some(what) => Err(unsupported(what, span)),
                 None => Ok(x),
             },
-        }
-    }
-
-    /// The trace operation, and its slot, that takes a whole vector of
-    /// reals for `walk`, if one does: the outermost reverse level's
-    /// `Inputs`, `AdjointsAgain` and `Adjoints` (the parameters of `grad`,
-    /// BA's and GMM's: one runtime call, not a loop of generated code that
-    /// checks the buffer's room for every element).
-    fn vector_of_reals(walk: RealsWalk) -> Option<(TapeOp, u8)> {
-        match walk {
-            RealsWalk::SeedInputs(l, TapeOp::Input) if l == Level::PLAIN => {
-                Some((TapeOp::Inputs, l.n + 1))
-            }
-            RealsWalk::AdjointsAgain => {
-                Some((TapeOp::AdjointsAgain, Level::PLAIN.above(Mode::Reverse).n))
-            }
-            RealsWalk::Split(l, Part::Adjoint) if l.below() == Level::PLAIN => {
-                Some((TapeOp::Adjoints, l.n))
-            }
-            _ => None,
         }
     }
 
