@@ -892,7 +892,7 @@ mod tests {
         ];
         for n in 0..40 {
             let xs: Vec<f64> = (0..n).map(|i| values[(i * 7 + n) % values.len()]).collect();
-            let general = sum_in_lanes(xs.iter().copied(), |a, b| Ok::<f64, ()>(a + b));
+            let general = sum_in_lanes(xs.iter().copied().map(Ok), |a, b| Ok::<f64, ()>(a + b));
             let want = general.map_or(-0.0, |r| r.unwrap_or(f64::NAN));
             let got = sum_reals_in_lanes(&xs);
             assert_eq!(got.to_bits(), want.to_bits(), "{xs:?}");
@@ -956,25 +956,68 @@ pub const SUM_LANES: usize = 4;
 /// the sum left to right; beyond, it is the order a vectorised loop adds in
 /// (four independent chains, as NumPy's and Julia's sums use several), and
 /// native code keeps it to the bit. `None` for no elements (the caller
-/// knows the zero of the type).
+/// knows the zero of the type). The elements may be made as they are
+/// added (`sum (build n f)`): the first that fails is the sum's error.
 pub fn sum_in_lanes<T, E>(
-    xs: impl IntoIterator<Item = T>,
+    xs: impl IntoIterator<Item = Result<T, E>>,
     mut add: impl FnMut(T, T) -> Result<T, E>,
 ) -> Option<Result<T, E>> {
-    let mut lanes: [Option<T>; SUM_LANES] = Default::default();
-    for (i, x) in xs.into_iter().enumerate() {
-        let lane = &mut lanes[i % SUM_LANES];
+    let mut lanes = Lanes::default();
+    for x in xs {
+        let added = x.and_then(|x| lanes.add(x, &mut add));
+        if let Err(e) = added {
+            return Some(Err(e));
+        }
+    }
+    lanes.total(add)
+}
+
+/// A sum in the language's lanes ([`sum_in_lanes`]) being added, one
+/// element at a time.
+pub struct Lanes<T> {
+    lanes: [Option<T>; SUM_LANES],
+    count: usize,
+}
+
+impl<T> Default for Lanes<T> {
+    fn default() -> Self {
+        Lanes {
+            lanes: Default::default(),
+            count: 0,
+        }
+    }
+}
+
+impl<T> Lanes<T> {
+    /// The lanes after `count` plain reals were added into `sums` (each
+    /// from -0.0, which adds exactly: [`sum_reals_in_lanes`]), each sum
+    /// made a `T` by `real`, to go on with elements that are not plain.
+    pub fn of_plain(sums: [f64; SUM_LANES], count: usize, real: impl Fn(f64) -> T) -> Self {
+        let mut lanes = Lanes::default();
+        for (k, (lane, sum)) in lanes.lanes.iter_mut().zip(sums).enumerate() {
+            *lane = (k < count).then(|| real(sum));
+        }
+        lanes.count = count;
+        lanes
+    }
+
+    /// Adds the next element into its lane.
+    pub fn add<E>(&mut self, x: T, add: &mut impl FnMut(T, T) -> Result<T, E>) -> Result<(), E> {
+        let lane = &mut self.lanes[self.count % SUM_LANES];
+        self.count += 1;
         *lane = Some(match lane.take() {
             None => x,
-            Some(acc) => match add(acc, x) {
-                Ok(v) => v,
-                Err(e) => return Some(Err(e)),
-            },
+            Some(acc) => add(acc, x)?,
         });
+        Ok(())
     }
-    let mut lanes = lanes.into_iter().flatten();
-    let first = lanes.next()?;
-    Some(lanes.try_fold(first, add))
+
+    /// The lanes that have elements added in order; `None` for none.
+    pub fn total<E>(self, add: impl FnMut(T, T) -> Result<T, E>) -> Option<Result<T, E>> {
+        let mut lanes = self.lanes.into_iter().flatten();
+        let first = lanes.next()?;
+        Some(lanes.try_fold(first, add))
+    }
 }
 
 /// [`sum_in_lanes`] of plain reals, the interpreter's fast path: four

@@ -2411,6 +2411,21 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         Ok(n)
     }
 
+    /// `n` if `e` is `build n (fun i -> i)`, the indices below `n`.
+    fn indices<'e>(&self, e: &'e Expr) -> Option<&'e Expr> {
+        let ExprKind::Prim(Prim::Build, args) = &e.kind else {
+            return None;
+        };
+        let ExprKind::Closure(f) = args[1].kind else {
+            return None;
+        };
+        let fun = self.cg.prog.fun(f);
+        match (&fun.params[..], &fun.body.kind) {
+            ([(Pat::Local(i), _)], ExprKind::Local(j)) if i == j => Some(&args[0]),
+            _ => None,
+        }
+    }
+
     /// `sum v` of a Real or Int vector. `sum (build n f)` and
     /// `sum (map f u)` of reals add the elements as they are computed,
     /// without making the vector (the same additions in the same order).
@@ -3716,6 +3731,16 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                     return Err(internal("`fold` of a non-vector", span));
                 };
                 let init = self.owned_value(&args[1])?;
+                if let Some(n) = self.indices(&args[2]) {
+                    // A fold over the indices `build n (fun i -> i)` (a
+                    // built sum's, `translate::dual`) counts them.
+                    let n = self.build_size(n, args[2].span)?;
+                    return self.fold_index(n, &init, Some(&args[0]), |g, i, acc| {
+                        let mut call_args = acc.to_vec();
+                        call_args.push(i);
+                        g.call_fn_arg(&args[0], &call_args, span)
+                    });
+                }
                 let (v, owned) = self.borrowed(&args[2])?;
                 let n = self.vec_len(v[0]);
                 let a = (**a).clone();

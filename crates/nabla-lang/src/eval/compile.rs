@@ -1126,6 +1126,26 @@ impl Cx<'_> {
     /// Code for a primitive call, producing a value (`R = Value`) or, in
     /// tail position, a finished [`Tail`] (`R = Tail`) without a wrapper.
     fn prim<R: Ret>(&self, p: Prim, args: &[Expr], span: Span) -> Code<R> {
+        if let (
+            Prim::Sum,
+            [
+                zero,
+                Expr::Prim(made @ (Prim::Build | Prim::Map), inner, at),
+            ],
+        ) = (p, args)
+            && let [a, b] = inner.as_slice()
+        {
+            // `sum (build n f)`, `sum (map f v)`: elements added as made.
+            let (made, at) = (*made, *at);
+            let (zero, a, b) = (self.vcode(zero), self.vcode(a), self.vcode(b));
+            return Box::new(move |m, c, bp, clo| {
+                let zero = zero(m, c, bp, clo)?;
+                let (a, b) = (a(m, c, bp, clo)?, b(m, c, bp, clo)?);
+                let (f, source) = if made == Prim::Build { (b, a) } else { (a, b) };
+                m.sum_as_made(zero, (made, f, source), at, span)
+                    .map(R::from)
+            });
+        }
         match args {
             [a] => by_kind!(self.opnd(a), a => unary::<R, _>(p, a, span)),
             [a, b] if is_comparison(p) => by_kind!(self.opnd(a), a => by_kind!(self.opnd(b), b => {

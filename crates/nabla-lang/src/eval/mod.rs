@@ -473,14 +473,7 @@ impl Machine {
         let mut reals: Vec<f64> = Vec::with_capacity(n.min(1 << 20));
         let mut values: Option<Vec<Value>> = None;
         for i in 0..n {
-            let v = match f {
-                Value::Closure(c) if c.arity == 1 => {
-                    let base = self.stack.len();
-                    self.stack.push(arg(i));
-                    self.enter(&comp, c.lam, base, Some(c), span)?
-                }
-                _ => self.apply(f.clone(), arg(i), span)?,
-            };
+            let v = self.apply_element(&comp, f, arg(i), span)?;
             match (&mut values, v) {
                 (None, Value::Real(x)) => reals.push(x),
                 (None, v) => {
@@ -503,6 +496,115 @@ impl Machine {
             None if n == 0 => Value::values(Vec::new()),
             None => Value::reals(reals),
         })
+    }
+
+    /// `f x` for an element of `build`, `map` or a sum of them.
+    fn apply_element(
+        &mut self,
+        comp: &compile::Compiled,
+        f: &Value,
+        x: Value,
+        span: Span,
+    ) -> RResult<Value> {
+        match f {
+            Value::Closure(c) if c.arity == 1 => {
+                let base = self.stack.len();
+                self.stack.push(x);
+                self.enter(comp, c.lam, base, Some(c), span)
+            }
+            _ => self.apply(f.clone(), x, span),
+        }
+    }
+
+    /// The size `n` of `build n f`, checked.
+    fn build_size(&self, n: &Value, span: Span) -> RResult<usize> {
+        let &Value::Int(n) = n else {
+            return err("internal error: non-Int size", span);
+        };
+        if n < 0 {
+            return err(format!("`build` with negative size {n}"), span);
+        }
+        let n = n as usize;
+        if n > self.limits.max_vector_len {
+            return err(
+                format!(
+                    "`build` of {n} elements exceeds the limit of {}",
+                    self.limits.max_vector_len
+                ),
+                span,
+            );
+        }
+        Ok(n)
+    }
+
+    /// `sum (build n f)` (`made` is `Build`, `source` is `n`) or `sum (map
+    /// f v)` (`Map`, `v`), `zero` the sum's: a sum of reals adds each element
+    /// into its lane ([`crate::prim::sum_in_lanes`]) as soon as `f` makes
+    /// it, without making the vector. This is the language's order of
+    /// evaluation, not an optimisation only: where reals record Deltas, each
+    /// element's come just before its addition's, and native code
+    /// (`translate::dual`) records them in the same order, which decides the
+    /// order in which the sweep adds into an adjoint that several reach. A
+    /// sum of Ints makes every element before it adds any (an addition can
+    /// fail). `span` is the sum's, `made_at` the `build`'s or `map`'s.
+    pub(crate) fn sum_as_made(
+        &mut self,
+        zero: Value,
+        (made, f, source): (Prim, Value, Value),
+        made_at: Span,
+        span: Span,
+    ) -> RResult<Value> {
+        if matches!(zero, Value::Int(_)) {
+            let v = match made {
+                Prim::Build => self.prim2(made, source, f, made_at)?,
+                _ => self.prim2(made, f, source, made_at)?,
+            };
+            return self.prim2(Prim::Sum, zero, v, span);
+        }
+        let n = match made {
+            Prim::Build => self.build_size(&source, made_at)?,
+            _ => match source.vec_len() {
+                Some(n) => n,
+                None => return err("internal error: `map` over a non-vector", made_at),
+            },
+        };
+        let comp = Rc::clone(&self.compiled);
+        let arg = |i: usize| match made {
+            Prim::Build => Value::Int(i as i64),
+            _ => source.vec_get(i).unwrap_or(Value::Unit),
+        };
+        // Plain reals add in f64 lanes until an element is not one.
+        let mut plain = [-0.0; crate::prim::SUM_LANES];
+        let mut i = 0;
+        let mut other = None;
+        while i < n {
+            match self.apply_element(&comp, &f, arg(i), made_at)? {
+                Value::Real(x) => plain[i % crate::prim::SUM_LANES] += x,
+                x => {
+                    other = Some(x);
+                    break;
+                }
+            }
+            i += 1;
+        }
+        let Some(x) = other else {
+            let [a, b, c, d] = plain;
+            return Ok(if n == 0 {
+                zero
+            } else {
+                Value::Real(((a + b) + c) + d)
+            });
+        };
+        let mut add = |acc: Value, x: Value| {
+            arith::binary(Prim::Add, &acc, &x).map_err(|e| arith_err(e, Prim::Add, span))
+        };
+        let mut lanes = crate::prim::Lanes::of_plain(plain, i, Value::Real);
+        lanes.add(x, &mut add)?;
+        for i in i + 1..n {
+            let x = self.apply_element(&comp, &f, arg(i), made_at)?;
+            lanes.add(x, &mut add)?;
+        }
+        lanes.total(add).unwrap_or(Ok(zero))
     }
 
     /// Applies a function value to an argument.
@@ -748,28 +850,13 @@ impl Machine {
                     if matches!(a, Value::Int(_)) {
                         xs.iter().cloned().try_fold(a, add)
                     } else {
-                        crate::prim::sum_in_lanes(xs.iter().cloned(), add).unwrap_or(Ok(a))
+                        crate::prim::sum_in_lanes(xs.iter().cloned().map(Ok), add).unwrap_or(Ok(a))
                     }
                 }
                 _ => err("internal error: `sum` of a non-vector", span),
             },
             Prim::Build => {
-                let Value::Int(n) = a else {
-                    return err("internal error: non-Int size", span);
-                };
-                if n < 0 {
-                    return err(format!("`build` with negative size {n}"), span);
-                }
-                let n = n as usize;
-                if n > self.limits.max_vector_len {
-                    return err(
-                        format!(
-                            "`build` of {n} elements exceeds the limit of {}",
-                            self.limits.max_vector_len
-                        ),
-                        span,
-                    );
-                }
+                let n = self.build_size(&a, span)?;
                 self.apply_each(&b, n, |i| Value::Int(i as i64), span)
             }
             Prim::Map => self.map(a, b, span),

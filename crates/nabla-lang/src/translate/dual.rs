@@ -350,6 +350,17 @@ fn lane_state(real: &Type) -> Type {
     Type::Tuple(ts)
 }
 
+/// Where the elements of a `sum` of reals come from.
+#[derive(Clone, Copy)]
+enum Made {
+    /// A vector's own.
+    Vector,
+    /// `sum (map g v)`: `g`'s calls.
+    Mapped(FunId),
+    /// `sum (build n g)`: `g`'s calls, the `build` at the span.
+    Built(FunId, Span),
+}
+
 /// An operation on the trace of reverse level `slot`.
 fn tape(op: TapeOp, slot: u8, args: Vec<Expr>, span: Span) -> Expr {
     let ty = match op {
@@ -662,6 +673,9 @@ enum Helper {
     /// The backward sweep of reverse level `.0` over other levels, from
     /// Delta `i` down ([`Expander::sweep`]).
     Sweep(Level),
+    /// `fun i -> i` on Ints: the function of the `build` of indices a
+    /// built sum folds over.
+    Index,
     /// `acc || any_perturbed x` for an element `x` at level `.1`
     /// (`Expander::any_perturbed`, custom rules).
     AnyPerturbed(Type, Level),
@@ -1154,6 +1168,17 @@ impl Expander<'_> {
                 let (body, level) = self.chain((pe, *pl), (de, *dl), span)?;
                 let body = self.lift(body, level, (*pl).max(*dl), &Type::Real)?;
                 self.prog.funs[f.0 as usize].body = body;
+                f
+            }
+            Helper::Index => {
+                let i = self.local("i", Type::Int);
+                let f = self.new_fun(
+                    "index".into(),
+                    vec![(Pat::Local(i), Type::Int)],
+                    Type::Int,
+                    span,
+                );
+                self.prog.funs[f.0 as usize].body = self.local_expr(i, span);
                 f
             }
             Helper::AddLane(l) => {
@@ -2428,53 +2453,69 @@ impl Expander<'_> {
                 let state = lane_state(&real);
                 let step = self.helper(Helper::AddLane(l), span)?;
                 let add = self.helper(Helper::AddReals(l), span)?;
-                let mut c = self.closure(step, span);
-                // `sum (map g src)`: each element added as `g` makes it (one
-                // pass, no intermediate vector; the same additions in the
-                // same order, and `g` fails where `map` would). Not where
-                // a level records Deltas: there the interpreter records all
-                // of `g`'s Deltas before the additions', and interleaving
-                // them would change the order in which the sweep adds into
-                // an adjoint that both reach (a `g` returning a variable
-                // for some elements): the last bits of the gradient.
+                // `sum (map g src)` and `sum (build n g)`: each element
+                // added as `g` makes it (one pass, no intermediate vector;
+                // `g` fails where `map` or `build` would), at every level:
+                // the interpreter sums them so too (`Machine::sum_as_made`),
+                // so where a level records, each element's Deltas come
+                // just before its addition's, as there — the order in
+                // which the sweep adds into an adjoint that both reach (a
+                // `g` returning a variable for some elements).
                 //
                 // Up to four elements each lane holds one, and the sum is
                 // the elements added left to right: two or three (the
                 // vectors of the nested benchmarks and of BA) are added
                 // straight, without the lanes' loop, whose state of four
                 // reals of the level a call in its body must spill — all
-                // elements made first, in order (so Deltas are recorded as
-                // the interpreter records them), a mapped vector's without
-                // making the vector.
-                let mut mapped = None;
-                let v = match v.kind {
-                    ExprKind::Prim(Prim::Map, mut margs) if margs.len() == 2 => {
-                        let src = margs.pop().unwrap_or_else(placeholder);
-                        let g = margs.pop().unwrap_or_else(placeholder);
-                        if let ExprKind::Closure(g) = g.kind {
-                            if !l.records() {
-                                let h = self.add_mapped(step, g, &state, span);
-                                c = self.closure(h, span);
+                // elements made first, in order, then added (the lanes add
+                // nothing before a fifth element).
+                // The source is the vector summed or mapped, or a built
+                // sum's size.
+                let (source, made) = match v.kind {
+                    ExprKind::Prim(q @ (Prim::Map | Prim::Build), margs) if margs.len() == 2 => {
+                        let [a, b] = <[Expr; 2]>::try_from(margs)
+                            .unwrap_or_else(|_| [placeholder(), placeholder()]);
+                        match (q, a, b) {
+                            (Prim::Map, g, src) if let ExprKind::Closure(g) = g.kind => {
+                                (src, Made::Mapped(g))
                             }
-                            mapped = Some(g);
-                            src
-                        } else {
-                            mk(ExprKind::Prim(Prim::Map, vec![g, src]), v.ty, v.span)
+                            (Prim::Build, n, g) if let ExprKind::Closure(g) = g.kind => {
+                                (n, Made::Built(g, v.span))
+                            }
+                            (q, a, b) => (prim(q, vec![a, b], v.ty, v.span), Made::Vector),
                         }
                     }
-                    kind => mk(kind, v.ty, v.span),
+                    kind => (mk(kind, v.ty, v.span), Made::Vector),
                 };
-                let out = self.with_temp(v, |s, v| {
-                    let size = prim(Prim::Size, vec![v.clone()], Type::Int, span);
-                    let element_ty = match &v.ty {
+                let c = match made {
+                    Made::Mapped(g) | Made::Built(g, _) => {
+                        let h = self.add_mapped(step, g, &state, span);
+                        self.closure(h, span)
+                    }
+                    Made::Vector => self.closure(step, span),
+                };
+                let indices = match made {
+                    Made::Built(..) => Some(self.helper(Helper::Index, span)?),
+                    _ => None,
+                };
+                let out = self.with_temp(source, |s, source| {
+                    let size = match made {
+                        Made::Built(..) => source.clone(),
+                        _ => prim(Prim::Size, vec![source.clone()], Type::Int, span),
+                    };
+                    let element_ty = match &source.ty {
                         Type::Vec(t) => (**t).clone(),
-                        _ => return Err(unsupported("internal: `sum` of a non-vector", span)),
+                        _ => Type::Int,
                     };
                     let element = |j: i64| {
-                        let x = index(&v, &int_lit(j, span), element_ty.clone());
-                        match mapped {
-                            Some(g) => mk(ExprKind::Call(g, vec![x]), real.clone(), span),
-                            None => x,
+                        let j = int_lit(j, span);
+                        match made {
+                            Made::Built(g, _) => mk(ExprKind::Call(g, vec![j]), real.clone(), span),
+                            Made::Mapped(g) => {
+                                let x = index(&source, &j, element_ty.clone());
+                                mk(ExprKind::Call(g, vec![x]), real.clone(), span)
+                            }
+                            Made::Vector => index(&source, &j, real.clone()),
                         }
                     };
                     let mut straight = |count: i64| {
@@ -2495,14 +2536,16 @@ impl Expander<'_> {
                         state.clone(),
                         span,
                     );
-                    // Where a level records, the lanes add the mapped vector.
-                    let over = match mapped {
-                        Some(g) if l.records() => {
-                            let g = s.closure(g, span);
-                            let ty = Type::Vec(Box::new(real.clone()));
-                            prim(Prim::Map, vec![g, v.clone()], ty, span)
+                    // A built sum folds over its indices, `build n (fun i ->
+                    // i)` with the `build`'s checks and span, which native
+                    // code counts without making the vector.
+                    let over = match (made, indices) {
+                        (Made::Built(_, at), Some(id)) => {
+                            let ints = Type::Vec(Box::new(Type::Int));
+                            let id = s.closure(id, at);
+                            prim(Prim::Build, vec![source.clone(), id], ints, at)
                         }
-                        _ => v.clone(),
+                        _ => source.clone(),
                     };
                     let lanes = prim(Prim::Fold, vec![c, start, over], state.clone(), span);
                     let t = s.local("lanes", state);
