@@ -12,7 +12,8 @@
 //! `go x' (build 2 …)` passes two reals. On such a tuple, `v[i]` is a
 //! projection (a constant index: an unrolled `build`'s element function is
 //! copied per index), `size` a constant, `sum` the additions in order, `map`
-//! and `build` the element function's calls in order. A closure applied
+//! and `build` the element function's calls in order, `fold` its steps in
+//! order. A closure applied
 //! to such a tuple, where every closure that can reach the application is
 //! known, calls a copy of its function for the tuple ([`Pass::apply`]).
 //! Anywhere else — the argument of another closure, an element of a vector,
@@ -1236,6 +1237,36 @@ impl Pass<'_> {
                 let f2 = self.plain(f, env);
                 (
                     mk(ExprKind::Prim(p, vec![f2, v2]), e.ty.clone(), span),
+                    Shape::Any,
+                )
+            }
+            (Prim::Fold, [f, init, v]) => {
+                let init2 = self.plain(init, env);
+                let (v2, s) = self.expr(v, env);
+                if let (Shape::Len(n), ExprKind::Closure(g)) = (&s, &f.kind)
+                    && plain_data(&e.ty)
+                    && self.unrollable(*g)
+                {
+                    // The steps in order on the tuple's elements, after
+                    // `init` and the vector (a sum's lanes over a small
+                    // vector, `translate::dual`).
+                    let (n, g) = (*n, *g);
+                    let (a, t) = (
+                        self.temp("_", init2.ty.clone()),
+                        self.temp("_", v2.ty.clone()),
+                    );
+                    let mut acc = local(a, &init2.ty, span);
+                    for k in 0..n {
+                        let x = proj(t, &v2.ty, k, tuple_elem(&v2.ty, k), span);
+                        let id = self.copy(g, env, vec![Shape::Any, Shape::Any], Use::Call);
+                        acc = mk(ExprKind::Call(id, vec![acc, x]), e.ty.clone(), span);
+                    }
+                    return (let_(a, init2, let_(t, v2, acc)), Shape::Any);
+                }
+                let v2 = self.coerce(v2, &v.ty, &s, &Shape::Any);
+                let f2 = self.plain(f, env);
+                (
+                    mk(ExprKind::Prim(p, vec![f2, init2, v2]), e.ty.clone(), span),
                     Shape::Any,
                 )
             }
