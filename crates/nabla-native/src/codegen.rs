@@ -3541,8 +3541,24 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         if !self.may_inline_in_loop(*f) {
             return Ok(Vec::new());
         }
-        let fun = self.cg.prog.fun(*f);
-        let candidates = hoistable(&fun.body, &fun.captures);
+        let prog = self.cg.prog;
+        let fun = prog.fun(*f);
+        let mut candidates = hoistable(&fun.body, &fun.captures);
+        // A sum's step `fun acc a -> add acc (g a)` (`translate::dual`):
+        // `g`'s body runs first, over the same captures.
+        if let ExprKind::Call(_, args) = &fun.body.kind
+            && let [acc, made] = &args[..]
+            && let ExprKind::Local(_) = acc.kind
+            && let ExprKind::Call(g, xs) = &made.kind
+            && let [x] = &xs[..]
+            && let ExprKind::Local(_) = x.kind
+            && candidates.is_empty()
+        {
+            let g = prog.fun(*g);
+            if g.captures.iter().all(|c| fun.captures.contains(c)) {
+                candidates = hoistable(&g.body, &g.captures);
+            }
+        }
         if candidates.is_empty() {
             return Ok(Vec::new());
         }
