@@ -191,13 +191,9 @@ pub(crate) fn mapped_functions(prog: &Program) -> HashSet<FunId> {
             }
             ExprKind::Prim(Prim::Fold, args) => {
                 if let Some(ExprKind::Closure(f)) = args.first().map(|a| &a.kind)
-                    && let ExprKind::Call(_, xs) = &prog.fun(*f).body.kind
+                    && let Some(g) = sum_step_element(prog.fun(*f))
                 {
-                    for x in xs {
-                        if let ExprKind::Call(g, _) = &x.kind {
-                            out.insert(*g);
-                        }
-                    }
+                    out.insert(g);
                 }
             }
             _ => {}
@@ -205,6 +201,23 @@ pub(crate) fn mapped_functions(prog: &Program) -> HashSet<FunId> {
         e.for_each_child(|c| work.push(c));
     }
     out
+}
+
+/// `g` if `step` is a sum's step `fun acc a -> add acc (g a)` (the fused
+/// `sum (map g v)` and `sum (build n g)` of `translate::dual`), whose
+/// element `g` makes is evaluated first.
+fn sum_step_element(step: &Fun) -> Option<FunId> {
+    let ExprKind::Call(_, args) = &step.body.kind else {
+        return None;
+    };
+    let [acc, made] = &args[..] else { return None };
+    let ExprKind::Call(g, xs) = &made.kind else {
+        return None;
+    };
+    match (&acc.kind, &xs[..]) {
+        (ExprKind::Local(_), [x]) if matches!(x.kind, ExprKind::Local(_)) => Some(*g),
+        _ => None,
+    }
 }
 
 impl<'p> Codegen<'p> {
@@ -3544,17 +3557,12 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let prog = self.cg.prog;
         let fun = prog.fun(*f);
         let mut candidates = hoistable(&fun.body, &fun.captures);
-        // A sum's step `fun acc a -> add acc (g a)` (`translate::dual`):
-        // `g`'s body runs first, over the same captures.
-        if let ExprKind::Call(_, args) = &fun.body.kind
-            && let [acc, made] = &args[..]
-            && let ExprKind::Local(_) = acc.kind
-            && let ExprKind::Call(g, xs) = &made.kind
-            && let [x] = &xs[..]
-            && let ExprKind::Local(_) = x.kind
-            && candidates.is_empty()
+        // A sum's step: its element's body runs first, over the step's
+        // captures.
+        if candidates.is_empty()
+            && let Some(g) = sum_step_element(fun)
         {
-            let g = prog.fun(*g);
+            let g = prog.fun(g);
             if g.captures.iter().all(|c| fun.captures.contains(c)) {
                 candidates = hoistable(&g.body, &g.captures);
             }
