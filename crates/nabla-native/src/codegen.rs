@@ -595,7 +595,12 @@ fn body_nodes(body: &Expr, budget: usize) -> Option<usize> {
 /// cannot make copies of others. (Compiled reverse mode's addition of two
 /// reals, a function of a dozen nodes, was called a million times a run
 /// from GMM's innermost loop once the budget was spent on the code before.)
-const LEAF_NODES: usize = 48;
+/// Forward levels' leaves are larger — the addition of two reals two
+/// forward levels deep, with the structural zeros' branches, is about 150
+/// nodes — and were called: 160 rather than 48 took particle FR 111.6 →
+/// 91.5 M instructions an evaluation, RF 111.9 → 105.3 M, FF 74.4 → 72.7 M
+/// (96 gave all but FF's), for 2–5 % more preparation.
+const LEAF_NODES: usize = 160;
 
 /// True if `body` has at most [`LEAF_NODES`] nodes and neither calls nor
 /// makes a function (nested functions are where calls hide).
