@@ -624,6 +624,28 @@ fn is_small_leaf(body: &Expr) -> bool {
     true
 }
 
+/// True if `e` is `x == 0` of a real `x`, or a conjunction `select(a, b,
+/// false)` of such tests (compiled differentiation's test that a real of
+/// a derivative level is zero in every component); pushes the `x`s, in
+/// the order they are evaluated, to `reals`.
+fn all_zero_tests<'e>(e: &'e Expr, reals: &mut Vec<&'e Expr>) -> bool {
+    match &e.kind {
+        ExprKind::Prim(Prim::Eq, args) => match &args[..] {
+            [x, zero] if x.ty == Type::Real => {
+                reals.push(x);
+                matches!(zero.kind, ExprKind::Lit(Lit::Real(z)) if z == 0.0)
+            }
+            _ => false,
+        },
+        ExprKind::Select(a, b, no) => {
+            matches!(no.kind, ExprKind::Lit(Lit::Bool(false)))
+                && all_zero_tests(a, reals)
+                && all_zero_tests(b, reals)
+        }
+        _ => false,
+    }
+}
+
 /// The locals `fun` binds: its parameters' and its body's `let`s' and
 /// `match` arms' (not those of the functions it makes: those are theirs).
 fn bound_locals(fun: &Fun) -> Box<[Local]> {
@@ -3034,6 +3056,11 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 self.b.ins().brif(cv[0], tb, &[], fb, &[]);
                 return self.branches(vec![(tb, None, &**a), (fb, None, &**b2)], &e.ty, tail);
             }
+            ExprKind::Select(..) if all_zero_tests(e, &mut Vec::new()) => {
+                let mut reals = Vec::new();
+                all_zero_tests(e, &mut reals);
+                vec![self.all_zero(&reals)?]
+            }
             ExprKind::Select(c, a, b2) => {
                 if !plain_data(&e.ty) {
                     return Err(internal("a branch-free choice of heap values", span));
@@ -3950,6 +3977,25 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         self.b.ins().jump(done, &[w.into()]);
         self.b.switch_to_block(done);
         self.b.block_params(done)[0]
+    }
+
+    /// True if every one of `reals` is ±0 ([`all_zero_tests`]): their bits
+    /// or'ed, shifted past the sign, are 0 — where each float comparison
+    /// with zero takes flags of two kinds (a NaN is unordered) and the
+    /// conjunction a select.
+    fn all_zero(&mut self, reals: &[&Expr]) -> R<ir::Value> {
+        let mut bits = None;
+        for x in reals {
+            let v = self.owned_value(x)?[0];
+            let b = self.b.ins().bitcast(types::I64, MemFlagsData::new(), v);
+            bits = Some(match bits {
+                Some(acc) => self.b.ins().bor(acc, b),
+                None => b,
+            });
+        }
+        let bits = bits.ok_or_else(|| internal("a zero test of no real", Span::default()))?;
+        let magnitude = self.b.ins().ishl_imm_u(bits, 1);
+        Ok(self.b.ins().icmp_imm_s(IntCC::Equal, magnitude, 0))
     }
 
     /// `nabla::Number::chain` lane by lane: the products `p · d` with their
