@@ -941,6 +941,11 @@ struct FnGen<'a, 'b, 'p> {
     /// other's partials (BA's `rotate`): half the calls, and the spills
     /// around them, go.
     math_calls: (Option<ir::Block>, Vec<(&'static str, Vals, ir::Value)>),
+    /// The terms `chain(p, d) + 0` made so far in the current block,
+    /// `(block, [((p, d), term)])` ([`FnGen::chain_plus_zero`]): its
+    /// branch is not an instruction Cranelift merges with an equal one, so
+    /// a term formed twice (`x * x`'s two) is reused here.
+    terms_made: (Option<ir::Block>, Vec<((ir::Value, ir::Value), ir::Value)>),
     /// The operands `(∂, c)` of each `chain(∂, c)` made so far: a Delta's
     /// two weights are formed again side by side in one vector register
     /// ([`FnGen::weights_in_lanes`]), and the two scalar forms, then unused,
@@ -983,6 +988,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             known_len: HashMap::new(),
             sweep_view: None,
             math_calls: (None, Vec::new()),
+            terms_made: (None, Vec::new()),
             chains: HashMap::new(),
         };
         match job {
@@ -3958,6 +3964,13 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     /// Three instructions on the common path where the masked form takes
     /// nine.
     fn chain_plus_zero(&mut self, p: ir::Value, d: ir::Value) -> ir::Value {
+        let block = self.b.current_block();
+        if self.terms_made.0 != block {
+            self.terms_made = (block, Vec::new());
+        }
+        if let Some(&(_, w)) = self.terms_made.1.iter().find(|(k, _)| *k == (p, d)) {
+            return w;
+        }
         let product = self.b.ins().fmul(p, d);
         let zero = self.b.ins().f64const(0.0);
         let sum = self.b.ins().fadd(product, zero);
@@ -3976,7 +3989,15 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let w = self.b.ins().fadd(w, zero);
         self.b.ins().jump(done, &[w.into()]);
         self.b.switch_to_block(done);
-        self.b.block_params(done)[0]
+        // `done` continues the block before: what was made there is
+        // usable here.
+        let w = self.b.block_params(done)[0];
+        self.terms_made.0 = Some(done);
+        self.terms_made.1.push(((p, d), w));
+        if self.math_calls.0 == block {
+            self.math_calls.0 = Some(done);
+        }
+        w
     }
 
     /// True if every one of `reals` is ±0 ([`all_zero_tests`]): their bits
