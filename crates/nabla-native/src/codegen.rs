@@ -599,8 +599,9 @@ fn body_nodes(body: &Expr, budget: usize) -> Option<usize> {
 /// forward levels deep, with the structural zeros' branches, is about 150
 /// nodes — and were called: 160 rather than 48 took particle FR 111.6 →
 /// 91.5 M instructions an evaluation, RF 111.9 → 105.3 M, FF 74.4 → 72.7 M
-/// (96 gave all but FF's), for 2–5 % more preparation.
-const LEAF_NODES: usize = 160;
+/// (96 gave all but FF's), for 2–5 % more preparation; 256 particle RF
+/// 104.6 → 99.3 M more, for no more preparation; 400 nothing more.
+const LEAF_NODES: usize = 256;
 
 /// True if `body` has at most [`LEAF_NODES`] nodes and neither calls nor
 /// makes a function (nested functions are where calls hide).
