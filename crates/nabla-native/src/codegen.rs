@@ -946,13 +946,16 @@ struct FnGen<'a, 'b, 'p> {
     /// `(block, [((p, d), term)])` ([`FnGen::chain_plus_zero`]): its
     /// branch is not an instruction Cranelift merges with an equal one, so
     /// a term formed twice (`x * x`'s two) is reused here.
-    terms_made: (Option<ir::Block>, Vec<((ir::Value, ir::Value), ir::Value)>),
+    terms_made: (Option<ir::Block>, Vec<(ChainOperands, ir::Value)>),
     /// The operands `(∂, c)` of each `chain(∂, c)` made so far: a Delta's
     /// two weights are formed again side by side in one vector register
     /// ([`FnGen::weights_in_lanes`]), and the two scalar forms, then unused,
     /// are dropped by the optimiser.
-    chains: HashMap<ir::Value, (ir::Value, ir::Value)>,
+    chains: HashMap<ir::Value, ChainOperands>,
 }
+
+/// The operands `(∂, c)` of a `chain(∂, c)` in generated code.
+type ChainOperands = (ir::Value, ir::Value);
 
 impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     fn build(cg: &'a mut Codegen<'p>, b: &'a mut FunctionBuilder<'b>, job: &Job) -> R<()> {
