@@ -934,19 +934,17 @@ struct FnGen<'a, 'b, 'p> {
     /// while it runs; reloading the fields at every access took three
     /// loads of the context per word.
     sweep_view: Option<(u8, [(usize, ir::Value); 6])>,
-    /// The runtime's real functions (pure) called so far in the block being
-    /// filled, `(block, [(symbol, arguments, result)])`: a value defined
-    /// earlier in the same block is usable anywhere after it, so a second
-    /// call with the same arguments reuses the first's result. Reverse mode
-    /// computes `sin θ` and `cos θ` for their values and again as each
-    /// other's partials (BA's `rotate`): half the calls, and the spills
-    /// around them, go.
-    math_calls: (Option<ir::Block>, Vec<(&'static str, Vals, ir::Value)>),
-    /// The terms `chain(p, d) + 0` made so far in the current block,
-    /// `(block, [((p, d), term)])` ([`FnGen::chain_plus_zero`]): its
-    /// branch is not an instruction Cranelift merges with an equal one, so
-    /// a term formed twice (`x * x`'s two) is reused here.
-    terms_made: (Option<ir::Block>, Vec<(ChainOperands, ir::Value)>),
+    /// The runtime's real functions (pure) called so far, by `(symbol,
+    /// arguments)`: a second call with the same arguments reuses the
+    /// first's result. Reverse mode computes `sin θ` and `cos θ` for their
+    /// values and again as each other's partials (BA's `rotate`): half the
+    /// calls, and the spills around them, go.
+    math_calls: BlockMemo<(&'static str, Vals)>,
+    /// The terms `chain(p, d) + 0` made so far, by `(p, d)`
+    /// ([`FnGen::chain_plus_zero`]): its branch is not an instruction
+    /// Cranelift merges with an equal one, so a term formed twice (`x *
+    /// x`'s two) is reused here.
+    terms_made: BlockMemo<ChainOperands>,
     /// The operands `(∂, c)` of each `chain(∂, c)` made so far: a Delta's
     /// two weights are formed again side by side in one vector register
     /// ([`FnGen::weights_in_lanes`]), and the two scalar forms, then unused,
@@ -956,6 +954,52 @@ struct FnGen<'a, 'b, 'p> {
 
 /// The operands `(∂, c)` of a `chain(∂, c)` in generated code.
 type ChainOperands = (ir::Value, ir::Value);
+
+/// Pure values made in straight-line code, by key: a value made in a block
+/// is usable anywhere after it there, and in a block that only that block
+/// jumps to ([`BlockMemo::continue_into`]). Looking up or adding from
+/// another block forgets what was made.
+struct BlockMemo<K> {
+    block: Option<ir::Block>,
+    made: Vec<(K, ir::Value)>,
+}
+
+impl<K> Default for BlockMemo<K> {
+    fn default() -> Self {
+        BlockMemo {
+            block: None,
+            made: Vec::new(),
+        }
+    }
+}
+
+impl<K: PartialEq> BlockMemo<K> {
+    fn enter(&mut self, block: Option<ir::Block>) {
+        if self.block != block {
+            self.block = block;
+            self.made.clear();
+        }
+    }
+
+    /// The value made for `key` in `block`'s straight-line code, if any.
+    fn get(&mut self, block: Option<ir::Block>, key: &K) -> Option<ir::Value> {
+        self.enter(block);
+        self.made.iter().find(|(k, _)| k == key).map(|&(_, v)| v)
+    }
+
+    fn insert(&mut self, block: Option<ir::Block>, key: K, value: ir::Value) {
+        self.enter(block);
+        self.made.push((key, value));
+    }
+
+    /// `to` continues `from` (entered from it alone, after a diamond):
+    /// what was made in `from` stays usable.
+    fn continue_into(&mut self, from: Option<ir::Block>, to: ir::Block) {
+        if self.block == from {
+            self.block = Some(to);
+        }
+    }
+}
 
 impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     fn build(cg: &'a mut Codegen<'p>, b: &'a mut FunctionBuilder<'b>, job: &Job) -> R<()> {
@@ -991,8 +1035,8 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             hoisted: HashMap::new(),
             known_len: HashMap::new(),
             sweep_view: None,
-            math_calls: (None, Vec::new()),
-            terms_made: (None, Vec::new()),
+            math_calls: BlockMemo::default(),
+            terms_made: BlockMemo::default(),
             chains: HashMap::new(),
         };
         match job {
@@ -3925,17 +3969,10 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             // The value; its derivative is 0 (compiled differentiation
             // strips the operand to its primal before it gets here).
             (Prim::StopGradient, _, &[x]) => x,
-            // `nabla::Number::chain`: an exact zero on either side gives 0.
-            // Branch- and flag-free in a vector register
-            // ([`FnGen::chain_lanes`]). Lane 0 is the result; the operands
-            // are splat (one instruction each, where putting them in a
-            // zeroed vector takes two: GMM, BA, saddle −2 %, particle FF
-            // −4 %, LSTM −3 % instructions).
+            // `nabla::Number::chain`: an exact zero on either side gives 0
+            // ([`FnGen::chain_masked`]).
             (Prim::Chain, _, &[p, d]) => {
-                let pv = self.b.ins().splat(types::F64X2, p);
-                let dv = self.b.ins().splat(types::F64X2, d);
-                let masked = self.chain_lanes(pv, dv);
-                let w = self.b.ins().extractlane(masked, 0);
+                let w = self.chain_masked(p, d);
                 self.chains.insert(w, (p, d));
                 w
             }
@@ -3969,10 +4006,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     /// nine.
     fn chain_plus_zero(&mut self, p: ir::Value, d: ir::Value) -> ir::Value {
         let block = self.b.current_block();
-        if self.terms_made.0 != block {
-            self.terms_made = (block, Vec::new());
-        }
-        if let Some(&(_, w)) = self.terms_made.1.iter().find(|(k, _)| *k == (p, d)) {
+        if let Some(w) = self.terms_made.get(block, &(p, d)) {
             return w;
         }
         let product = self.b.ins().fmul(p, d);
@@ -3985,10 +4019,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         self.b.append_block_param(done, types::F64);
         self.b.ins().brif(nan, exact, &[], done, &[sum.into()]);
         self.b.switch_to_block(exact);
-        let pv = self.b.ins().splat(types::F64X2, p);
-        let dv = self.b.ins().splat(types::F64X2, d);
-        let masked = self.chain_lanes(pv, dv);
-        let w = self.b.ins().extractlane(masked, 0);
+        let w = self.chain_masked(p, d);
         let zero = self.b.ins().f64const(0.0);
         let w = self.b.ins().fadd(w, zero);
         self.b.ins().jump(done, &[w.into()]);
@@ -3996,11 +4027,9 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         // `done` continues the block before: what was made there is
         // usable here.
         let w = self.b.block_params(done)[0];
-        self.terms_made.0 = Some(done);
-        self.terms_made.1.push(((p, d), w));
-        if self.math_calls.0 == block {
-            self.math_calls.0 = Some(done);
-        }
+        self.terms_made.continue_into(block, done);
+        self.math_calls.continue_into(block, done);
+        self.terms_made.insert(Some(done), (p, d), w);
         w
     }
 
@@ -4021,6 +4050,17 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let bits = bits.ok_or_else(|| internal("a zero test of no real", Span::default()))?;
         let magnitude = self.b.ins().ishl_imm_u(bits, 1);
         Ok(self.b.ins().icmp_imm_s(IntCC::Equal, magnitude, 0))
+    }
+
+    /// `chain(p, d)` of two reals, branch- and flag-free: in lane 0 of a
+    /// vector register ([`FnGen::chain_lanes`]), the operands splat (one
+    /// instruction each, where putting them in a zeroed vector takes two:
+    /// GMM, BA, saddle −2 %, particle FF −4 %, LSTM −3 % instructions).
+    fn chain_masked(&mut self, p: ir::Value, d: ir::Value) -> ir::Value {
+        let pv = self.b.ins().splat(types::F64X2, p);
+        let dv = self.b.ins().splat(types::F64X2, d);
+        let masked = self.chain_lanes(pv, dv);
+        self.b.ins().extractlane(masked, 0)
     }
 
     /// `nabla::Number::chain` lane by lane: the products `p · d` with their
@@ -4055,19 +4095,15 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     /// ([`FnGen::math_calls`]).
     fn math_call(&mut self, name: &'static str, args: &[ir::Value]) -> R<ir::Value> {
         let block = self.b.current_block();
-        let (seen_in, seen) = &mut self.math_calls;
-        if *seen_in != block {
-            *seen_in = block;
-            seen.clear();
-        }
-        if let Some(&(_, _, r)) = seen.iter().find(|(n, a, _)| *n == name && a[..] == *args) {
+        let key = (name, args.to_vec());
+        if let Some(r) = self.math_calls.get(block, &key) {
             return Ok(r);
         }
         let id = self
             .cg
             .import(name, &vec![types::F64; args.len()], &[types::F64])?;
         let r = self.call(id, args)[0];
-        self.math_calls.1.push((name, args.to_vec(), r));
+        self.math_calls.insert(block, key, r);
         Ok(r)
     }
 
