@@ -1229,21 +1229,19 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let inline = match (op, &operands[..]) {
             // A level that is not a pullback's replay (operands: width,
             // replay) begins and ends on the slot's parked trace, if the
-            // runtime parked one of its width.
-            // Level 1's begin and end change the staging inline.
+            // runtime parked one of its width (level 1's changing the
+            // staging inline: its cursor is written back and reloaded).
             (TapeOp::Begin, _) if literal(1) == Some(0) => {
                 if let Some(width) = literal(0) {
-                    self.sync_staged();
-                    self.begin_parked(slot, width, &operands, span)?;
-                    self.load_staged();
+                    self.around_staging_change(slot, |g| {
+                        g.begin_parked(slot, width, &operands, span)
+                    })?;
                     return Ok(Vec::new());
                 }
                 None
             }
             (TapeOp::End, &[]) => {
-                self.sync_staged();
-                self.end_parked(slot, span)?;
-                self.load_staged();
+                self.around_staging_change(slot, |g| g.end_parked(slot, span))?;
                 return Ok(Vec::new());
             }
             // Plain weights: only the outermost level has them.
@@ -1659,6 +1657,24 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 self.b.ins().bor(no_room, other)
             }
         }
+    }
+
+    /// `change`, which on level 1 (`slot`) changes the staging, between a
+    /// write-back and a reload of the cursor kept in variables.
+    fn around_staging_change(
+        &mut self,
+        slot: u8,
+        change: impl FnOnce(&mut Self) -> R<()>,
+    ) -> R<()> {
+        let staged = usize::from(slot) == runtime::STAGED_SLOT;
+        if staged {
+            self.sync_staged();
+        }
+        change(self)?;
+        if staged {
+            self.load_staged();
+        }
+        Ok(())
     }
 
     /// Loads level 1's staging cursor into its variables (if this function
