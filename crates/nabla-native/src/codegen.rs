@@ -1045,6 +1045,9 @@ struct StagedCursor {
     records: Variable,
 }
 
+/// The bytes of a staged Delta record ([`runtime::Staged`]).
+const STAGED_BYTES: i64 = std::mem::size_of::<runtime::Staged>() as i64;
+
 /// The operands `(∂, c)` of a `chain(∂, c)` in generated code.
 type ChainOperands = (ir::Value, ir::Value);
 
@@ -1233,15 +1236,15 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             // staging inline: its cursor is written back and reloaded).
             (TapeOp::Begin, _) if literal(1) == Some(0) => {
                 if let Some(width) = literal(0) {
-                    self.around_staging_change(slot, |g| {
-                        g.begin_parked(slot, width, &operands, span)
-                    })?;
+                    let staged = usize::from(slot) == runtime::STAGED_SLOT;
+                    self.around_staging(staged, |g| g.begin_parked(slot, width, &operands, span))?;
                     return Ok(Vec::new());
                 }
                 None
             }
             (TapeOp::End, &[]) => {
-                self.around_staging_change(slot, |g| g.end_parked(slot, span))?;
+                let staged = usize::from(slot) == runtime::STAGED_SLOT;
+                self.around_staging(staged, |g| g.end_parked(slot, span))?;
                 return Ok(Vec::new());
             }
             // Plain weights: only the outermost level has them.
@@ -1659,22 +1662,19 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         }
     }
 
-    /// `change`, which on level 1 (`slot`) changes the staging, between a
-    /// write-back and a reload of the cursor kept in variables.
-    fn around_staging_change(
-        &mut self,
-        slot: u8,
-        change: impl FnOnce(&mut Self) -> R<()>,
-    ) -> R<()> {
-        let staged = usize::from(slot) == runtime::STAGED_SLOT;
-        if staged {
+    /// `emit`, code that may read or change level 1's staging if
+    /// `touches` (a call, a level 1 begun or ended inline), between a
+    /// write-back and a reload of the cursor this function keeps in
+    /// variables ([`StagedCursor`]).
+    fn around_staging<T>(&mut self, touches: bool, emit: impl FnOnce(&mut Self) -> T) -> T {
+        if touches {
             self.sync_staged();
         }
-        change(self)?;
-        if staged {
+        let r = emit(self);
+        if touches {
             self.load_staged();
         }
-        Ok(())
+        r
     }
 
     /// Loads level 1's staging cursor into its variables (if this function
@@ -1687,8 +1687,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         let ptr = self.b.ins().load(PTR, flags(), self.ctx, Ctx::STAGING_PTR);
         let next = self.b.ins().iadd(base, len);
         let end = self.b.ins().iadd(base, cap);
-        let size = std::mem::size_of::<runtime::Staged>() as i64;
-        let before = self.b.ins().imul_imm_s(base, size);
+        let before = self.b.ins().imul_imm_s(base, STAGED_BYTES);
         let records = self.b.ins().isub(ptr, before);
         self.b.def_var(c.next, next);
         self.b.def_var(c.end, end);
@@ -1714,8 +1713,7 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         (p0, p1): (ir::Value, ir::Value),
         weights: Weights,
     ) -> ir::Value {
-        let size = std::mem::size_of::<runtime::Staged>() as i64;
-        let offset = self.b.ins().imul_imm_s(len, size);
+        let offset = self.b.ins().imul_imm_s(len, STAGED_BYTES);
         let at = match self.staged {
             Some(c) => self.b.use_var(c.records),
             None => self.b.ins().load(PTR, flags(), self.ctx, Ctx::STAGING_PTR),
@@ -2215,17 +2213,12 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
     }
 
     fn call(&mut self, id: FuncId, args: &[ir::Value]) -> Vals {
-        let around = !self.cg.staging_neutral.contains(&id);
-        if around {
-            self.sync_staged();
-        }
-        let r = self.func_ref(id);
-        let inst = self.b.ins().call(r, args);
-        let results = self.b.inst_results(inst).to_vec();
-        if around {
-            self.load_staged();
-        }
-        results
+        let touches = !self.cg.staging_neutral.contains(&id);
+        self.around_staging(touches, |g| {
+            let r = g.func_ref(id);
+            let inst = g.b.ins().call(r, args);
+            g.b.inst_results(inst).to_vec()
+        })
     }
 
     // ---- the kinds of function ----
@@ -2607,9 +2600,10 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                     let code = self.b.ins().load(PTR, flags(), p, CLO_DROP);
                     let sig = self.cg.drop_sig();
                     let sig = self.b.import_signature(sig);
-                    self.sync_staged();
-                    self.b.ins().call_indirect(sig, code, &[self.ctx, p]);
-                    self.load_staged();
+                    let ctx = self.ctx;
+                    self.around_staging(true, |g| {
+                        g.b.ins().call_indirect(sig, code, &[ctx, p]);
+                    });
                 }
             }
             self.b.ins().jump(next, &[]);
@@ -3217,10 +3211,10 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 let code = self.b.ins().load(PTR, flags(), fv[0], CLO_CODE);
                 let mut args = vec![self.ctx, fv[0]];
                 args.extend(xv);
-                self.sync_staged();
-                let inst = self.b.ins().call_indirect(sig, code, &args);
-                let r = self.b.inst_results(inst).to_vec();
-                self.load_staged();
+                let r = self.around_staging(true, |g| {
+                    let inst = g.b.ins().call_indirect(sig, code, &args);
+                    g.b.inst_results(inst).to_vec()
+                });
                 self.check_failed_at(span)?;
                 self.release(&fe.ty, &fv, owned)?;
                 r
@@ -3298,12 +3292,11 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 self.b.ins().brif(cv[0], tb, &[], fb, &[]);
                 return self.branches(vec![(tb, None, &**a), (fb, None, &**b2)], &e.ty, tail);
             }
-            ExprKind::Select(..) if all_zero_tests(e, &mut Vec::new()) => {
-                let mut reals = Vec::new();
-                all_zero_tests(e, &mut reals);
-                vec![self.all_zero(&reals)?]
-            }
             ExprKind::Select(c, a, b2) => {
+                let mut reals = Vec::new();
+                if all_zero_tests(e, &mut reals) {
+                    return Ok(Some(vec![self.all_zero(&reals)?]));
+                }
                 if !plain_data(&e.ty) {
                     return Err(internal("a branch-free choice of heap values", span));
                 }
