@@ -1229,6 +1229,10 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             Some(ExprKind::Lit(Lit::Int(n))) => Some(*n),
             _ => None,
         };
+        // Level 1 (the outermost reverse level) keeps its trace in the
+        // staging that generated code writes in place; the levels above it
+        // in wide records.
+        let staged = usize::from(slot) == runtime::STAGED_SLOT;
         let inline = match (op, &operands[..]) {
             // A level that is not a pullback's replay (operands: width,
             // replay) begins and ends on the slot's parked trace, if the
@@ -1236,32 +1240,26 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             // staging inline: its cursor is written back and reloaded).
             (TapeOp::Begin, _) if literal(1) == Some(0) => {
                 if let Some(width) = literal(0) {
-                    let staged = usize::from(slot) == runtime::STAGED_SLOT;
                     self.around_staging(staged, |g| g.begin_parked(slot, width, &operands, span))?;
                     return Ok(Vec::new());
                 }
                 None
             }
             (TapeOp::End, &[]) => {
-                let staged = usize::from(slot) == runtime::STAGED_SLOT;
                 self.around_staging(staged, |g| g.end_parked(slot, span))?;
                 return Ok(Vec::new());
             }
             // Plain weights: only the outermost level has them.
-            (TapeOp::Push, &[p0, w0, p1, w1]) if usize::from(slot) == runtime::STAGED_SLOT => {
+            (TapeOp::Push, &[p0, w0, p1, w1]) if staged => {
                 Some(self.staged_push(p0, w0, p1, w1, span)?)
             }
             (TapeOp::Push, _) => {
                 return Err(internal("a plain Delta below the outermost level", span));
             }
-            (TapeOp::Combine, &[p0, w0, a0, p1, w1, a1])
-                if usize::from(slot) == runtime::STAGED_SLOT =>
-            {
+            (TapeOp::Combine, &[p0, w0, a0, p1, w1, a1]) if staged => {
                 return self.staged_combine((p0, w0, a0), (p1, w1, a1), span);
             }
-            (TapeOp::Input, &[]) if usize::from(slot) == runtime::STAGED_SLOT => {
-                Some(self.staged_input(span)?)
-            }
+            (TapeOp::Input, &[]) if staged => Some(self.staged_input(span)?),
             (TapeOp::Input, weights) if !weights.is_empty() => {
                 Some(self.wide_input(slot, weights, span)?)
             }
@@ -1273,12 +1271,8 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             }
             // Above the outermost level (wide records only), the count the
             // view keeps.
-            (TapeOp::Len, &[]) if usize::from(slot) != runtime::STAGED_SLOT => {
-                Some(self.wide_field(slot, WideView::LEN))
-            }
-            (TapeOp::Adjoint, &[id]) if usize::from(slot) == runtime::STAGED_SLOT => {
-                Some(self.staged_adjoint(id)?)
-            }
+            (TapeOp::Len, &[]) if !staged => Some(self.wide_field(slot, WideView::LEN)),
+            (TapeOp::Adjoint, &[id]) if staged => Some(self.staged_adjoint(id)?),
             (TapeOp::PushWide, &[p0, p1, ref weights @ ..]) => {
                 Some(self.wide_push(slot, (p0, p1), weights, span)?)
             }
@@ -1289,13 +1283,13 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
                 let flags = self.wide_buffer_flags();
                 Some(self.b.ins().load(word_type(ty), flags, at, 0))
             }
-            (TapeOp::AdjInit, zero) if usize::from(slot) != runtime::STAGED_SLOT => {
+            (TapeOp::AdjInit, zero) if !staged => {
                 self.wide_adj_init(slot, zero, span)?;
                 return Ok(Vec::new());
             }
             // A resumed trace's inputs are its first Deltas: ids counted
             // inline from 0 (`runtime::InputsAgain`, set by `Resume`).
-            (TapeOp::InputAgain, []) if usize::from(slot) == runtime::STAGED_SLOT => {
+            (TapeOp::InputAgain, []) if staged => {
                 let next = self.ctx_word(Ctx::AGAIN_NEXT);
                 let end = self.ctx_word(Ctx::AGAIN_END);
                 let more = self.b.ins().icmp(IntCC::SignedLessThan, next, end);
