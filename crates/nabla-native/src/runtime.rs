@@ -444,7 +444,7 @@ impl Traces {
         let replay = t.replay;
         if t.trace.buffer_bytes() > KEPT_IN_PLACE_BYTES {
             std::mem::take(&mut t.trace).recycle();
-            t.adjoints = Vec::new();
+            trace::recycle_adjoints(std::mem::take(&mut t.adjoints));
         }
         self.active -= 1;
         self.all.truncate(self.active + KEPT_TRACES);

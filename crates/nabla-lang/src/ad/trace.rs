@@ -69,6 +69,38 @@ thread_local! {
 /// Buffers bigger than this are returned to the allocator, not kept.
 const MAX_SPARE_BYTES: usize = 256 << 20;
 
+/// Makes `adjoint` `len` zeros. Where its buffer is too small, it takes
+/// this thread's spare adjoint buffer if that one is big enough (its own
+/// becoming the spare): a large level's adjoints, given back by
+/// [`recycle_adjoints`] when it ends, are not allocated afresh — and
+/// faulted into memory page by page — every time a loop takes a gradient
+/// (LSTM l4's gradient spent 16 % of its time in the kernel so).
+pub fn zero_adjoints(adjoint: &mut Vec<f64>, len: usize) {
+    if adjoint.capacity() < len {
+        SPARE.with_borrow_mut(|s| {
+            if s.adjoints.capacity() >= len {
+                std::mem::swap(adjoint, &mut s.adjoints);
+            }
+        });
+    }
+    adjoint.clear();
+    adjoint.resize(len, 0.0);
+}
+
+/// Gives an ended level's adjoint buffer back for the next sweep
+/// ([`zero_adjoints`]): kept if it is bigger than the spare one and at
+/// most [`MAX_SPARE_BYTES`].
+pub fn recycle_adjoints(mut adjoint: Vec<f64>) {
+    if adjoint.capacity() * size_of::<f64>() <= MAX_SPARE_BYTES {
+        SPARE.with_borrow_mut(|s| {
+            if adjoint.capacity() > s.adjoints.capacity() {
+                adjoint.clear();
+                s.adjoints = adjoint;
+            }
+        });
+    }
+}
+
 impl Trace {
     /// An empty trace, reusing this thread's spare buffer if there is one.
     pub fn new() -> Trace {
@@ -279,8 +311,7 @@ impl Trace {
         if !self.tagged_weights.is_empty() {
             return false;
         }
-        adjoint.clear();
-        adjoint.resize(self.entries.len(), 0.0);
+        zero_adjoints(adjoint, self.entries.len());
         seed_and_sweep_plain(&self.entries, seeds, adjoint);
         true
     }
@@ -512,6 +543,29 @@ mod tests {
                 all
             })
         })
+    }
+
+    /// A large level's adjoint buffer, given back when it ends, is the
+    /// next sweep's (not allocated again), and comes back all zeros.
+    #[test]
+    fn adjoint_buffers_are_recycled_zeroed() {
+        let mut dirty = vec![7.0; 5000];
+        dirty.truncate(10);
+        let address = dirty.as_ptr();
+        recycle_adjoints(dirty);
+        let mut next = Vec::new();
+        zero_adjoints(&mut next, 4000);
+        assert_eq!(next.as_ptr(), address);
+        assert_eq!(next.len(), 4000);
+        assert!(next.iter().all(|a| a.to_bits() == 0));
+        // A need beyond the spare's capacity allocates; the spare stays.
+        recycle_adjoints(next);
+        let mut big = Vec::new();
+        zero_adjoints(&mut big, 6000);
+        assert_ne!(big.as_ptr(), address);
+        let mut small = Vec::new();
+        zero_adjoints(&mut small, 1);
+        assert_eq!(small.as_ptr(), address);
     }
 
     proptest! {
