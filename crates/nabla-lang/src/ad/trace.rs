@@ -89,7 +89,7 @@ pub fn zero_adjoints(adjoint: &mut Vec<f64>, len: usize) {
 
 /// Gives an ended level's adjoint buffer back for the next sweep
 /// ([`zero_adjoints`]): kept if it is bigger than the spare one and at
-/// most [`MAX_SPARE_BYTES`].
+/// most 256 MB (`MAX_SPARE_BYTES`).
 pub fn recycle_adjoints(mut adjoint: Vec<f64>) {
     if adjoint.capacity() * size_of::<f64>() <= MAX_SPARE_BYTES {
         SPARE.with_borrow_mut(|s| {
