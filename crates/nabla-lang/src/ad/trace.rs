@@ -345,14 +345,11 @@ impl Trace {
         if !self.tagged_weights.is_empty() {
             return None;
         }
-        let mut adjoint = SPARE.with_borrow_mut(|s| std::mem::take(&mut s.adjoints));
-        adjoint.clear();
-        adjoint.resize(self.entries.len(), 0.0);
+        let mut adjoint = Vec::new();
+        zero_adjoints(&mut adjoint, self.entries.len());
         seed_and_sweep_plain(&self.entries, seeds, &mut adjoint);
         let out = then(&adjoint[..self.inputs]);
-        if adjoint.capacity() * size_of::<f64>() <= MAX_SPARE_BYTES {
-            SPARE.with_borrow_mut(|s| s.adjoints = adjoint);
-        }
+        recycle_adjoints(adjoint);
         Some(out)
     }
 
