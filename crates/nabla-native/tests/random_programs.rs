@@ -6,7 +6,8 @@
 //! differentiation operators inside them.
 //!
 //! `NABLA_NATIVE_CASES=N` sets the number of programs (default
-//! [`DEFAULT_CASES`]).
+//! [`DEFAULT_CASES`]); `NABLA_NATIVE_FIRST=S` makes the seeds S, S + 1, …
+//! rather than 0, 1, … (to run again the one a long run reported).
 
 #[allow(dead_code)]
 #[path = "../../nabla-lang/tests/ad_random/interval.rs"]
@@ -26,11 +27,16 @@ use program::{Fragment, generate};
 /// Programs in a plain `cargo test` run (debug build: a few seconds).
 const DEFAULT_CASES: u64 = 150;
 
-fn cases() -> u64 {
-    std::env::var("NABLA_NATIVE_CASES")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(DEFAULT_CASES)
+/// The seeds of the programs: `NABLA_NATIVE_CASES` of them from
+/// `NABLA_NATIVE_FIRST`.
+fn seeds() -> std::ops::Range<u64> {
+    let var = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    };
+    let first = var("NABLA_NATIVE_FIRST").unwrap_or(0);
+    first..first.saturating_add(var("NABLA_NATIVE_CASES").unwrap_or(DEFAULT_CASES))
 }
 
 fn options(nested_ad: bool) -> program::Options {
@@ -94,10 +100,10 @@ fn on_both_backends(
     nested: &'static [bool],
     mains: impl Fn(&program::Program, u64) -> Vec<(String, Option<f64>)> + Send + 'static,
 ) {
-    let cases = cases();
+    let seeds = seeds();
     let failures = nabla_lang::stack::run_with_stack(move || {
         let mut failures = Vec::new();
-        for seed in 0..cases {
+        for seed in seeds {
             for &with_operators in nested {
                 let p = generate(seed, options(with_operators));
                 for (main, tolerance) in mains(&p, seed) {
