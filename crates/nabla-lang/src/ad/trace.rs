@@ -90,14 +90,17 @@ pub fn zero_adjoints(adjoint: &mut Vec<f64>, len: usize) {
 /// Gives an ended level's adjoint buffer back for the next sweep
 /// ([`zero_adjoints`]): kept if it is bigger than the spare one and at
 /// most 256 MB (`MAX_SPARE_BYTES`).
-pub fn recycle_adjoints(mut adjoint: Vec<f64>) {
-    if adjoint.capacity() * size_of::<f64>() <= MAX_SPARE_BYTES {
-        SPARE.with_borrow_mut(|s| {
-            if adjoint.capacity() > s.adjoints.capacity() {
-                adjoint.clear();
-                s.adjoints = adjoint;
-            }
-        });
+pub fn recycle_adjoints(adjoint: Vec<f64>) {
+    SPARE.with_borrow_mut(|s| keep_bigger(&mut s.adjoints, adjoint));
+}
+
+/// Makes `buffer`, emptied, the spare `kept` if it has more room and is at
+/// most [`MAX_SPARE_BYTES`]; otherwise lets it go.
+fn keep_bigger<T>(kept: &mut Vec<T>, mut buffer: Vec<T>) {
+    if buffer.capacity() * size_of::<T>() <= MAX_SPARE_BYTES && buffer.capacity() > kept.capacity()
+    {
+        buffer.clear();
+        *kept = buffer;
     }
 }
 
@@ -148,14 +151,7 @@ impl Trace {
 
     /// Gives this trace's buffer back for the next one.
     pub fn recycle(mut self) {
-        if self.entries.capacity() * size_of::<Entry>() <= MAX_SPARE_BYTES {
-            self.entries.clear();
-            SPARE.with_borrow_mut(|s| {
-                if self.entries.capacity() > s.entries.capacity() {
-                    s.entries = std::mem::take(&mut self.entries);
-                }
-            });
-        }
+        SPARE.with_borrow_mut(|s| keep_bigger(&mut s.entries, std::mem::take(&mut self.entries)));
     }
 
     /// Empties the trace for the next one recorded in it, keeping its
