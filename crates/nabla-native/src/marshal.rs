@@ -285,14 +285,33 @@ pub(crate) fn only_reals(ty: &Type) -> bool {
 /// Appends the reals of the value of type `ty` (for which [`only_reals`]
 /// holds) whose scalars start at `slots[*at]` to `out`, in order.
 ///
+/// The reals are counted first and `out` grows once: a result can hold a
+/// hundred megabytes of reals (BA's Jacobian), and growing by doubling
+/// would copy them again and touch twice the fresh pages.
+///
 /// # Safety
 /// As for [`read_value`].
 pub(crate) unsafe fn read_reals(ty: &Type, slots: &[u64], at: &mut usize, out: &mut Vec<f64>) {
+    let mut count = 0;
+    // SAFETY: the caller's guarantee.
+    unsafe { for_each_run(ty, slots, &mut at.clone(), &mut |run| count += run.len()) };
+    out.reserve(count);
+    // SAFETY: the caller's guarantee.
+    unsafe { for_each_run(ty, slots, at, &mut |run| out.extend_from_slice(run)) };
+}
+
+/// Calls `take` on the reals of the value of type `ty` (for which
+/// [`only_reals`] holds) whose scalars start at `slots[*at]`, in order, a
+/// run of consecutive reals (a vector's, or a single real) at a time.
+///
+/// # Safety
+/// As for [`read_value`].
+unsafe fn for_each_run(ty: &Type, slots: &[u64], at: &mut usize, take: &mut impl FnMut(&[f64])) {
     match ty {
         Type::Tuple(ts) => {
             for t in ts {
                 // SAFETY: the caller's guarantee, component by component.
-                unsafe { read_reals(t, slots, at, out) };
+                unsafe { for_each_run(t, slots, at, take) };
             }
         }
         Type::Vec(elem) => {
@@ -302,19 +321,19 @@ pub(crate) unsafe fn read_reals(ty: &Type, slots: &[u64], at: &mut usize, out: &
                 return;
             }
             if is_matrix(elem) {
-                // A matrix (a Jacobian's rows): each row copied, without
+                // A matrix (a Jacobian's rows): each row taken, without
                 // walking its type again per row.
                 // SAFETY: a live vector of live vectors of reals.
                 let rows = unsafe { layout::vector_slots(p, 1) };
                 for &row in rows {
                     // SAFETY: as above.
-                    unsafe { out.extend_from_slice(layout::vector_reals(row as *const u64)) };
+                    take(unsafe { layout::vector_reals(row as *const u64) });
                 }
                 return;
             }
             if **elem == Type::Real {
                 // SAFETY: a live vector of reals.
-                out.extend_from_slice(unsafe { layout::vector_reals(p) });
+                take(unsafe { layout::vector_reals(p) });
                 return;
             }
             // SAFETY: a live vector of elements of `width(elem)` slots each.
@@ -327,11 +346,11 @@ pub(crate) unsafe fn read_reals(ty: &Type, slots: &[u64], at: &mut usize, out: &
             let mut k = 0;
             for _ in 0..len {
                 // SAFETY: each element is a value of `elem`.
-                unsafe { read_reals(elem, data, &mut k, out) };
+                unsafe { for_each_run(elem, data, &mut k, take) };
             }
         }
         _ => {
-            out.push(f64::from_bits(slots.get(*at).copied().unwrap_or(0)));
+            take(&[f64::from_bits(slots.get(*at).copied().unwrap_or(0))]);
             *at += 1;
         }
     }
