@@ -1064,9 +1064,23 @@ impl Pass<'_> {
                 (same(kind), Shape::Any)
             }
             ExprKind::TangentShape(a, b, role) => {
-                let kind =
-                    ExprKind::TangentShape(plain_box(self, a, env), plain_box(self, b, env), *role);
-                (same(kind), Shape::Any)
+                let (a2, sa) = self.expr(a, env);
+                let (b2, sb) = self.expr(b, env);
+                // Two vectors kept as tuples of one length are shaped alike:
+                // the check is decided here, and neither is made a vector
+                // for it (`forward`'s `jvp f x e_i` on a 2-vector made `x`
+                // and `e_i` only to compare their lengths).
+                if let (Shape::Len(n), Shape::Len(m)) = (&sa, &sb)
+                    && n == m
+                {
+                    #[cfg(test)]
+                    tests::SHAPES_DECIDED.set(tests::SHAPES_DECIDED.get() + 1);
+                    let unit = mk(ExprKind::Lit(Lit::Unit), Type::Unit, span);
+                    return (after(a2, after(b2, unit)), Shape::Any);
+                }
+                let a2 = Box::new(self.coerce(a2, &a.ty, &sa, &Shape::Any));
+                let b2 = Box::new(self.coerce(b2, &b.ty, &sb, &Shape::Any));
+                (same(ExprKind::TangentShape(a2, b2, *role)), Shape::Any)
             }
             // The cases still name original functions (`Pass::fill_recodes`).
             ExprKind::Recode {
@@ -1523,6 +1537,8 @@ mod tests {
         pub(super) static WRAPPERS: Cell<usize> = const { Cell::new(0) };
         /// Vectors read back into tuples ([`super::Pass::narrow`]).
         pub(super) static NARROWED: Cell<usize> = const { Cell::new(0) };
+        /// Tangent shape checks decided when compiling.
+        pub(super) static SHAPES_DECIDED: Cell<usize> = const { Cell::new(0) };
     }
 
     /// `main`'s value or error message, by the interpreter and by native code.
@@ -1586,5 +1602,25 @@ mod tests {
             "no direct application went through a wrapper"
         );
         assert!(NARROWED.get() > 0, "no wrapper read a result back");
+    }
+
+    /// A `jvp` or pullback whose point and tangent are both small vectors
+    /// of one length has its shape check decided when compiling (neither is
+    /// made a vector for it); lengths that differ still fail as the
+    /// interpreter fails.
+    #[test]
+    fn shape_checks_of_small_vectors_are_decided_when_compiling() {
+        let programs = [
+            "def main = jvp (fun v -> v[0] * v[1]) [3.0, 2.0] [0.0, 1.0]",
+            "def main = let (y, back) = vjp (fun v -> [v[1], v[0] * v[1]]) [3.0, 2.0] in (y, back [1.0, 1.0])",
+            "def main = jvp (fun v -> v[0] * v[1]) [3.0, 2.0] [0.0, 1.0, 0.0]",
+        ];
+        for (k, text) in programs.iter().enumerate() {
+            SHAPES_DECIDED.set(0);
+            let (interp, native) = both(&format!("program {k}"), text);
+            assert_eq!(native, interp, "{text}");
+            let equal_lengths = k < 2;
+            assert_eq!(SHAPES_DECIDED.get() > 0, equal_lengths, "{text}");
+        }
     }
 }
