@@ -425,3 +425,19 @@ fn a_function_too_large_to_compile_quickly_is_refused() {
     );
     assert_eq!(compile(chain(300)), Ok(Ok("301.0".into())));
 }
+
+#[test]
+fn kept_medium_objects_give_way_to_the_budget() {
+    // 12 000 vectors of 100 reals (816 bytes each, about 10 MB) live at
+    // once, then dropped: the runtime keeps them for reuse, still charged.
+    // Then 6 000 of 200 reals (another class, about 10 MB): under the 16 MB
+    // budget that only fits if the kept ones are given back first.
+    let src = "def phase n len =
+                 let vs = build n (fun i -> build len (fun j -> real j + 1.0)) in
+                 sum (map (fun v -> v[len - 1]) vs)
+               def main = (phase 12000 100, phase 6000 200)";
+    memory::set_budget(16 << 20);
+    let (r, live) = run(src, Limits::default());
+    assert_eq!(r, Ok("(1200000.0, 1200000.0)".into()));
+    assert_eq!(live, 0, "every vector freed");
+}
