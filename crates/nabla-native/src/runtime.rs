@@ -862,10 +862,20 @@ pub(crate) extern "C" fn rt_tape_flush(ctx: *mut Ctx, span: u32) {
         }
         flush(c);
     }
-    if memory::over_budget() {
+    if over_budget(c) {
         let live = memory::live() as i64;
         rt_error(ctx, ErrorKind::OutOfMemory as u32, span, 24, live);
     }
+}
+
+/// True if the thread is over the memory budget even after the kept
+/// medium objects are given back ([`Medium`]).
+fn over_budget(c: &mut Ctx) -> bool {
+    if !memory::over_budget() {
+        return false;
+    }
+    c.medium.release_all();
+    memory::over_budget()
 }
 
 /// An error raised by generated code: its kind, the index of its position
@@ -1292,7 +1302,8 @@ pub(crate) extern "C" fn rt_tape_reserve(ctx: *mut Ctx, span: u32, slot: u64, wo
         _ => return rt_error(ctx, ErrorKind::BadTrace as u32, span, 0, 0),
     }
     publish(ctx, slot);
-    if memory::over_budget() {
+    // SAFETY: as in `rt_error`.
+    if over_budget(unsafe { &mut *ctx }) {
         let live = memory::live() as i64;
         rt_error(ctx, ErrorKind::OutOfMemory as u32, span, 24, live);
     }
@@ -1324,7 +1335,8 @@ pub(crate) extern "C" fn rt_tape_adj_reserve(ctx: *mut Ctx, span: u32, slot: u64
         t.charge();
     }
     publish(ctx, slot);
-    if memory::over_budget() {
+    // SAFETY: as in `rt_error`.
+    if over_budget(unsafe { &mut *ctx }) {
         let live = memory::live() as i64;
         rt_error(ctx, ErrorKind::OutOfMemory as u32, span, 24, live);
     }
