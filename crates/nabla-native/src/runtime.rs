@@ -2408,7 +2408,8 @@ mod tests {
 
     /// A freed medium object is reused by the next allocation of its class
     /// and stays charged while kept; the lists give everything back when
-    /// the context goes, and on an allocation the budget would refuse.
+    /// asked and when the context goes (and before an allocation the budget
+    /// would refuse: `tests/native.rs`).
     #[test]
     fn medium_objects_are_reused_and_given_back() {
         let live = memory::live();
