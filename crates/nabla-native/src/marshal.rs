@@ -292,9 +292,9 @@ pub(crate) fn only_reals(ty: &Type) -> bool {
 /// # Safety
 /// As for [`read_value`].
 pub(crate) unsafe fn read_reals(ty: &Type, slots: &[u64], at: &mut usize, out: &mut Vec<f64>) {
-    let mut count = 0;
+    let (mut count, mut counted_to) = (0, *at);
     // SAFETY: the caller's guarantee.
-    unsafe { for_each_run(ty, slots, &mut at.clone(), &mut |run| count += run.len()) };
+    unsafe { for_each_run(ty, slots, &mut counted_to, &mut |run| count += run.len()) };
     out.reserve(count);
     // SAFETY: the caller's guarantee.
     unsafe { for_each_run(ty, slots, at, &mut |run| out.extend_from_slice(run)) };

@@ -1896,17 +1896,15 @@ pub(crate) extern "C" fn rt_alloc(ctx: *mut Ctx, bytes: u64, span: u32) -> *mut 
             Some((k, size)) => (size, c.medium.pop(k, size)),
             None => (size, None),
         };
-        let allocated = reused.map_or_else(
-            || {
-                system_alloc(size).or_else(|_| {
-                    // What the medium lists hold is charged: give it back
-                    // before saying the budget is spent.
-                    c.medium.release_all();
-                    system_alloc(size)
-                })
-            },
-            Ok,
-        );
+        let allocated = match reused {
+            Some(p) => Ok(p),
+            // What the medium lists hold is charged: it is given back
+            // before the budget is said to be spent.
+            None => system_alloc(size).or_else(|_| {
+                c.medium.release_all();
+                system_alloc(size)
+            }),
+        };
         return match allocated {
             Ok(p) => {
                 c.large.insert(p as usize, size);
