@@ -319,6 +319,15 @@ pub enum TapeOp {
     /// `()`: `SeedOutput` of each real of the vector of reals `[v]`, the
     /// `j`-th for output `j`.
     SeedOutputs,
+    /// `(Real, Int)`: `sum (build n (fun i -> u[i] * v[i]))` on the
+    /// outermost (plain) reverse level, operands `[u, v, n]` (vectors of
+    /// reals of the level, `n` an `Int`), recorded as one Delta over the
+    /// products' terms when every product is of two different variables and
+    /// `n ≤ size u, size v` (`nabla_lang::ad::trace::SUM_OF_PRECEDING`): the
+    /// sum's primal and its Delta's id. The id is −1, and nothing recorded,
+    /// where that does not hold: the caller then records the sum real by
+    /// real.
+    DotTerms,
 }
 
 /// A program in typed form: what is reachable from its entry.

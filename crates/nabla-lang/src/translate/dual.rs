@@ -379,6 +379,7 @@ fn tape(op: TapeOp, slot: u8, args: Vec<Expr>, span: Span) -> Expr {
             Level::PLAIN.above(Mode::Reverse),
         ))),
         TapeOp::Combine => Type::Tuple(vec![Type::Int, Type::Real]),
+        TapeOp::DotTerms => Type::Tuple(vec![Type::Real, Type::Int]),
         // A component: its type is the caller's ([`tape_word`]).
         TapeOp::Weight | TapeOp::AdjGet => Type::Real,
         TapeOp::Begin
