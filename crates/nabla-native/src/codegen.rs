@@ -1221,6 +1221,9 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         {
             return self.tape_vector(op, slot, v, ty, span);
         }
+        if let (TapeOp::DotTerms, [u, v, n]) = (op, args) {
+            return self.tape_dot(slot, (u, v, n), span);
+        }
         let mut operands = Vec::new();
         for a in args {
             operands.extend(self.owned_value(a)?);
@@ -1366,6 +1369,42 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
         Ok(dst.into_iter().collect())
     }
 
+    /// `DotTerms` (a sum of products recorded as one Delta over their
+    /// terms): one call of `runtime::rt_tape_dot` on the two vectors,
+    /// borrowed, which writes the primal into a stack slot and returns the
+    /// Delta's id (−1 if the sum is to be recorded real by real).
+    fn tape_dot(&mut self, slot: u8, (u, v, n): (&Expr, &Expr, &Expr), span: Span) -> R<Vals> {
+        if usize::from(slot) != runtime::STAGED_SLOT {
+            return Err(internal(
+                "a sum of products above the outermost level",
+                span,
+            ));
+        }
+        let (us, u_owned) = self.borrowed(u)?;
+        let (vs, v_owned) = self.borrowed(v)?;
+        let n = self.owned_value(n)?[0];
+        let area = self.b.create_sized_stack_slot(ir::StackSlotData::new(
+            ir::StackSlotKind::ExplicitSlot,
+            SLOT as u32,
+            3,
+        ));
+        let primal_at = self.b.ins().stack_addr(PTR, area, 0);
+        let f = self.cg.import(
+            "rt_tape_dot",
+            &[PTR, types::I32, PTR, PTR, types::I64, PTR],
+            &[types::I64],
+        )?;
+        let s = self.cg.span_index(span);
+        let s = self.b.ins().iconst(types::I32, s);
+        let id = self.call(f, &[self.ctx, s, us[0], vs[0], n, primal_at])[0];
+        // Making room for the Deltas can go over the budget.
+        self.check_failed();
+        let primal = self.b.ins().stack_load(PTR, types::F64, area, 0);
+        self.release(&v.ty, &vs, v_owned)?;
+        self.release(&u.ty, &us, u_owned)?;
+        Ok(vec![primal, id])
+    }
+
     /// A trace operation by a call of its runtime function
     /// (`runtime::rt_tape_*`), with the context and the slot first.
     fn tape_call(&mut self, op: TapeOp, slot: u8, operands: Vec<ir::Value>, span: Span) -> R<Vals> {
@@ -1389,7 +1428,8 @@ impl<'a, 'b, 'p> FnGen<'a, 'b, 'p> {
             | TapeOp::Parent
             | TapeOp::Weight
             | TapeOp::AdjGet
-            | TapeOp::AdjSet => {
+            | TapeOp::AdjSet
+            | TapeOp::DotTerms => {
                 return Err(internal("a trace operation with other operands", span));
             }
             TapeOp::End => ("rt_tape_end", vec![], &[]),

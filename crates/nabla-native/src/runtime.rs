@@ -1552,6 +1552,89 @@ pub(crate) extern "C" fn rt_tape_inputs(ctx: *mut Ctx, span: u32, src: *const u6
     }
 }
 
+/// `TapeOp::DotTerms`: `sum (build n (fun i -> u[i] * v[i]))` of the
+/// vectors `u` and `v` of reals of level 1 (three slots each: primal, Delta
+/// id, coefficient), recorded as the Deltas of its `n` products, each
+/// `chain(v[i], cᵤ) · Var idᵤ + chain(u[i], cᵥ) · Var idᵥ` as generated code
+/// records a product of two different variables, then one Delta summing
+/// their terms (`trace::SUM_OF_PRECEDING`) where real-by-real recording adds
+/// them in lanes, a Delta per addition: the sweep adds the same terms in
+/// the same order. Writes the sum's primal (the language's lanes, as
+/// `prim::sum_reals_in_lanes`) at `primal` and returns its Delta's id; −1,
+/// recording nothing, unless `1 ≤ n ≤` both lengths and each product is of
+/// two different variables (the caller then records the sum real by real,
+/// and fails where it does).
+pub(crate) extern "C" fn rt_tape_dot(
+    ctx: *mut Ctx,
+    span: u32,
+    u: *const u64,
+    v: *const u64,
+    n: i64,
+    primal: *mut f64,
+) -> i64 {
+    // SAFETY: generated code passes its context, live vectors of reals of
+    // level 1 `u` and `v`, and a slot for the primal.
+    let (u, v) = unsafe { (layout::vector_slots(u, 3), layout::vector_slots(v, 3)) };
+    let n = usize::try_from(n).unwrap_or(0);
+    let (Some(u), Some(v)) = (u.get(..3 * n), v.get(..3 * n)) else {
+        return -1;
+    };
+    let id = |slot: u64| slot as i64;
+    let variables = u.chunks_exact(3).zip(v.chunks_exact(3)).all(|(x, y)| {
+        let (i, j) = (id(x[1]), id(y[1]));
+        i >= 0 && j >= 0 && i != j
+    });
+    if n == 0 || !variables {
+        return -1;
+    }
+    let mut lanes = [-0.0; nabla_lang::prim::SUM_LANES];
+    let mut k = 0;
+    while k <= n {
+        // SAFETY: as in `rt_error`; no reference to the context is live
+        // across the flush, which takes the pointer.
+        if unsafe { (*ctx).staging.len >= (*ctx).staging.cap } {
+            rt_tape_flush(ctx, span);
+            if unsafe { (*ctx).failed } != 0 {
+                return -1;
+            }
+        }
+        // SAFETY: as above; the reference ends before the next flush.
+        let s = unsafe { &mut (*ctx).staging };
+        // The products left, then the sum.
+        let m = (n + 1 - k).min((s.cap - s.len) as usize);
+        // Copied out: the writes below could alias the context's fields.
+        let (records, len, base) = (s.ptr, s.len as usize, s.base);
+        s.len += m as u64;
+        for j in 0..m {
+            let record = if k + j < n {
+                let (x, y) = (&u[3 * (k + j)..][..3], &v[3 * (k + j)..][..3]);
+                let (px, py) = (f64::from_bits(x[0]), f64::from_bits(y[0]));
+                let (cx, cy) = (f64::from_bits(x[2]), f64::from_bits(y[2]));
+                lanes[(k + j) % lanes.len()] += px * py;
+                Staged {
+                    parents: [x[1] as u32, y[1] as u32],
+                    weights: [py.chain(cx), px.chain(cy)],
+                }
+            } else {
+                Staged {
+                    parents: [trace::SUM_OF_PRECEDING, n as u32],
+                    weights: [0.0; 2],
+                }
+            };
+            // SAFETY: `len + j < cap`: inside the capacity the runtime lent.
+            unsafe { records.add(len + j).write(record) };
+        }
+        k += m;
+        if k > n {
+            let [a, b, c, d] = lanes;
+            // SAFETY: generated code's slot for the primal.
+            unsafe { primal.write(((a + b) + c) + d) };
+            return (base + (len + m - 1) as u64) as i64;
+        }
+    }
+    -1
+}
+
 /// The view of the inputs' adjoints the last sweep published (empty if
 /// none): what `FnGen::staged_adjoint` reads inline.
 fn adjoint_view<'a>(ctx: *mut Ctx) -> &'a [f64] {
@@ -2187,6 +2270,7 @@ pub(crate) fn symbols() -> Vec<(&'static str, *const u8)> {
         ("rt_tape_adjoint", rt_tape_adjoint as *const u8),
         ("rt_tape_end", rt_tape_end as *const u8),
         ("rt_tape_inputs", rt_tape_inputs as *const u8),
+        ("rt_tape_dot", rt_tape_dot as *const u8),
         ("rt_tape_adjoints", rt_tape_adjoints as *const u8),
         (
             "rt_tape_adjoints_again",

@@ -1099,6 +1099,9 @@ impl Pass<'_> {
                 if let ([v], true) = (&args[..], elementwise(*op)) {
                     return self.tape_vector(*op, *slot, v, e, env);
                 }
+                if *op == TapeOp::DotTerms {
+                    return self.tape_dot(*slot, args, e, env);
+                }
                 let args = args.iter().map(|a| self.plain(a, env)).collect();
                 let kind = ExprKind::Tape {
                     op: *op,
@@ -1108,6 +1111,36 @@ impl Pass<'_> {
                 (same(kind), Shape::Any)
             }
         }
+    }
+
+    /// `DotTerms` (a sum of products recorded as one Delta): on a vector
+    /// kept as a tuple, declined — `(0, −1)`, so the sum is recorded real by
+    /// real, as its code after the check does, on the tuples —, where
+    /// making the vector would cost more than the Deltas it saves.
+    fn tape_dot(&mut self, slot: u8, args: &[Expr], e: &Expr, env: &mut Env) -> (Expr, Shape) {
+        let span = e.span;
+        let shaped: Vec<(Expr, Shape)> = args.iter().map(|a| self.expr(a, env)).collect();
+        if shaped.iter().any(|(_, s)| matches!(s, Shape::Len(_))) {
+            let declined = vec![
+                mk(ExprKind::Lit(Lit::Real(0.0)), Type::Real, span),
+                mk(ExprKind::Lit(Lit::Int(-1)), Type::Int, span),
+            ];
+            return (
+                mk(ExprKind::Tuple(declined), e.ty.clone(), span),
+                Shape::Any,
+            );
+        }
+        let args = shaped
+            .into_iter()
+            .zip(args)
+            .map(|((x, s), a)| self.coerce(x, &a.ty, &s, &Shape::Any))
+            .collect();
+        let kind = ExprKind::Tape {
+            op: TapeOp::DotTerms,
+            slot,
+            args,
+        };
+        (mk(kind, e.ty.clone(), span), Shape::Any)
     }
 
     /// A trace operation that takes a whole vector of reals (`Inputs`,

@@ -639,7 +639,7 @@ mod tests {
             };
             inputs
         ];
-        let mut push = |entries: &mut Vec<Entry>, parents, weights| {
+        let push = |entries: &mut Vec<Entry>, parents, weights| {
             entries.push(Entry { parents, weights });
             entries.len() as u32 - 1
         };

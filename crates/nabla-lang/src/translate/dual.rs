@@ -769,6 +769,130 @@ impl Expander<'_> {
         )
     }
 
+    /// The vectors `u` and `v` (rewritten) of `build n (fun i -> u[i] *
+    /// v[i])` summed at level `l`, if `l` is the outermost reverse level
+    /// (plain weights), both are vectors of its reals and neither depends
+    /// on `i` — a local, or an element `w[k]` of one —: the sum
+    /// `TapeOp::DotTerms` can record as one Delta over its products' terms.
+    fn dot_operands(&mut self, built: &Expr, l: Level, cx: &Ctx) -> R<Option<(Expr, Expr)>> {
+        if l != Level::PLAIN.above(Mode::Reverse) {
+            return Ok(None);
+        }
+        let ExprKind::Prim(Prim::Build, bargs) = &built.kind else {
+            return Ok(None);
+        };
+        let Some(ExprKind::Closure(f)) = bargs.get(1).map(|g| &g.kind) else {
+            return Ok(None);
+        };
+        let fun = &self.orig[f.0 as usize];
+        let ([(Pat::Local(i), _)], ExprKind::Prim(Prim::Mul, factors)) =
+            (fun.params.as_slice(), &fun.body.kind)
+        else {
+            return Ok(None);
+        };
+        let i = *i;
+        // Does not depend on `i`, and fails (if at all) only as an index
+        // out of range, where the element function would first evaluate it.
+        fn invariant(e: &Expr, i: Local) -> bool {
+            match &e.kind {
+                ExprKind::Local(x) => *x != i,
+                ExprKind::Prim(Prim::Index, ws) => match ws.as_slice() {
+                    [w, k] => {
+                        let k_invariant = match k.kind {
+                            ExprKind::Lit(_) => true,
+                            ExprKind::Local(y) => y != i,
+                            _ => false,
+                        };
+                        k_invariant && invariant(w, i)
+                    }
+                    _ => false,
+                },
+                _ => false,
+            }
+        }
+        let reals = Type::Vec(Box::new(Type::Real));
+        let operand = |x: &Expr| match &x.kind {
+            ExprKind::Prim(Prim::Index, ws) => match ws.as_slice() {
+                [w, k]
+                    if matches!(k.kind, ExprKind::Local(j) if j == i)
+                        && w.ty == reals
+                        && invariant(w, i) =>
+                {
+                    Some(w.clone())
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        let (Some(u), Some(v)) = (
+            factors.first().and_then(operand),
+            factors.get(1).and_then(operand),
+        ) else {
+            return Ok(None);
+        };
+        let (u, ul) = self.rewrite(&u, cx)?;
+        let (v, vl) = self.rewrite(&v, cx)?;
+        Ok((ul == l && vl == l).then_some((u, v)))
+    }
+
+    /// `scalar`, the sum of `u[i] * v[i]` for i < `n` (a local or literal)
+    /// at the outermost reverse level recorded real by real, tried first as
+    /// one Delta over the products' terms (`TapeOp::DotTerms`, from four
+    /// products, where it saves Deltas): `u` is evaluated only if `n ≥ 4`
+    /// and `v` only if `u` has an element, as the element function first
+    /// evaluates them, so an error comes where it would.
+    fn dot_or(&mut self, u: Expr, v: Expr, n: &Expr, scalar: Expr, span: Span) -> Expr {
+        let tried = Type::Tuple(vec![Type::Real, Type::Int]);
+        let declined = mk(
+            ExprKind::Tuple(vec![real_lit(0.0, span), int_lit(-1, span)]),
+            tried.clone(),
+            span,
+        );
+        let (ut, vt) = (self.local("u", u.ty.clone()), self.local("v", v.ty.clone()));
+        let (ue, ve) = (self.local_expr(ut, span), self.local_expr(vt, span));
+        let slot = Level::PLAIN.above(Mode::Reverse).n;
+        let record = tape(
+            TapeOp::DotTerms,
+            slot,
+            vec![ue.clone(), ve, n.clone()],
+            span,
+        );
+        let has_element = prim(
+            Prim::Gt,
+            vec![
+                prim(Prim::Size, vec![ue], Type::Int, span),
+                int_lit(0, span),
+            ],
+            Type::Bool,
+            span,
+        );
+        let from_four = prim(
+            Prim::Ge,
+            vec![n.clone(), int_lit(4, span)],
+            Type::Bool,
+            span,
+        );
+        let attempt = if_(
+            from_four,
+            bind(
+                ut,
+                u,
+                if_(has_element, bind(vt, v, record), declined.clone()),
+            ),
+            declined,
+        );
+        let r = self.local("dot", tried);
+        let re = self.local_expr(r, span);
+        let recorded = prim(
+            Prim::Ge,
+            vec![proj(re.clone(), 1), int_lit(0, span)],
+            Type::Bool,
+            span,
+        );
+        let real = reverse_real(proj(re.clone(), 0), proj(re, 1), real_lit(1.0, span));
+        bind(r, attempt, if_(recorded, real, scalar))
+    }
+
     /// `let t = e in body(t)`, or `body(e)` for a local or literal.
     fn with_temp(&mut self, e: Expr, body: impl FnOnce(&mut Self, Expr) -> R<Expr>) -> R<Expr> {
         if matches!(e.kind, ExprKind::Local(_) | ExprKind::Lit(_)) {
@@ -2488,6 +2612,20 @@ impl Expander<'_> {
                     }
                     kind => (mk(kind, v.ty, v.span), Made::Vector),
                 };
+                // `sum (build n (fun i -> u[i] * v[i]))` on the outermost
+                // reverse level: first tried as one Delta over the products'
+                // terms ([`Expander::dot_operands`]); the size is bound once.
+                let dot = match made {
+                    Made::Built(..) => self.dot_operands(&args[0], l, cx)?,
+                    _ => None,
+                };
+                let (source, size_bound) = match dot {
+                    Some(_) if !matches!(source.kind, ExprKind::Local(_) | ExprKind::Lit(_)) => {
+                        let t = self.local("n", Type::Int);
+                        (self.local_expr(t, span), Some((t, source)))
+                    }
+                    _ => (source, None),
+                };
                 let c = match made {
                     Made::Mapped(g) | Made::Built(g, _) => {
                         let h = self.add_mapped(step, g, &state, span);
@@ -2499,7 +2637,7 @@ impl Expander<'_> {
                     Made::Built(..) => Some(self.helper(Helper::Index, span)?),
                     _ => None,
                 };
-                let out = self.with_temp(source, |s, source| {
+                let out = self.with_temp(source.clone(), |s, source| {
                     let size = match made {
                         Made::Built(..) => source.clone(),
                         _ => prim(Prim::Size, vec![source.clone()], Type::Int, span),
@@ -2570,6 +2708,14 @@ impl Expander<'_> {
                     let sum = if_(size_is(2), two, if_(size_is(3), three, in_lanes));
                     Ok(bind(n, size, sum))
                 })?;
+                let out = match dot {
+                    Some((u, v)) => self.dot_or(u, v, &source, out, span),
+                    None => out,
+                };
+                let out = match size_bound {
+                    Some((t, size)) => bind(t, size, out),
+                    None => out,
+                };
                 Ok((out, l))
             }
             Prim::Index => {
