@@ -1576,18 +1576,52 @@ pub(crate) extern "C" fn rt_tape_dot(
     // level 1 `u` and `v`, and a slot for the primal.
     let (u, v) = unsafe { (layout::vector_slots(u, 3), layout::vector_slots(v, 3)) };
     let n = usize::try_from(n).unwrap_or(0);
-    let (Some(u), Some(v)) = (u.get(..3 * n), v.get(..3 * n)) else {
+    let slots = n.checked_mul(3).unwrap_or(usize::MAX);
+    let (Some(u), Some(v)) = (u.get(..slots), v.get(..slots)) else {
         return -1;
     };
-    let id = |slot: u64| slot as i64;
-    let variables = u.chunks_exact(3).zip(v.chunks_exact(3)).all(|(x, y)| {
-        let (i, j) = (id(x[1]), id(y[1]));
-        i >= 0 && j >= 0 && i != j
-    });
-    if n == 0 || !variables {
+    if n == 0 {
         return -1;
     }
-    let mut lanes = [-0.0; nabla_lang::prim::SUM_LANES];
+    // First pass: each product of two different variables (ids ≥ 0), and
+    // the primal, in the language's lanes: element i into lane i mod 4,
+    // each from -0.0 (which adds exactly), then ((0 + 1) + 2) + 3
+    // (`prim::sum_reals_in_lanes`); four elements at a time, so that the
+    // lanes stay in registers.
+    let two_variables = |x: &[u64], y: &[u64]| {
+        let (i, j) = (x[1] as i64, y[1] as i64);
+        i >= 0 && j >= 0 && i != j
+    };
+    let product = |x: &[u64], y: &[u64]| f64::from_bits(x[0]) * f64::from_bits(y[0]);
+    const LANES: usize = nabla_lang::prim::SUM_LANES;
+    let mut lanes = [-0.0; LANES];
+    let (mut us, mut vs) = (u.chunks_exact(3 * LANES), v.chunks_exact(3 * LANES));
+    for (xs, ys) in (&mut us).zip(&mut vs) {
+        let mut variables = true;
+        for (lane, (x, y)) in lanes
+            .iter_mut()
+            .zip(xs.chunks_exact(3).zip(ys.chunks_exact(3)))
+        {
+            variables &= two_variables(x, y);
+            *lane += product(x, y);
+        }
+        if !variables {
+            return -1;
+        }
+    }
+    let rest = us
+        .remainder()
+        .chunks_exact(3)
+        .zip(vs.remainder().chunks_exact(3));
+    for (lane, (x, y)) in lanes.iter_mut().zip(rest) {
+        if !two_variables(x, y) {
+            return -1;
+        }
+        *lane += product(x, y);
+    }
+    let [a, b, c, d] = lanes;
+    let sum = ((a + b) + c) + d;
+    // Second pass: the products' Deltas, then the sum's.
     let mut k = 0;
     while k <= n {
         // SAFETY: as in `rt_error`; no reference to the context is live
@@ -1610,7 +1644,6 @@ pub(crate) extern "C" fn rt_tape_dot(
                 let (x, y) = (&u[3 * (k + j)..][..3], &v[3 * (k + j)..][..3]);
                 let (px, py) = (f64::from_bits(x[0]), f64::from_bits(y[0]));
                 let (cx, cy) = (f64::from_bits(x[2]), f64::from_bits(y[2]));
-                lanes[(k + j) % lanes.len()] += px * py;
                 Staged {
                     parents: [x[1] as u32, y[1] as u32],
                     weights: [py.chain(cx), px.chain(cy)],
@@ -1626,9 +1659,8 @@ pub(crate) extern "C" fn rt_tape_dot(
         }
         k += m;
         if k > n {
-            let [a, b, c, d] = lanes;
             // SAFETY: generated code's slot for the primal.
-            unsafe { primal.write(((a + b) + c) + d) };
+            unsafe { primal.write(sum) };
             return (base + (len + m - 1) as u64) as i64;
         }
     }
