@@ -1576,7 +1576,7 @@ pub(crate) extern "C" fn rt_tape_dot(
     // level 1 `u` and `v`, and a slot for the primal.
     let (u, v) = unsafe { (layout::vector_slots(u, 3), layout::vector_slots(v, 3)) };
     let n = usize::try_from(n).unwrap_or(0);
-    let slots = n.checked_mul(3).unwrap_or(usize::MAX);
+    let slots = n.saturating_mul(3);
     let (Some(u), Some(v)) = (u.get(..slots), v.get(..slots)) else {
         return -1;
     };
