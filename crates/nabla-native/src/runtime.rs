@@ -1580,7 +1580,8 @@ pub(crate) extern "C" fn rt_tape_dot(
     let (Some(u), Some(v)) = (u.get(..slots), v.get(..slots)) else {
         return -1;
     };
-    if n == 0 {
+    // (A count past the ids' range cannot be a Delta's: declined.)
+    if n == 0 || n >= trace::SUM_OF_PRECEDING as usize {
         return -1;
     }
     // First pass: each product of two different variables (ids ≥ 0), and
