@@ -362,22 +362,9 @@ impl Trace {
     }
 
     fn sweep(&self, adjoint: &mut [Num]) {
-        let mut id = self.entries.len();
-        while id > 0 {
-            id -= 1;
-            if adjoint[id].is_zero() {
-                continue;
-            }
-            let a = adjoint[id].clone();
-            if let Some(terms) = summed_terms(&self.entries, id) {
-                for t in terms.iter().rev() {
-                    self.pass_on(t, &a, adjoint);
-                }
-                id -= terms.len();
-                continue;
-            }
-            self.pass_on(&self.entries[id], &a, adjoint);
-        }
+        walk_back(&self.entries, adjoint, Num::is_zero, |e, a, adjoint| {
+            self.pass_on(e, a, adjoint)
+        });
     }
 
     /// Adds `wₖ · a` to the adjoint of each parent k of `e` (`a` not zero).
@@ -450,21 +437,42 @@ pub fn seed_and_sweep_plain(
             *a += ct;
         }
     }
-    let mut id = entries.len();
+    walk_back(
+        entries,
+        adjoint,
+        |&a| a == 0.0,
+        |e, &a, adjoint| pass_on(e, a, adjoint),
+    );
+}
+
+/// The backward walk of every sweep (Figure 11's `eval` on the flattened
+/// trace): from the last entry to the first, an entry whose adjoint `a` is
+/// not zero passes it on to its terms (`pass`); a Delta that sums the
+/// terms of the Deltas before it ([`SUM_OF_PRECEDING`]) passes its adjoint
+/// on to their terms, last first, and those Deltas (whose own adjoints are
+/// zero) are skipped.
+#[inline(always)]
+fn walk_back<A: Clone>(
+    entries: &[Entry],
+    adjoint: &mut [A],
+    is_zero: impl Fn(&A) -> bool,
+    mut pass: impl FnMut(&Entry, &A, &mut [A]),
+) {
+    let mut id = entries.len().min(adjoint.len());
     while id > 0 {
         id -= 1;
-        let a = adjoint[id];
-        if a == 0.0 {
+        if is_zero(&adjoint[id]) {
             continue;
         }
+        let a = adjoint[id].clone();
         if let Some(terms) = summed_terms(entries, id) {
             for t in terms.iter().rev() {
-                pass_on(t, a, adjoint);
+                pass(t, &a, adjoint);
             }
             id -= terms.len();
             continue;
         }
-        pass_on(&entries[id], a, adjoint);
+        pass(&entries[id], &a, adjoint);
     }
 }
 
@@ -515,22 +523,10 @@ pub fn seed_and_sweep_plain_lanes<const L: usize>(
             }
         }
     }
-    let mut id = entries.len().min(adjoint.len());
-    while id > 0 {
-        id -= 1;
-        let a = adjoint[id];
-        if a.iter().all(|&a| a == 0.0) {
-            continue;
-        }
-        if let Some(terms) = summed_terms(entries, id) {
-            for t in terms.iter().rev() {
-                pass_on_lanes(t, a, adjoint);
-            }
-            id -= terms.len();
-            continue;
-        }
-        pass_on_lanes(&entries[id], a, adjoint);
-    }
+    let all_zero = |a: &[f64; L]| a.iter().all(|&a| a == 0.0);
+    walk_back(entries, adjoint, all_zero, |e, &a, adjoint| {
+        pass_on_lanes(e, a, adjoint)
+    });
 }
 
 /// [`pass_on`] lane by lane, a zero lane of `a` adding `-0.0`.
