@@ -1517,39 +1517,60 @@ pub(crate) extern "C" fn rt_tape_inputs(ctx: *mut Ctx, span: u32, src: *const u6
     let n = reals.len();
     let (reals, out) = (reals.as_ptr(), out.as_mut_ptr());
     let none = nabla_lang::ad::trace::NO_PARENT;
+    append_staged(ctx, span, n, |k, id| {
+        // SAFETY: `k < n`: within both vectors (raw writes: bounds-checked
+        // slices made this loop half as fast again).
+        unsafe {
+            let x = out.add(3 * k);
+            x.write(reals.add(k).read().to_bits());
+            x.add(1).write(id);
+            x.add(2).write(1f64.to_bits());
+        }
+        Staged {
+            parents: [none; 2],
+            weights: [0.0; 2],
+        }
+    });
+}
+
+/// Appends `count` Deltas to level 1's trace through its lent buffer,
+/// `record(k, id)` making the k-th (whose id is `id`), in order, taking the
+/// written ones onto the trace where the buffer is full
+/// ([`rt_tape_flush`]); the id of the last, or `None` (not all written) if
+/// making room raised "out of memory". The Deltas' ids follow one another.
+fn append_staged(
+    ctx: *mut Ctx,
+    span: u32,
+    count: usize,
+    mut record: impl FnMut(usize, u64) -> Staged,
+) -> Option<u64> {
+    let mut last = None;
     let mut k = 0;
-    while k < n {
+    while k < count {
         // SAFETY: as in `rt_error`; no reference to the context is live
         // across the flush, which takes the pointer.
         if unsafe { (*ctx).staging.len >= (*ctx).staging.cap } {
             rt_tape_flush(ctx, span);
             if unsafe { (*ctx).failed } != 0 {
-                return;
+                return None;
             }
         }
         // SAFETY: as above; the reference ends before the next flush.
         let s = unsafe { &mut (*ctx).staging };
-        let m = (n - k).min((s.cap - s.len) as usize);
-        // Copied out: the writes below could alias the context's fields.
+        let m = (count - k).min((s.cap - s.len) as usize);
+        // Copied out: `record` could alias the context's fields.
         let (records, len, base) = (s.ptr, s.len as usize, s.base);
         s.len += m as u64;
         for j in 0..m {
-            // SAFETY: `len + j < cap`: inside the capacity the runtime lent;
-            // `k + j < n`: within both vectors (raw writes: bounds-checked
-            // slices made this loop half as fast again).
-            unsafe {
-                records.add(len + j).write(Staged {
-                    parents: [none; 2],
-                    weights: [0.0; 2],
-                });
-                let x = out.add(3 * (k + j));
-                x.write(reals.add(k + j).read().to_bits());
-                x.add(1).write(base + (len + j) as u64);
-                x.add(2).write(1f64.to_bits());
-            }
+            let id = base + (len + j) as u64;
+            let r = record(k + j, id);
+            // SAFETY: `len + j < cap`: inside the capacity the runtime lent.
+            unsafe { records.add(len + j).write(r) };
+            last = Some(id);
         }
         k += m;
     }
+    last
 }
 
 /// `TapeOp::DotTerms`: `sum (build n (fun i -> u[i] * v[i]))` of the
@@ -1623,49 +1644,26 @@ pub(crate) extern "C" fn rt_tape_dot(
     let [a, b, c, d] = lanes;
     let sum = ((a + b) + c) + d;
     // Second pass: the products' Deltas, then the sum's.
-    let mut k = 0;
-    while k <= n {
-        // SAFETY: as in `rt_error`; no reference to the context is live
-        // across the flush, which takes the pointer.
-        if unsafe { (*ctx).staging.len >= (*ctx).staging.cap } {
-            rt_tape_flush(ctx, span);
-            if unsafe { (*ctx).failed } != 0 {
-                return -1;
+    let last = append_staged(ctx, span, n + 1, |k, _| {
+        if k < n {
+            let (x, y) = (&u[3 * k..][..3], &v[3 * k..][..3]);
+            let (px, py) = (f64::from_bits(x[0]), f64::from_bits(y[0]));
+            let (cx, cy) = (f64::from_bits(x[2]), f64::from_bits(y[2]));
+            Staged {
+                parents: [x[1] as u32, y[1] as u32],
+                weights: [py.chain(cx), px.chain(cy)],
+            }
+        } else {
+            Staged {
+                parents: [trace::SUM_OF_PRECEDING, n as u32],
+                weights: [0.0; 2],
             }
         }
-        // SAFETY: as above; the reference ends before the next flush.
-        let s = unsafe { &mut (*ctx).staging };
-        // The products left, then the sum.
-        let m = (n + 1 - k).min((s.cap - s.len) as usize);
-        // Copied out: the writes below could alias the context's fields.
-        let (records, len, base) = (s.ptr, s.len as usize, s.base);
-        s.len += m as u64;
-        for j in 0..m {
-            let record = if k + j < n {
-                let (x, y) = (&u[3 * (k + j)..][..3], &v[3 * (k + j)..][..3]);
-                let (px, py) = (f64::from_bits(x[0]), f64::from_bits(y[0]));
-                let (cx, cy) = (f64::from_bits(x[2]), f64::from_bits(y[2]));
-                Staged {
-                    parents: [x[1] as u32, y[1] as u32],
-                    weights: [py.chain(cx), px.chain(cy)],
-                }
-            } else {
-                Staged {
-                    parents: [trace::SUM_OF_PRECEDING, n as u32],
-                    weights: [0.0; 2],
-                }
-            };
-            // SAFETY: `len + j < cap`: inside the capacity the runtime lent.
-            unsafe { records.add(len + j).write(record) };
-        }
-        k += m;
-        if k > n {
-            // SAFETY: generated code's slot for the primal.
-            unsafe { primal.write(sum) };
-            return (base + (len + m - 1) as u64) as i64;
-        }
-    }
-    -1
+    });
+    let Some(id) = last else { return -1 };
+    // SAFETY: generated code's slot for the primal.
+    unsafe { primal.write(sum) };
+    id as i64
 }
 
 /// The view of the inputs' adjoints the last sweep published (empty if
